@@ -1,0 +1,1 @@
+"""The Kubernetes API of the operator: pydantic models, the one source of the CRD schemas."""

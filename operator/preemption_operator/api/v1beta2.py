@@ -1,0 +1,494 @@
+"""kueue.x-k8s.io/v1beta2: the subset of Kueue's API that quota, admission, topology and preemption need."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from .meta import (
+    LIST_ATOMIC,
+    LIST_SET,
+    Conditions,
+    CRDInfo,
+    Int32,
+    Int64,
+    KubeModel,
+    LabelSelector,
+    ObjectMeta,
+    OpenModel,
+    PrinterColumn,
+    Quantity,
+    TopLevel,
+    cel,
+    crd_default,
+    list_map,
+)
+
+VERSION = "v1beta2"
+API_VERSION = f"kueue.x-k8s.io/{VERSION}"
+
+# Opaque objects: fields Kueue defines that we accept and keep but do not interpret.
+Opaque = Annotated[dict[str, Any], Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})]
+Name = Annotated[str, Field(min_length=1, max_length=253)]
+StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+
+
+# ---------------------------------------------------------------------------------------------
+# ClusterQueue and Cohort quota
+# ---------------------------------------------------------------------------------------------
+
+
+class ResourceQuota(KubeModel):
+    name: Name
+    nominal_quota: Quantity
+    borrowing_limit: Quantity | None = None
+    """How much more than its nominal quota the queue may borrow; unset means no limit."""
+    lending_limit: Quantity | None = None
+    """How much of its nominal quota the queue lends to its cohort; unset means all of it."""
+
+
+class FlavorQuotas(KubeModel):
+    name: Name
+    resources: Annotated[list[ResourceQuota], Field(min_length=1, max_length=64, json_schema_extra=list_map("name"))]
+
+
+class ResourceGroup(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "self.flavors.all(x, size(x.resources) == size(self.coveredResources))",
+            "flavors must have the same number of resources as the coveredResources",
+        )
+    ),
+):
+    covered_resources: Annotated[list[Name], Field(min_length=1, max_length=64, json_schema_extra=LIST_ATOMIC)]
+    flavors: Annotated[list[FlavorQuotas], Field(min_length=1, max_length=64, json_schema_extra=list_map("name"))]
+
+
+ResourceGroups = Annotated[list[ResourceGroup] | None, Field(max_length=16, json_schema_extra=LIST_ATOMIC)]
+
+
+class BorrowWithinCohort(KubeModel):
+    policy: Literal["Never", "LowerPriority"] = crd_default("Never")
+    max_priority_threshold: Int32 | None = None
+
+
+class ClusterQueuePreemption(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "!(self.reclaimWithinCohort == 'Never' && has(self.borrowWithinCohort) && "
+            "self.borrowWithinCohort.policy != 'Never')",
+            "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never",
+        )
+    ),
+):
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = crd_default("Never")
+    borrow_within_cohort: BorrowWithinCohort | None = None
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = crd_default("Never")
+
+
+class FlavorFungibility(KubeModel):
+    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor", "Borrow"] = crd_default("MayStopSearch")
+    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor", "Preempt"] = crd_default("TryNextFlavor")
+    preference: Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"] | None = None
+
+
+class FairSharing(KubeModel):
+    weight: Quantity | None = None
+
+
+class ClusterQueueSpec(KubeModel):
+    resource_groups: ResourceGroups = None
+    cohort_name: Annotated[str | None, Field(max_length=253)] = None
+    queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO"] = crd_default("BestEffortFIFO")
+    namespace_selector: LabelSelector | None = None
+    """Namespaces whose LocalQueues may submit here: unset selects none, `{}` selects all."""
+    flavor_fungibility: FlavorFungibility | None = None
+    preemption: ClusterQueuePreemption = crd_default({}, default_factory=ClusterQueuePreemption)
+    stop_policy: StopPolicy = crd_default("None")
+    fair_sharing: FairSharing | None = None
+    admission_checks_strategy: Opaque | None = None
+    admission_scope: Opaque | None = None
+
+
+class ResourceUsage(KubeModel):
+    name: Name
+    total: Quantity | None = None
+    borrowed: Quantity | None = None
+
+
+class FlavorUsage(KubeModel):
+    name: Name
+    resources: Annotated[list[ResourceUsage], Field(max_length=64, json_schema_extra=list_map("name"))]
+
+
+FlavorUsages = Annotated[list[FlavorUsage] | None, Field(max_length=64, json_schema_extra=list_map("name"))]
+
+
+class ClusterQueueStatus(KubeModel):
+    conditions: Conditions = None
+    flavors_reservation: FlavorUsages = None
+    flavors_usage: FlavorUsages = None
+    pending_workloads: Int32 | None = None
+    reserving_workloads: Int32 | None = None
+    admitted_workloads: Int32 | None = None
+    fair_sharing: Opaque | None = None
+
+
+class ClusterQueue(TopLevel):
+    """Quota for a group of namespaces, shared in a cohort, with a preemption policy."""
+
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="ClusterQueue",
+        plural="clusterqueues",
+        singular="clusterqueue",
+        scope="Cluster",
+        version=VERSION,
+        short_names=("cq",),
+        printer_columns=(
+            PrinterColumn("Cohort", "string", ".spec.cohortName", "Cohort that this ClusterQueue belongs to"),
+            PrinterColumn("Strategy", "string", ".spec.queueingStrategy", "The queueing strategy", priority=1),
+            PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads"),
+            PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads"),
+            PrinterColumn(
+                "Preemption Config",
+                "string",
+                ".metadata.annotations.kueue\\.x-k8s\\.io/preemption-config-name",
+                "PreemptionConfig named by the annotation",
+                priority=1,
+            ),
+        ),
+    )
+
+    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+    status: ClusterQueueStatus | None = None
+
+
+class CohortSpec(KubeModel):
+    parent_name: Annotated[str | None, Field(max_length=253)] = None
+    resource_groups: ResourceGroups = None
+    fair_sharing: FairSharing | None = None
+
+
+class Cohort(TopLevel):
+    """A node of the cohort tree: its children share quota, and it may hold quota of its own."""
+
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="Cohort",
+        plural="cohorts",
+        singular="cohort",
+        scope="Cluster",
+        version=VERSION,
+        printer_columns=(PrinterColumn("Parent", "string", ".spec.parentName", "Parent cohort"),),
+    )
+
+    spec: CohortSpec = Field(default_factory=CohortSpec)
+    status: Opaque | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# LocalQueue, ResourceFlavor, Topology, WorkloadPriorityClass
+# ---------------------------------------------------------------------------------------------
+
+
+class LocalQueueSpec(KubeModel):
+    cluster_queue: Annotated[
+        str,
+        Field(
+            max_length=253,
+            json_schema_extra=cel(("self == oldSelf", "field is immutable")),
+        ),
+    ]
+    stop_policy: StopPolicy = crd_default("None")
+    fair_sharing: FairSharing | None = None
+
+
+class LocalQueueStatus(KubeModel):
+    conditions: Conditions = None
+    pending_workloads: Int32 | None = None
+    reserving_workloads: Int32 | None = None
+    admitted_workloads: Int32 | None = None
+    flavors_reservation: FlavorUsages = None
+    flavors_usage: FlavorUsages = None
+
+
+class LocalQueue(TopLevel):
+    """A namespace's entry point to a ClusterQueue."""
+
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="LocalQueue",
+        plural="localqueues",
+        singular="localqueue",
+        scope="Namespaced",
+        version=VERSION,
+        short_names=("lq", "queue", "queues"),
+        printer_columns=(
+            PrinterColumn("ClusterQueue", "string", ".spec.clusterQueue", "Backing ClusterQueue"),
+            PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads"),
+            PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads"),
+        ),
+    )
+
+    spec: LocalQueueSpec
+    status: LocalQueueStatus | None = None
+
+
+class Taint(OpenModel):
+    key: str
+    value: str | None = None
+    effect: str
+
+
+class ResourceFlavorSpec(KubeModel):
+    node_labels: Annotated[dict[str, str] | None, Field(max_length=8)] = None
+    node_taints: Annotated[list[Taint] | None, Field(max_length=8, json_schema_extra=LIST_ATOMIC)] = None
+    tolerations: Annotated[list[Opaque] | None, Field(max_length=8, json_schema_extra=LIST_ATOMIC)] = None
+    topology_name: Annotated[str | None, Field(max_length=253)] = None
+
+
+class ResourceFlavor(TopLevel):
+    """A kind of node (and so of quota): which nodes it covers and, for TAS, their topology."""
+
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="ResourceFlavor",
+        plural="resourceflavors",
+        singular="resourceflavor",
+        scope="Cluster",
+        version=VERSION,
+        short_names=("flavor", "flavors", "rf"),
+        status_subresource=False,
+    )
+
+    spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)
+
+
+class TopologyLevel(KubeModel):
+    node_label: Annotated[str, Field(min_length=1, max_length=316)]
+
+
+class TopologySpec(KubeModel):
+    levels: Annotated[
+        list[TopologyLevel],
+        Field(
+            min_length=1,
+            max_length=16,
+            json_schema_extra=LIST_ATOMIC
+            | cel(("size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0", "must be unique")),
+        ),
+    ]
+    """Node labels from the widest level (e.g. block) to the narrowest (e.g. hostname)."""
+
+
+class Topology(TopLevel):
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="Topology",
+        plural="topologies",
+        singular="topology",
+        scope="Cluster",
+        version=VERSION,
+        status_subresource=False,
+    )
+
+    spec: TopologySpec
+
+
+class WorkloadPriorityClass(TopLevel):
+    """A priority for workloads, independent of pod priority."""
+
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="WorkloadPriorityClass",
+        plural="workloadpriorityclasses",
+        singular="workloadpriorityclass",
+        scope="Cluster",
+        version=VERSION,
+        status_subresource=False,
+        printer_columns=(PrinterColumn("Value", "integer", ".value", "Priority value"),),
+    )
+
+    value: Int32
+    description: Annotated[str | None, Field(max_length=2048)] = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Workload
+# ---------------------------------------------------------------------------------------------
+
+
+class ResourceRequirements(OpenModel):
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
+
+
+class Container(OpenModel):
+    name: str = ""
+    resources: ResourceRequirements | None = None
+
+
+class PodSpec(OpenModel):
+    containers: list[Container] = Field(default_factory=list)
+    init_containers: list[Container] | None = None
+    node_selector: dict[str, str] | None = None
+    priority_class_name: str | None = None
+    overhead: dict[str, Quantity] | None = None
+
+
+class PodTemplateSpec(OpenModel):
+    metadata: ObjectMeta | None = None
+    spec: PodSpec = Field(default_factory=PodSpec)
+
+
+class PodSetTopologyRequest(OpenModel):
+    required: Annotated[str | None, Field(max_length=316)] = None
+    """The whole pod set must run inside one domain of this level."""
+    preferred: Annotated[str | None, Field(max_length=316)] = None
+    """Try one domain of this level, then wider levels."""
+    unconstrained: bool | None = None
+    pod_set_group_name: str | None = None
+
+
+class PodSet(KubeModel):
+    name: Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = crd_default("main")
+    template: PodTemplateSpec = Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+    count: Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"})] = crd_default(1)
+    min_count: Annotated[int | None, Field(ge=1, json_schema_extra={"format": "int32"})] = None
+    topology_request: PodSetTopologyRequest | None = None
+
+
+class PriorityClassRef(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "self.group == 'scheduling.k8s.io' ? self.kind == 'PriorityClass' : true",
+            "only the PriorityClass kind is allowed for the scheduling.k8s.io group",
+        ),
+        (
+            "self.group == 'kueue.x-k8s.io' ? self.kind == 'WorkloadPriorityClass' : true",
+            "only the WorkloadPriorityClass kind is allowed for the kueue.x-k8s.io group",
+        ),
+    ),
+):
+    group: Literal["kueue.x-k8s.io", "scheduling.k8s.io"]
+    kind: Literal["WorkloadPriorityClass", "PriorityClass"]
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+
+
+class WorkloadSpec(KubeModel):
+    pod_sets: Annotated[
+        list[PodSet], Field(min_length=1, max_length=18, json_schema_extra=list_map("name"))
+    ]
+    queue_name: Annotated[str | None, Field(max_length=253)] = None
+    priority_class_ref: PriorityClassRef | None = None
+    priority: Int32 | None = None
+    active: bool = crd_default(True)
+    """false deactivates the workload: it is evicted and not admitted again."""
+    maximum_execution_time_seconds: Annotated[int | None, Field(ge=1, json_schema_extra={"format": "int32"})] = None
+
+
+class ValuesPerLevel(KubeModel):
+    roots: Annotated[list[str] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+    prefix: str | None = None
+    suffix: str | None = None
+    universal_value: str | None = None
+
+
+class TopologySlice(KubeModel):
+    domain_count: Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"})]
+    values_per_level: Annotated[list[ValuesPerLevel], Field(json_schema_extra=LIST_ATOMIC)]
+    pod_counts: Annotated[list[Annotated[int, Field(ge=0)]] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+    universal_pod_count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
+
+
+class TopologyAssignment(KubeModel):
+    levels: Annotated[list[str], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)]
+    slices: Annotated[list[TopologySlice], Field(json_schema_extra=LIST_ATOMIC)] = Field(default_factory=list)
+
+
+class PodSetAssignment(KubeModel):
+    name: str
+    flavors: dict[str, str] | None = None
+    """Resource name to the flavor it was assigned."""
+    resource_usage: dict[str, Quantity] | None = None
+    count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
+    topology_assignment: TopologyAssignment | None = None
+    delayed_topology_request: str | None = None
+
+
+class Admission(KubeModel):
+    cluster_queue: Name
+    pod_set_assignments: Annotated[
+        list[PodSetAssignment], Field(max_length=18, json_schema_extra=list_map("name"))
+    ] = Field(default_factory=list)
+
+
+class RequeueState(KubeModel):
+    count: Int32 | None = None
+    requeue_at: datetime | None = None
+
+
+class EvictionCount(KubeModel):
+    reason: Annotated[str, Field(max_length=316)]
+    underlying_cause: Annotated[str, Field(max_length=316)] = crd_default("")
+    count: Int64
+
+
+class SchedulingStats(KubeModel):
+    evictions: Annotated[
+        list[EvictionCount] | None,
+        Field(max_length=256, json_schema_extra=list_map("reason", "underlyingCause")),
+    ] = None
+
+
+class WorkloadStatus(KubeModel):
+    conditions: Conditions = None
+    admission: Admission | None = None
+    requeue_state: RequeueState | None = None
+    scheduling_stats: SchedulingStats | None = None
+    accumulated_past_execution_time_seconds: Int32 | None = None
+    admission_checks: Annotated[list[Opaque] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+    reclaimable_pods: Annotated[list[Opaque] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+    resource_requests: Annotated[list[Opaque] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+
+
+class Workload(TopLevel):
+    """A unit of admission: pod sets with their requests, a queue and a priority."""
+
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="Workload",
+        plural="workloads",
+        singular="workload",
+        scope="Namespaced",
+        version=VERSION,
+        short_names=("wl",),
+        printer_columns=(
+            PrinterColumn("Queue", "string", ".spec.queueName", "Name of the queue this workload was submitted to"),
+            PrinterColumn(
+                "Reserved in", "string", ".status.admission.clusterQueue", "ClusterQueue where the quota is reserved"
+            ),
+            PrinterColumn(
+                "Admitted", "string", '.status.conditions[?(@.type=="Admitted")].status', "Admission status"
+            ),
+            PrinterColumn(
+                "Preempted", "string", '.status.conditions[?(@.type=="Preempted")].reason', "Why it was preempted"
+            ),
+            PrinterColumn(
+                "Finished", "string", '.status.conditions[?(@.type=="Finished")].status', "Workload finished"
+            ),
+        ),
+    )
+
+    spec: WorkloadSpec
+    status: WorkloadStatus | None = None
+
+
+KINDS: tuple[type[TopLevel], ...] = (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceFlavor,
+    Topology,
+    WorkloadPriorityClass,
+    Workload,
+)
