@@ -49,5 +49,3 @@ class NodeStatus(OpenModel):
 class Node(CoreObject):
     spec: NodeSpec = Field(default_factory=NodeSpec)
     status: NodeStatus = Field(default_factory=NodeStatus)
-
-

@@ -58,6 +58,14 @@ def list_map(*keys: str) -> dict[str, Any]:
 LIST_SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
 LIST_ATOMIC: dict[str, Any] = {"x-kubernetes-list-type": "atomic"}
 
+# A reference to a cluster object by name (a DNS subdomain), as Kueue's *Reference types.
+DNSName = Annotated[
+    str, Field(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+]
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1, json_schema_extra={"format": "int32"})]
 Int64 = Annotated[int, Field(json_schema_extra={"format": "int64"})]
 
@@ -110,9 +118,7 @@ class LabelSelector(KubeModel, json_schema_extra={"x-kubernetes-map-type": "atom
     """A metav1.LabelSelector: matchLabels and matchExpressions are ANDed."""
 
     match_labels: dict[str, str] | None = None
-    match_expressions: Annotated[list[LabelSelectorRequirement] | None, Field(json_schema_extra=LIST_ATOMIC)] = (
-        None
-    )
+    match_expressions: Annotated[list[LabelSelectorRequirement] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -121,7 +127,13 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 class Condition(KubeModel):
     """A metav1.Condition."""
 
-    type: Annotated[str, Field(max_length=316)]
+    type: Annotated[
+        str,
+        Field(
+            max_length=316,
+            pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        ),
+    ]
     status: ConditionStatus
     reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
     message: Annotated[str, Field(max_length=32768)]

@@ -127,7 +127,9 @@ class PreemptionConfig(TopLevel):
         short_names=("preempcfg",),
         printer_columns=(
             PrinterColumn("Rules", "integer", ".status.ruleCount", "Number of rules"),
-            PrinterColumn("Valid", "string", '.status.conditions[?(@.type=="Valid")].status', "Whether the rules build"),
+            PrinterColumn(
+                "Valid", "string", '.status.conditions[?(@.type=="Valid")].status', "Whether the rules build"
+            ),
             PrinterColumn("ClusterQueues", "string", ".status.clusterQueues", "ClusterQueues using it", priority=1),
         ),
     )

@@ -8,12 +8,12 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from .meta import (
+    LABEL_KEY_PATTERN,
     LIST_ATOMIC,
-    LIST_SET,
     Conditions,
     CRDInfo,
+    DNSName,
     Int32,
-    Int64,
     KubeModel,
     LabelSelector,
     ObjectMeta,
@@ -50,7 +50,7 @@ class ResourceQuota(KubeModel):
 
 
 class FlavorQuotas(KubeModel):
-    name: Name
+    name: DNSName
     resources: Annotated[list[ResourceQuota], Field(min_length=1, max_length=64, json_schema_extra=list_map("name"))]
 
 
@@ -86,13 +86,21 @@ class ClusterQueuePreemption(
     ),
 ):
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = crd_default("Never")
-    borrow_within_cohort: BorrowWithinCohort | None = None
+    borrow_within_cohort: BorrowWithinCohort | None = crd_default({}, default_factory=lambda: None)
     within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = crd_default("Never")
 
 
-class FlavorFungibility(KubeModel):
-    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor", "Borrow"] = crd_default("MayStopSearch")
-    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor", "Preempt"] = crd_default("TryNextFlavor")
+class FlavorFungibility(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "!has(self.preference) || (self.whenCanBorrow == 'TryNextFlavor' && self.whenCanPreempt == 'TryNextFlavor')",
+            "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
+        )
+    ),
+):
+    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = crd_default("MayStopSearch")
+    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] = crd_default("TryNextFlavor")
     preference: Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"] | None = None
 
 
@@ -100,13 +108,22 @@ class FairSharing(KubeModel):
     weight: Quantity | None = None
 
 
-class ClusterQueueSpec(KubeModel):
+class ClusterQueueSpec(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "!has(self.cohortName) && has(self.resourceGroups) ? self.resourceGroups.all(rg, "
+            "rg.flavors.all(f, f.resources.all(r, !has(r.borrowingLimit)))) : true",
+            "borrowingLimit must be nil when cohort is empty",
+        )
+    ),
+):
     resource_groups: ResourceGroups = None
-    cohort_name: Annotated[str | None, Field(max_length=253)] = None
+    cohort_name: DNSName | None = None
     queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO"] = crd_default("BestEffortFIFO")
     namespace_selector: LabelSelector | None = None
     """Namespaces whose LocalQueues may submit here: unset selects none, `{}` selects all."""
-    flavor_fungibility: FlavorFungibility | None = None
+    flavor_fungibility: FlavorFungibility = crd_default({}, default_factory=FlavorFungibility)
     preemption: ClusterQueuePreemption = crd_default({}, default_factory=ClusterQueuePreemption)
     stop_policy: StopPolicy = crd_default("None")
     fair_sharing: FairSharing | None = None
@@ -121,7 +138,7 @@ class ResourceUsage(KubeModel):
 
 
 class FlavorUsage(KubeModel):
-    name: Name
+    name: DNSName
     resources: Annotated[list[ResourceUsage], Field(max_length=64, json_schema_extra=list_map("name"))]
 
 
@@ -152,7 +169,13 @@ class ClusterQueue(TopLevel):
             PrinterColumn("Cohort", "string", ".spec.cohortName", "Cohort that this ClusterQueue belongs to"),
             PrinterColumn("Strategy", "string", ".spec.queueingStrategy", "The queueing strategy", priority=1),
             PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads"),
-            PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads"),
+            PrinterColumn(
+                "Admitted Workloads",
+                "integer",
+                ".status.admittedWorkloads",
+                "Number of admitted workloads that haven't finished yet",
+                priority=1,
+            ),
             PrinterColumn(
                 "Preemption Config",
                 "string",
@@ -168,7 +191,7 @@ class ClusterQueue(TopLevel):
 
 
 class CohortSpec(KubeModel):
-    parent_name: Annotated[str | None, Field(max_length=253)] = None
+    parent_name: DNSName | None = None
     resource_groups: ResourceGroups = None
     fair_sharing: FairSharing | None = None
 
@@ -195,13 +218,7 @@ class Cohort(TopLevel):
 
 
 class LocalQueueSpec(KubeModel):
-    cluster_queue: Annotated[
-        str,
-        Field(
-            max_length=253,
-            json_schema_extra=cel(("self == oldSelf", "field is immutable")),
-        ),
-    ]
+    cluster_queue: Annotated[DNSName, Field(json_schema_extra=cel(("self == oldSelf", "field is immutable")))]
     stop_policy: StopPolicy = crd_default("None")
     fair_sharing: FairSharing | None = None
 
@@ -224,11 +241,16 @@ class LocalQueue(TopLevel):
         singular="localqueue",
         scope="Namespaced",
         version=VERSION,
-        short_names=("lq", "queue", "queues"),
+        short_names=("queue", "queues", "lq"),
         printer_columns=(
             PrinterColumn("ClusterQueue", "string", ".spec.clusterQueue", "Backing ClusterQueue"),
             PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads"),
-            PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads"),
+            PrinterColumn(
+                "Admitted Workloads",
+                "integer",
+                ".status.admittedWorkloads",
+                "Number of admitted workloads that haven't finished yet.",
+            ),
         ),
     )
 
@@ -242,11 +264,40 @@ class Taint(OpenModel):
     effect: str
 
 
-class ResourceFlavorSpec(KubeModel):
-    node_labels: Annotated[dict[str, str] | None, Field(max_length=8)] = None
-    node_taints: Annotated[list[Taint] | None, Field(max_length=8, json_schema_extra=LIST_ATOMIC)] = None
+_TAINT_EFFECTS = "['NoSchedule', 'PreferNoSchedule', 'NoExecute']"
+
+
+class ResourceFlavorSpec(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "!has(self.topologyName) || self.nodeLabels.size() >= 1",
+            "at least one nodeLabel is required when topology is set",
+        ),
+        (
+            "!has(oldSelf.topologyName) || self == oldSelf",
+            "resourceFlavorSpec are immutable when topologyName is set",
+        ),
+    ),
+):
+    node_labels: Annotated[
+        dict[str, str] | None, Field(max_length=8, json_schema_extra={"x-kubernetes-map-type": "atomic"})
+    ] = None
+    node_taints: Annotated[
+        list[Taint] | None,
+        Field(
+            max_length=8,
+            json_schema_extra=LIST_ATOMIC
+            | cel(
+                (
+                    f"self.all(x, x.effect in {_TAINT_EFFECTS})",
+                    "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
+                )
+            ),
+        ),
+    ] = None
     tolerations: Annotated[list[Opaque] | None, Field(max_length=8, json_schema_extra=LIST_ATOMIC)] = None
-    topology_name: Annotated[str | None, Field(max_length=253)] = None
+    topology_name: DNSName | None = None
 
 
 class ResourceFlavor(TopLevel):
@@ -266,7 +317,7 @@ class ResourceFlavor(TopLevel):
 
 
 class TopologyLevel(KubeModel):
-    node_label: Annotated[str, Field(min_length=1, max_length=316)]
+    node_label: Annotated[str, Field(min_length=1, max_length=316, pattern=LABEL_KEY_PATTERN)]
 
 
 class TopologySpec(KubeModel):
@@ -276,7 +327,15 @@ class TopologySpec(KubeModel):
             min_length=1,
             max_length=16,
             json_schema_extra=LIST_ATOMIC
-            | cel(("size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0", "must be unique")),
+            | cel(
+                ("self == oldSelf", "field is immutable"),
+                ("size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0", "must be unique"),
+                (
+                    "size(self.filter(i, i.nodeLabel == 'kubernetes.io/hostname')) == 0 || "
+                    "self[size(self) - 1].nodeLabel == 'kubernetes.io/hostname'",
+                    "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+                ),
+            ),
         ),
     ]
     """Node labels from the widest level (e.g. block) to the narrowest (e.g. hostname)."""
@@ -305,7 +364,7 @@ class WorkloadPriorityClass(TopLevel):
         scope="Cluster",
         version=VERSION,
         status_subresource=False,
-        printer_columns=(PrinterColumn("Value", "integer", ".value", "Priority value"),),
+        printer_columns=(PrinterColumn("Value", "integer", ".value", "Value of workloadPriorityClass's Priority"),),
     )
 
     value: Int32
@@ -341,15 +400,23 @@ class PodTemplateSpec(OpenModel):
 
 
 class PodSetTopologyRequest(OpenModel):
-    required: Annotated[str | None, Field(max_length=316)] = None
+    required: Annotated[str | None, Field(max_length=63)] = None
     """The whole pod set must run inside one domain of this level."""
-    preferred: Annotated[str | None, Field(max_length=316)] = None
+    preferred: Annotated[str | None, Field(max_length=63)] = None
     """Try one domain of this level, then wider levels."""
     unconstrained: bool | None = None
-    pod_set_group_name: str | None = None
+    pod_set_group_name: Annotated[str | None, Field(max_length=256)] = None
 
 
-class PodSet(KubeModel):
+class PodSet(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "has(self.minCount) ? self.minCount <= self.count : true",
+            "minCount should be positive and less or equal to count",
+        )
+    ),
+):
     name: Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = crd_default("main")
     template: PodTemplateSpec = Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
     count: Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"})] = crd_default(1)
@@ -372,14 +439,12 @@ class PriorityClassRef(
 ):
     group: Literal["kueue.x-k8s.io", "scheduling.k8s.io"]
     kind: Literal["WorkloadPriorityClass", "PriorityClass"]
-    name: Annotated[str, Field(min_length=1, max_length=253)]
+    name: Annotated[DNSName, Field(min_length=1)]
 
 
 class WorkloadSpec(KubeModel):
-    pod_sets: Annotated[
-        list[PodSet], Field(min_length=1, max_length=18, json_schema_extra=list_map("name"))
-    ]
-    queue_name: Annotated[str | None, Field(max_length=253)] = None
+    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=8, json_schema_extra=list_map("name"))]
+    queue_name: DNSName | None = None
     priority_class_ref: PriorityClassRef | None = None
     priority: Int32 | None = None
     active: bool = crd_default(True)
@@ -387,51 +452,84 @@ class WorkloadSpec(KubeModel):
     maximum_execution_time_seconds: Annotated[int | None, Field(ge=1, json_schema_extra={"format": "int32"})] = None
 
 
-class ValuesPerLevel(KubeModel):
+class ValuesPerLevel(
+    KubeModel,
+    json_schema_extra=cel(
+        ("has(self.roots) != has(self.universalValue)", "exactly one of roots, universalValue must be set"),
+        (
+            "!(has(self.universalValue) && (has(self.prefix) || has(self.suffix)))",
+            "prefix and suffix cannot be set together with universalValue",
+        ),
+    ),
+):
     roots: Annotated[list[str] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
     prefix: str | None = None
     suffix: str | None = None
     universal_value: str | None = None
 
 
-class TopologySlice(KubeModel):
+class TopologySlice(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "has(self.podCounts) != has(self.universalPodCount)",
+            "Exactly one of podCounts, universalPodCount must be set",
+        ),
+        (
+            "!has(self.podCounts) || size(self.podCounts) == self.domainCount",
+            "podCounts must have length equal to domainCount",
+        ),
+        (
+            "self.valuesPerLevel.all(x, !has(x.roots) || size(x.roots) == self.domainCount)",
+            "roots must have length equal to domainCount",
+        ),
+    ),
+):
     domain_count: Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"})]
     values_per_level: Annotated[list[ValuesPerLevel], Field(json_schema_extra=LIST_ATOMIC)]
     pod_counts: Annotated[list[Annotated[int, Field(ge=0)]] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
     universal_pod_count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
 
 
-class TopologyAssignment(KubeModel):
+class TopologyAssignment(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "self.slices.all(x, size(x.valuesPerLevel) == size(self.levels))",
+            "valuesPerLevel must have the same length as the number of levels in this TopologyAssignment",
+        )
+    ),
+):
     levels: Annotated[list[str], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)]
     slices: Annotated[list[TopologySlice], Field(json_schema_extra=LIST_ATOMIC)] = Field(default_factory=list)
 
 
 class PodSetAssignment(KubeModel):
-    name: str
-    flavors: dict[str, str] | None = None
+    name: Annotated[str, Field(max_length=63)] = crd_default("main")
+    flavors: dict[str, DNSName] | None = None
     """Resource name to the flavor it was assigned."""
     resource_usage: dict[str, Quantity] | None = None
     count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
     topology_assignment: TopologyAssignment | None = None
-    delayed_topology_request: str | None = None
+    delayed_topology_request: Literal["Pending", "Ready"] | None = None
 
 
 class Admission(KubeModel):
-    cluster_queue: Name
-    pod_set_assignments: Annotated[
-        list[PodSetAssignment], Field(max_length=18, json_schema_extra=list_map("name"))
-    ] = Field(default_factory=list)
+    cluster_queue: DNSName
+    pod_set_assignments: Annotated[list[PodSetAssignment], Field(max_length=8, json_schema_extra=list_map("name"))] = (
+        Field(default_factory=list)
+    )
 
 
 class RequeueState(KubeModel):
-    count: Int32 | None = None
+    count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
     requeue_at: datetime | None = None
 
 
 class EvictionCount(KubeModel):
     reason: Annotated[str, Field(max_length=316)]
-    underlying_cause: Annotated[str, Field(max_length=316)] = crd_default("")
-    count: Int64
+    underlying_cause: Annotated[str, Field(max_length=316)] = ""
+    count: Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"})]
 
 
 class SchedulingStats(KubeModel):
@@ -452,7 +550,32 @@ class WorkloadStatus(KubeModel):
     resource_requests: Annotated[list[Opaque] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
 
 
-class Workload(TopLevel):
+_QUOTA_RESERVED = "{o}.status.conditions.exists(c, c.type == 'QuotaReserved' && c.status == 'True')"
+_WAS_RESERVED = f"(has(oldSelf.status) && has(oldSelf.status.conditions) && {_QUOTA_RESERVED.format(o='oldSelf')})"
+
+
+class Workload(
+    TopLevel,
+    json_schema_extra=cel(
+        (
+            f"has(self.status) && has(self.status.conditions) && {_QUOTA_RESERVED.format(o='self')} && "
+            "has(self.status.admission) ? size(self.spec.podSets) == size(self.status.admission.podSetAssignments) "
+            ": true",
+            "podSetAssignments must have the same number of podSets as the spec",
+        ),
+        (
+            f"{_WAS_RESERVED} ? (!has(oldSelf.spec.priorityClassRef) && !has(self.spec.priorityClassRef)) || "
+            "(has(oldSelf.spec.priorityClassRef) && has(self.spec.priorityClassRef)) : true",
+            "priorityClassRef is immutable while workload quota reserved",
+        ),
+        (
+            f"{_WAS_RESERVED} && (has(self.status) && has(self.status.conditions) && "
+            f"{_QUOTA_RESERVED.format(o='self')}) && has(oldSelf.spec.queueName) && has(self.spec.queueName) ? "
+            "oldSelf.spec.queueName == self.spec.queueName : true",
+            "queueName is immutable while workload quota reserved",
+        ),
+    ),
+):
     """A unit of admission: pod sets with their requests, a queue and a priority."""
 
     crd: ClassVar[CRDInfo] = CRDInfo(
@@ -465,16 +588,17 @@ class Workload(TopLevel):
         printer_columns=(
             PrinterColumn("Queue", "string", ".spec.queueName", "Name of the queue this workload was submitted to"),
             PrinterColumn(
-                "Reserved in", "string", ".status.admission.clusterQueue", "ClusterQueue where the quota is reserved"
+                "Reserved in",
+                "string",
+                ".status.admission.clusterQueue",
+                "Name of the ClusterQueue where the workload is reserving quota",
+            ),
+            PrinterColumn("Admitted", "string", ".status.conditions[?(@.type=='Admitted')].status", "Admission status"),
+            PrinterColumn(
+                "Preempted", "string", ".status.conditions[?(@.type=='Preempted')].reason", "Why it was preempted"
             ),
             PrinterColumn(
-                "Admitted", "string", '.status.conditions[?(@.type=="Admitted")].status', "Admission status"
-            ),
-            PrinterColumn(
-                "Preempted", "string", '.status.conditions[?(@.type=="Preempted")].reason', "Why it was preempted"
-            ),
-            PrinterColumn(
-                "Finished", "string", '.status.conditions[?(@.type=="Finished")].status', "Workload finished"
+                "Finished", "string", ".status.conditions[?(@.type=='Finished')].status", "Workload finished"
             ),
         ),
     )

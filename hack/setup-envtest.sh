@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Fills a cache folder with kube-apiserver, etcd and kubectl (controller-runtime's envtest
+# layout) and prints the folder, so that `export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)`
+# works. kube-apiserver is built from the k8s.io/kubernetes Go module; etcd comes from
+# Debian's etcd-server package; kubectl from the machine, else from the same Go build.
+#
+# Usage: hack/setup-envtest.sh [--installed-only]
+#   --installed-only  build and install nothing: print the folder if the assets are already
+#                     there (linking a machine's etcd/kubectl is allowed), else exit 1.
+# Environment: ENVTEST_K8S_VERSION (default 1.34.4), ENVTEST_CACHE (cache root).
+set -euo pipefail
+
+K8S_VERSION="${ENVTEST_K8S_VERSION:-1.34.4}"
+CACHE_ROOT="${ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/preemption-operator/envtest}"
+ASSETS="$CACHE_ROOT/k8s-$K8S_VERSION"
+
+installed_only=false
+for arg in "$@"; do
+  case "$arg" in
+    --installed-only | -i) installed_only=true ;;
+    -h | --help)
+      sed -n '2,10s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "setup-envtest: unknown argument: $arg" >&2
+      exit 2
+      ;;
+  esac
+done
+
+log() { echo "setup-envtest: $*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+complete() {
+  local dir="$1"
+  [ -n "$dir" ] && [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]
+}
+
+# A kube-apiserver built by an older version of this script lacks the version stamp
+# (it reports v0.0.0-master); such a binary is rebuilt (a relink, with a warm Go cache).
+apiserver_current() {
+  [ -x "$ASSETS/kube-apiserver" ] &&
+    [ "$("$ASSETS/kube-apiserver" --version 2>/dev/null)" = "Kubernetes v$K8S_VERSION" ]
+}
+
+if complete "${KUBEBUILDER_ASSETS:-}"; then
+  echo "$KUBEBUILDER_ASSETS"
+  exit 0
+fi
+
+if $installed_only; then
+  apiserver_current || exit 1
+  mkdir -p "$ASSETS"
+else
+  mkdir -p "$ASSETS"
+fi
+
+build_k8s_binaries() {
+  # A throwaway module: k8s.io/kubernetes lists its staging modules at v0.0.0, which the
+  # module proxy does not serve; each is replaced by the tag of the same minor release.
+  command -v go >/dev/null || die "the Go toolchain is needed to build kube-apiserver"
+  local work minor gomod ldflags pkg
+  work="$(mktemp -d)"
+  # shellcheck disable=SC2064 # expand $work now: the trap runs after the local is gone
+  trap "rm -rf '$work'" RETURN
+  minor="${K8S_VERSION#*.}"
+  minor="${minor%%.*}"
+  # Stamp the version as the release build does (hack/lib/version.sh), so that /version
+  # and `kubectl version` report v$K8S_VERSION rather than v0.0.0-master.
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=${K8S_VERSION%%.*}"
+    ldflags+=" -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  cd "$work"
+  go mod init envtest-build >/dev/null 2>&1
+  gomod="$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  [ -f "$gomod" ] || die "could not download k8s.io/kubernetes@v$K8S_VERSION"
+  {
+    echo "require k8s.io/kubernetes v$K8S_VERSION"
+    grep -E '^[[:space:]]+k8s\.io/[a-z0-9./-]+ v0\.0\.0$' "$gomod" | awk -v v="v0.$minor.${K8S_VERSION##*.}" '{print "replace " $1 " => " $1 " " v}'
+  } >>go.mod
+  printf 'package main\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\nfunc main() {}\n' >tools.go
+  log "resolving modules for k8s.io/kubernetes v$K8S_VERSION"
+  go mod tidy >&2
+  for cmd in "$@"; do
+    log "building $cmd (a cold build takes several minutes)"
+    CGO_ENABLED=0 go build -tags providerless -trimpath -ldflags="$ldflags" -o "$ASSETS/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
+    mv "$ASSETS/$cmd.tmp" "$ASSETS/$cmd"
+  done
+}
+
+# The machine's kubectl, if any. Google Cloud SDK's kubectl is a dispatcher that picks one of
+# its kubectl.1.NN siblings by the server's version; link the one nearest this release (within
+# the supported skew of one minor version) directly instead.
+machine_kubectl() {
+  local bin dir minor m
+  bin="$(command -v kubectl || true)"
+  [ -n "$bin" ] || return 1
+  dir="$(dirname "$(readlink -f "$bin")")"
+  minor="${K8S_VERSION#*.}"
+  minor="${minor%%.*}"
+  for m in "$minor" "$((minor + 1))" "$((minor - 1))"; do
+    if [ -x "$dir/kubectl.1.$m" ]; then
+      echo "$dir/kubectl.1.$m"
+      return 0
+    fi
+  done
+  echo "$bin"
+}
+
+need_build=()
+apiserver_current || need_build+=(kube-apiserver)
+if [ ! -x "$ASSETS/kubectl" ]; then
+  if kubectl_bin="$(machine_kubectl)"; then
+    ln -sf "$kubectl_bin" "$ASSETS/kubectl"
+  else
+    need_build+=(kubectl)
+  fi
+fi
+if [ "${#need_build[@]}" -gt 0 ]; then
+  $installed_only && exit 1
+  (build_k8s_binaries "${need_build[@]}")
+fi
+
+if [ ! -x "$ASSETS/etcd" ]; then
+  etcd_bin="$(command -v etcd || true)"
+  if [ -z "$etcd_bin" ] && [ -x /usr/bin/etcd ]; then etcd_bin=/usr/bin/etcd; fi
+  if [ -z "$etcd_bin" ] && ! $installed_only && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    log "installing Debian's etcd-server"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 etcd-server >&2
+    etcd_bin=/usr/bin/etcd
+  fi
+  if [ -z "$etcd_bin" ] || [ ! -x "$etcd_bin" ]; then
+    $installed_only && exit 1
+    die "etcd not found: install Debian's etcd-server or put etcd on PATH"
+  fi
+  ln -sf "$etcd_bin" "$ASSETS/etcd"
+fi
+
+complete "$ASSETS" || die "assets in $ASSETS are incomplete"
+echo "$ASSETS"

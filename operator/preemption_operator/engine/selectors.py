@@ -1,0 +1,77 @@
+"""Label selectors with apimachinery's semantics, built once and matched many times."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..api.meta import LabelSelector
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+class SelectorError(ValueError):
+    """A selector that cannot be built; the text says which requirement and why."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    operator: str
+    values: frozenset[str]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        return not present  # DoesNotExist
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A built selector. `everything` and `nothing` are the two degenerate ones."""
+
+    requirements: tuple[Requirement, ...] = ()
+    matches_nothing: bool = False
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        if self.matches_nothing:
+            return False
+        labels = labels or {}
+        return all(req.matches(labels) for req in self.requirements)
+
+    @property
+    def empty(self) -> bool:
+        return not self.matches_nothing and not self.requirements
+
+
+EVERYTHING = Selector()
+NOTHING = Selector(matches_nothing=True)
+
+
+def build(selector: LabelSelector | None, *, nil: Selector) -> Selector:
+    """Builds a selector. A nil selector becomes `nil` (Kubernetes fields differ on what nil means:
+    `namespaceSelector` selects nothing, a candidate's `labelSelector` filters nothing); `{}`
+    always selects everything."""
+    if selector is None:
+        return nil
+    requirements: list[Requirement] = []
+    for key, value in sorted((selector.match_labels or {}).items()):
+        requirements.append(Requirement(key, "In", frozenset({value})))
+    for index, expr in enumerate(selector.match_expressions or []):
+        values = frozenset(expr.values or [])
+        where = f"matchExpressions[{index}]"
+        if expr.operator not in OPERATORS:
+            raise SelectorError(f'{where}: "{expr.operator}" is not a valid label selector operator')
+        if expr.operator in ("In", "NotIn") and not values:
+            raise SelectorError(f"{where}: for 'in', 'notin' operators, values set can't be empty")
+        if expr.operator in ("Exists", "DoesNotExist") and values:
+            raise SelectorError(f"{where}: values set must be empty for exists and does not exist")
+        if not expr.key:
+            raise SelectorError(f"{where}: key must not be empty")
+        requirements.append(Requirement(expr.key, expr.operator, values))
+    return Selector(tuple(requirements))

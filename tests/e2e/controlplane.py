@@ -1,0 +1,501 @@
+"""A throwaway Kubernetes control plane (etcd + kube-apiserver) for the e2e tests.
+
+It follows controller-runtime's envtest: the binaries come from the folder named by
+``KUBEBUILDER_ASSETS`` (``kube-apiserver``, ``etcd``, ``kubectl``), see
+``hack/setup-envtest.sh``. There is no controller-manager, scheduler or kubelet: objects are
+stored and validated, but nothing reconciles them (namespaces never finish deleting, pods never
+run, garbage collection does not happen).
+
+Only the standard library is used; the service-account key is made with the ``cryptography``
+package when it is installed, else with the ``openssl`` command. kube-apiserver makes its own
+self-signed serving certificate (valid for 127.0.0.1, not for ``localhost``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SETUP_SCRIPT = REPO_ROOT / "hack" / "setup-envtest.sh"
+CRDS_DIR = REPO_ROOT / "crds"
+BINARIES = ("kube-apiserver", "etcd", "kubectl")
+ENABLE_HINT = "export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)"
+
+ADMIN_USER = "e2e-admin"
+ADMIN_GROUP = "system:masters"
+
+
+class AssetsUnavailable(Exception):
+    """The control-plane binaries are not on this machine."""
+
+
+class AssetsMisconfigured(Exception):
+    """KUBEBUILDER_ASSETS is set but does not hold the binaries."""
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane failed to start (the message carries the tails of its logs)."""
+
+
+def find_assets() -> Path:
+    """The folder holding kube-apiserver, etcd and kubectl.
+
+    ``KUBEBUILDER_ASSETS`` when set; else whatever ``hack/setup-envtest.sh --installed-only``
+    finds already cached (it never builds from here: a cold build takes minutes).
+    """
+    explicit = os.environ.get("KUBEBUILDER_ASSETS")
+    if explicit:
+        folder = Path(explicit)
+        missing = [b for b in BINARIES if not os.access(folder / b, os.X_OK)]
+        if missing:
+            raise AssetsMisconfigured(
+                f"KUBEBUILDER_ASSETS={explicit} lacks executable {', '.join(missing)}; "
+                f"point it at a complete folder: `{ENABLE_HINT}`"
+            )
+        return folder
+    if SETUP_SCRIPT.is_file() and shutil.which("bash"):
+        try:
+            proc = subprocess.run(
+                ["bash", str(SETUP_SCRIPT), "--installed-only"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            proc = None
+        if proc is not None and proc.returncode == 0 and proc.stdout.strip():
+            folder = Path(proc.stdout.strip().splitlines()[-1])
+            if all(os.access(folder / b, os.X_OK) for b in BINARIES):
+                return folder
+    raise AssetsUnavailable(
+        "the e2e tests need kube-apiserver, etcd and kubectl (envtest assets): "
+        f"run `{ENABLE_HINT}` (a first build takes ~7 minutes) to enable them"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Processes: every child is tracked, dies with the test run (PR_SET_PDEATHSIG), and is stopped
+# at interpreter exit (atexit) if a fixture's teardown never ran.
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc: Any = ctypes.CDLL(None, use_errno=True)
+    _libc.prctl  # noqa: B018 - probe: not every libc has it
+except (OSError, AttributeError):  # pragma: no cover - not Linux
+    _libc = None
+
+
+def _die_with_parent_hook() -> Any:
+    parent = os.getpid()
+
+    def hook() -> None:  # runs in the child between fork and exec
+        if _libc is not None:
+            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(1)
+
+    return hook
+
+
+_live: set[ControlPlane] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for plane in list(_live):
+        plane.stop()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"<{path}: {exc}>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _make_rsa_key(path: Path) -> None:
+    """A PEM RSA private key for signing service-account tokens."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError:
+        openssl = shutil.which("openssl")
+        if not openssl:
+            raise ControlPlaneError(
+                "need the `cryptography` package or the `openssl` command to make a key"
+            ) from None
+        subprocess.run(
+            [openssl, "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(path)],
+            check=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+        )
+    else:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+    path.chmod(0o600)
+
+
+class _Process:
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, cwd: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.popen = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,  # a terminal's Ctrl-C goes to pytest, which tears down
+            preexec_fn=_die_with_parent_hook(),
+        )
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.popen.poll() is None:
+            try:
+                self.popen.terminate()
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout)
+            except ProcessLookupError:  # pragma: no cover - raced with its exit
+                pass
+        self._log.close()
+
+
+class ControlPlane:
+    """etcd + kube-apiserver on loopback, with an admin kubeconfig.
+
+    Attributes for tests: ``server`` (https URL), ``kubeconfig`` (path), ``env`` (os.environ
+    plus KUBECONFIG), ``token``, ``ca_file``, ``workdir``, ``startup_seconds``; and
+    ``kubectl(*args)``.
+    """
+
+    def __init__(
+        self,
+        assets: Path,
+        *,
+        startup_timeout: float = 60.0,
+        keep_workdir: bool = False,
+    ) -> None:
+        self.assets = Path(assets)
+        self.startup_timeout = startup_timeout
+        self.keep_workdir = keep_workdir
+        self.workdir: Path | None = None
+        self.server = ""
+        self.token = ""
+        self.kubeconfig = Path()
+        self.ca_file = Path()
+        self.env: dict[str, str] = {}
+        self.startup_seconds = 0.0
+        self._etcd: _Process | None = None
+        self._apiserver: _Process | None = None
+
+    # ---- life cycle ---------------------------------------------------------------------
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        began = time.monotonic()
+        shm = Path("/dev/shm")
+        base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+        self.workdir = Path(tempfile.mkdtemp(prefix="preemption-e2e-", dir=base))
+        _live.add(self)
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+
+    def stop(self) -> None:
+        _live.discard(self)
+        for proc in (self._apiserver, self._etcd):
+            if proc is not None:
+                proc.stop()
+        self._apiserver = self._etcd = None
+        if self.workdir is not None and not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def logs(self, lines: int = 40) -> str:
+        """The tails of the etcd and kube-apiserver logs."""
+        out = []
+        for proc in (self._etcd, self._apiserver):
+            if proc is not None:
+                state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
+                out.append(f"--- {proc.name} ({state}), {proc.log_path}:\n{_tail(proc.log_path, lines)}")
+        return "\n".join(out)
+
+    def _fail(self, message: str) -> ControlPlaneError:
+        return ControlPlaneError(f"{message}\n{self.logs()}")
+
+    def _deadline_left(self, deadline: float, what: str) -> None:
+        if time.monotonic() > deadline:
+            raise self._fail(f"{what} not ready within {self.startup_timeout:.0f}s")
+
+    def _start_etcd(self) -> None:
+        assert self.workdir is not None
+        client, peer = _free_port(), _free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        peer_url = f"http://127.0.0.1:{peer}"
+        self._etcd = _Process(
+            "etcd",
+            [
+                str(self.assets / "etcd"),
+                "--name=e2e",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=e2e={peer_url}",
+                "--initial-cluster-state=new",
+                "--logger=zap",
+                "--log-outputs=stderr",
+            ],
+            self.workdir / "etcd.log",
+            self.workdir,
+        )
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if not self._etcd.alive():
+                raise self._fail("etcd exited during startup")
+            try:
+                with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=1) as resp:
+                    if json.load(resp).get("health") == "true":
+                        return
+            except (OSError, ValueError):
+                pass
+            self._deadline_left(deadline, "etcd")
+            time.sleep(0.05)
+
+    def _start_apiserver(self) -> None:
+        assert self.workdir is not None
+        port = _free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        certs = self.workdir / "certs"
+        certs.mkdir()
+        sa_key = self.workdir / "sa.key"
+        _make_rsa_key(sa_key)
+        self.token = secrets.token_hex(24)
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
+        tokens.chmod(0o600)
+        self._apiserver = _Process(
+            "kube-apiserver",
+            [
+                str(self.assets / "kube-apiserver"),
+                f"--etcd-servers={self.etcd_url}",
+                "--etcd-prefix=/registry",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={certs}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={self.server}",
+                f"--service-account-key-file={sa_key}",
+                f"--service-account-signing-key-file={sa_key}",
+                "--disable-admission-plugins=ServiceAccount",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+            ],
+            self.workdir / "kube-apiserver.log",
+            self.workdir,
+        )
+        self.ca_file = certs / "apiserver.crt"
+        deadline = time.monotonic() + self.startup_timeout
+        # The serving certificate is written by kube-apiserver at startup: probe without
+        # verification until /readyz passes, then check the certificate with it.
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        last = ""
+        while True:
+            if not self._apiserver.alive():
+                raise self._fail("kube-apiserver exited during startup")
+            try:
+                status, body = self.get("/readyz", context=insecure, timeout=2)
+                if status == 200:
+                    break
+                last = f"/readyz: HTTP {status}: {body[-500:]}"
+            except OSError as exc:
+                last = f"/readyz: {exc}"
+            if time.monotonic() > deadline:
+                raise self._fail(f"kube-apiserver not ready within {self.startup_timeout:.0f}s ({last})")
+            time.sleep(0.1)
+        ca = self.ca_file.read_bytes()
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "e2e",
+                            "cluster": {
+                                "server": self.server,
+                                "certificate-authority-data": base64.b64encode(ca).decode(),
+                            },
+                        }
+                    ],
+                    "users": [{"name": ADMIN_USER, "user": {"token": self.token}}],
+                    "contexts": [
+                        {
+                            "name": "e2e",
+                            "context": {"cluster": "e2e", "user": ADMIN_USER, "namespace": "default"},
+                        }
+                    ],
+                    "current-context": "e2e",
+                },
+                indent=2,
+            )
+        )
+        self.kubeconfig.chmod(0o600)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+        }
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["KUBECACHEDIR"] = str(self.workdir / "kube-cache")  # keep ~/.kube/cache clean
+        self.env = env
+        status, body = self.get("/readyz")  # now with the CA: proves the kubeconfig's trust
+        if status != 200:
+            raise self._fail(f"/readyz with the serving CA: HTTP {status}: {body}")
+
+    # ---- access -------------------------------------------------------------------------
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def get(
+        self,
+        path: str,
+        *,
+        token: str | None = "",
+        context: ssl.SSLContext | None = None,
+        timeout: float = 10,
+    ) -> tuple[int, str]:
+        """GET a path on the API server; returns (status, body).
+
+        As the admin by default; ``token=None`` sends no credentials (anonymous)."""
+        token = self.token if token == "" else token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        req = urllib.request.Request(self.server + path, headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=context or self.ssl_context(), timeout=timeout) as resp:
+                return resp.status, resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = False,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this control plane; returns the CompletedProcess (text)."""
+        proc = subprocess.run(
+            [str(self.assets / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            )
+        return proc
+
+    def apply_crds(self, files: Iterable[Path | str], *, timeout: float = 60) -> list[str]:
+        """Server-side apply CRD manifests and wait until each CRD is Established.
+
+        Returns the applied object names (``customresourcedefinition.../NAME``).
+        """
+        args: list[str] = []
+        for f in files:
+            args += ["-f", str(f)]
+        if not args:
+            return []
+        applied = self.kubectl(
+            "apply",
+            "--server-side",
+            "--field-manager=e2e-harness",
+            "-o",
+            "name",
+            *args,
+            check=True,
+            timeout=timeout,
+        )
+        names = applied.stdout.split()
+        self.wait_established(names, timeout=timeout)
+        return names
+
+    def wait_established(self, names: Iterable[str], *, timeout: float = 60) -> None:
+        """Wait until the CRDs among ``names`` (kubectl ``-o name`` output) are Established."""
+        crds = [n for n in names if n.startswith("customresourcedefinition")]
+        if crds:
+            self.kubectl(
+                "wait",
+                "--for=condition=Established",
+                f"--timeout={int(timeout)}s",
+                *crds,
+                check=True,
+                timeout=timeout + 10,
+            )
+
+
+def project_crd_files(crds_dir: Path = CRDS_DIR) -> list[Path]:
+    """The project's CRD manifests: crds/*.yaml, less a kustomization.yaml."""
+    if not crds_dir.is_dir():
+        return []
+    return sorted(p for p in crds_dir.glob("*.yaml") if p.name != "kustomization.yaml")
