@@ -39,9 +39,7 @@ def in_ci() -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "e2e: runs against a real kube-apiserver and etcd (see hack/setup-envtest.sh)"
-    )
+    config.addinivalue_line("markers", "e2e: runs against a real kube-apiserver and etcd (see hack/setup-envtest.sh)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -53,9 +51,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for plane in _started:
         terminalreporter.write_line(
-            f"e2e control plane: etcd + kube-apiserver ready in {plane.startup_seconds:.1f}s "
-            f"(assets: {plane.assets})"
+            f"e2e control plane: etcd + kube-apiserver ready in {plane.startup_seconds:.1f}s (assets: {plane.assets})"
         )
+        if plane.keep_workdir:
+            terminalreporter.write_line(f"e2e control plane: logs and kubeconfig kept in {plane.workdir}")
 
 
 @pytest.fixture(scope="session")

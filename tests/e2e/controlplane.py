@@ -36,6 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO_ROOT / "hack" / "setup-envtest.sh"
 CRDS_DIR = REPO_ROOT / "crds"
 BINARIES = ("kube-apiserver", "etcd", "kubectl")
+WORKDIR_PREFIX = "preemption-e2e-"
 ENABLE_HINT = "export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)"
 
 ADMIN_USER = "e2e-admin"
@@ -124,6 +125,19 @@ def _stop_all() -> None:
         plane.stop()
 
 
+def _sweep_stale_workdirs(base: Path) -> None:
+    """Remove the temp folders of earlier runs that were killed before their teardown
+    (their children died with them; on /dev/shm the folders would hold memory)."""
+    for folder in base.glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            owner = int((folder / "owner.pid").read_text())
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (OSError, ValueError):
+            continue  # another user's, or being created right now: leave it
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -146,9 +160,7 @@ def _make_rsa_key(path: Path) -> None:
     except ImportError:
         openssl = shutil.which("openssl")
         if not openssl:
-            raise ControlPlaneError(
-                "need the `cryptography` package or the `openssl` command to make a key"
-            ) from None
+            raise ControlPlaneError("need the `cryptography` package or the `openssl` command to make a key") from None
         subprocess.run(
             [openssl, "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(path)],
             check=True,
@@ -218,6 +230,7 @@ class ControlPlane:
         self.keep_workdir = keep_workdir
         self.workdir: Path | None = None
         self.server = ""
+        self.etcd_url = ""
         self.token = ""
         self.kubeconfig = Path()
         self.ca_file = Path()
@@ -239,7 +252,9 @@ class ControlPlane:
         began = time.monotonic()
         shm = Path("/dev/shm")
         base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
-        self.workdir = Path(tempfile.mkdtemp(prefix="preemption-e2e-", dir=base))
+        _sweep_stale_workdirs(Path(base or tempfile.gettempdir()))
+        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=base))
+        (self.workdir / "owner.pid").write_text(str(os.getpid()))
         _live.add(self)
         try:
             self._start_etcd()
@@ -255,24 +270,27 @@ class ControlPlane:
             if proc is not None:
                 proc.stop()
         self._apiserver = self._etcd = None
-        if self.workdir is not None and not self.keep_workdir:
+        if self.workdir is not None and self.keep_workdir:
+            (self.workdir / "owner.pid").unlink(missing_ok=True)  # not stale: kept on purpose
+        elif self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def logs(self, lines: int = 40) -> str:
-        """The tails of the etcd and kube-apiserver logs."""
+    def logs(self, lines: int = 40, *, failed: str | None = None) -> str:
+        """The tails of the kube-apiserver and etcd logs (longer for the one that ``failed``)."""
         out = []
-        for proc in (self._etcd, self._apiserver):
+        for proc in (self._apiserver, self._etcd):
             if proc is not None:
                 state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
-                out.append(f"--- {proc.name} ({state}), {proc.log_path}:\n{_tail(proc.log_path, lines)}")
+                n = lines if failed in (None, proc.name) else min(lines, 8)
+                out.append(f"--- {proc.name} ({state}), last {n} log lines:\n{_tail(proc.log_path, n)}")
         return "\n".join(out)
 
-    def _fail(self, message: str) -> ControlPlaneError:
-        return ControlPlaneError(f"{message}\n{self.logs()}")
+    def _fail(self, message: str, failed: str | None = None) -> ControlPlaneError:
+        return ControlPlaneError(f"{message}\n{self.logs(failed=failed)}")
 
     def _deadline_left(self, deadline: float, what: str) -> None:
         if time.monotonic() > deadline:
-            raise self._fail(f"{what} not ready within {self.startup_timeout:.0f}s")
+            raise self._fail(f"{what} not ready within {self.startup_timeout:.0f}s", what)
 
     def _start_etcd(self) -> None:
         assert self.workdir is not None
@@ -291,6 +309,9 @@ class ControlPlane:
                 f"--initial-advertise-peer-urls={peer_url}",
                 f"--initial-cluster=e2e={peer_url}",
                 "--initial-cluster-state=new",
+                # A single member: elect itself within ~0.1s rather than ~1s.
+                "--heartbeat-interval=10",
+                "--election-timeout=100",
                 "--logger=zap",
                 "--log-outputs=stderr",
             ],
@@ -300,7 +321,7 @@ class ControlPlane:
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if not self._etcd.alive():
-                raise self._fail("etcd exited during startup")
+                raise self._fail("etcd exited during startup", "etcd")
             try:
                 with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=1) as resp:
                     if json.load(resp).get("health") == "true":
@@ -356,7 +377,7 @@ class ControlPlane:
         last = ""
         while True:
             if not self._apiserver.alive():
-                raise self._fail("kube-apiserver exited during startup")
+                raise self._fail("kube-apiserver exited during startup", "kube-apiserver")
             try:
                 status, body = self.get("/readyz", context=insecure, timeout=2)
                 if status == 200:
@@ -365,7 +386,9 @@ class ControlPlane:
             except OSError as exc:
                 last = f"/readyz: {exc}"
             if time.monotonic() > deadline:
-                raise self._fail(f"kube-apiserver not ready within {self.startup_timeout:.0f}s ({last})")
+                raise self._fail(
+                    f"kube-apiserver not ready within {self.startup_timeout:.0f}s ({last})", "kube-apiserver"
+                )
             time.sleep(0.1)
         ca = self.ca_file.read_bytes()
         self.kubeconfig = self.workdir / "kubeconfig"
@@ -396,11 +419,7 @@ class ControlPlane:
             )
         )
         self.kubeconfig.chmod(0o600)
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
-        }
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
         env["KUBECONFIG"] = str(self.kubeconfig)
         env["KUBECACHEDIR"] = str(self.workdir / "kube-cache")  # keep ~/.kube/cache clean
         self.env = env
@@ -440,7 +459,10 @@ class ControlPlane:
         check: bool = False,
         timeout: float = 60,
     ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against this control plane; returns the CompletedProcess (text)."""
+        """Run kubectl against this control plane; returns the CompletedProcess (text).
+
+        With ``check=True`` a non-zero exit raises AssertionError with kubectl's output."""
+        __tracebackhide__ = True
         proc = subprocess.run(
             [str(self.assets / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
             input=input,
@@ -451,9 +473,7 @@ class ControlPlane:
             timeout=timeout,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-            )
+            raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc
 
     def apply_crds(self, files: Iterable[Path | str], *, timeout: float = 60) -> list[str]:
@@ -461,6 +481,7 @@ class ControlPlane:
 
         Returns the applied object names (``customresourcedefinition.../NAME``).
         """
+        __tracebackhide__ = True
         args: list[str] = []
         for f in files:
             args += ["-f", str(f)]
@@ -482,6 +503,7 @@ class ControlPlane:
 
     def wait_established(self, names: Iterable[str], *, timeout: float = 60) -> None:
         """Wait until the CRDs among ``names`` (kubectl ``-o name`` output) are Established."""
+        __tracebackhide__ = True
         crds = [n for n in names if n.startswith("customresourcedefinition")]
         if crds:
             self.kubectl(

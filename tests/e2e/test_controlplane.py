@@ -112,9 +112,7 @@ def test_authentication_and_rbac_are_on(control_plane: ControlPlane, namespace: 
     # a fresh service account is allowed nothing.
     control_plane.kubectl("create", "serviceaccount", "probe", "-n", namespace, check=True)
     token = control_plane.kubectl("create", "token", "probe", "-n", namespace, check=True).stdout.strip()
-    whoami = json.loads(
-        control_plane.kubectl(f"--token={token}", "auth", "whoami", "-o", "json", check=True).stdout
-    )
+    whoami = json.loads(control_plane.kubectl(f"--token={token}", "auth", "whoami", "-o", "json", check=True).stdout)
     assert whoami["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:probe"
     can_i = control_plane.kubectl(
         "auth", "can-i", "list", "pods", "-n", namespace, f"--as=system:serviceaccount:{namespace}:probe"
@@ -176,9 +174,7 @@ def test_cluster_fixture_installs_every_project_crd(cluster: ControlPlane) -> No
     for f in files:
         for doc in f.read_text().split("\n---"):
             if "kind: CustomResourceDefinition" in doc:
-                name = next(
-                    line.split(":", 1)[1].strip() for line in doc.splitlines() if line.startswith("  name:")
-                )
+                name = next(line.split(":", 1)[1].strip() for line in doc.splitlines() if line.startswith("  name:"))
                 assert name in names, f"{name} from {f.name} is not Established"
 
 

@@ -462,10 +462,13 @@ class ValuesPerLevel(
         ),
     ),
 ):
-    roots: Annotated[list[str] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
-    prefix: str | None = None
-    suffix: str | None = None
-    universal_value: str | None = None
+    roots: Annotated[
+        list[Annotated[str, Field(max_length=63)]] | None,
+        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
+    ] = None
+    prefix: Annotated[str | None, Field(max_length=63)] = None
+    suffix: Annotated[str | None, Field(max_length=63)] = None
+    universal_value: Annotated[str | None, Field(max_length=63)] = None
 
 
 class TopologySlice(
@@ -486,8 +489,11 @@ class TopologySlice(
     ),
 ):
     domain_count: Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"})]
-    values_per_level: Annotated[list[ValuesPerLevel], Field(json_schema_extra=LIST_ATOMIC)]
-    pod_counts: Annotated[list[Annotated[int, Field(ge=0)]] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+    values_per_level: Annotated[list[ValuesPerLevel], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)]
+    pod_counts: Annotated[
+        list[Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"})]] | None,
+        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
+    ] = None
     universal_pod_count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
 
 
@@ -500,8 +506,12 @@ class TopologyAssignment(
         )
     ),
 ):
-    levels: Annotated[list[str], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)]
-    slices: Annotated[list[TopologySlice], Field(json_schema_extra=LIST_ATOMIC)] = Field(default_factory=list)
+    levels: Annotated[
+        list[Annotated[str, Field(max_length=317)]], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)
+    ]
+    slices: Annotated[list[TopologySlice], Field(max_length=1000, json_schema_extra=LIST_ATOMIC)] = Field(
+        default_factory=list
+    )
 
 
 class PodSetAssignment(KubeModel):
@@ -528,7 +538,7 @@ class RequeueState(KubeModel):
 
 class EvictionCount(KubeModel):
     reason: Annotated[str, Field(max_length=316)]
-    underlying_cause: Annotated[str, Field(max_length=316)] = ""
+    underlying_cause: Annotated[str, Field(max_length=316)] = crd_default("")
     count: Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"})]
 
 
