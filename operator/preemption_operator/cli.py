@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -43,6 +44,44 @@ def crds(output_dir: Path, check: bool) -> None:
         return
     for path in crdgen.write_all(output_dir):
         click.echo(f"wrote {path}")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["text", "json", "yaml"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--now", "now_text", metavar="RFC3339", help="The time the cycles run at (default: the current time).")
+@click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
+def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cycles: int) -> None:
+    """Run scheduling cycles over Kubernetes YAML (files or folders) until nothing changes."""
+    from . import manifests, report
+    from . import simulate as simulation
+
+    now = _parse_now(now_text)
+    try:
+        objects = manifests.parse(manifests.read(paths))
+    except manifests.ManifestError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    result = simulation.run(objects, now, max_cycles)
+    click.echo(report.render(result, output), nl=False)
+
+
+def _parse_now(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC).replace(microsecond=0)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        click.echo(f"error: --now: {text!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z", err=True)
+        sys.exit(2)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def main() -> None:

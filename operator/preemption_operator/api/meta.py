@@ -8,6 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 from .quantity import QUANTITY_PATTERN, QuantityError, parse_quantity
 
@@ -40,7 +41,7 @@ def crd_default(value: Any, *, default_factory: Any = None, **kwargs: Any) -> An
     """A field default the CRD schema declares too, so the API server fills it in.
 
     `value` is what the CRD says; `default_factory`, when given, builds the Python default."""
-    extra = {"x-crd-default": [value]}
+    extra: JsonDict = {"x-crd-default": [value]}
     if default_factory is not None:
         return Field(default_factory=default_factory, json_schema_extra=extra, **kwargs)
     return Field(default=value, json_schema_extra=extra, **kwargs)

@@ -1,0 +1,355 @@
+"""The in-memory cluster state that snapshots are cut from.
+
+Objects come in one at a time (from the operator's watches or from YAML files); the cache keeps
+them parsed and indexed — admitted workloads per ClusterQueue, pending ones per LocalQueue, quota
+usage per node — so that a snapshot costs O(ClusterQueues + cohorts), not O(workloads).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..api import core, v1alpha1, v1beta2
+from ..api.meta import ObjectMeta
+from ..api.quantity import to_amount
+from .quota import QuotaNode, ResourceQuota, compute_subtree
+from .selectors import NOTHING, SelectorError, build
+from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot
+from .workload import PriorityClassInfo, WorkloadInfo, build_info
+
+KINDS: dict[tuple[str, str], type[Any]] = {
+    ("kueue.x-k8s.io", "PreemptionConfig"): v1alpha1.PreemptionConfig,
+    ("kueue.x-k8s.io", "ClusterQueue"): v1beta2.ClusterQueue,
+    ("kueue.x-k8s.io", "Cohort"): v1beta2.Cohort,
+    ("kueue.x-k8s.io", "LocalQueue"): v1beta2.LocalQueue,
+    ("kueue.x-k8s.io", "ResourceFlavor"): v1beta2.ResourceFlavor,
+    ("kueue.x-k8s.io", "Topology"): v1beta2.Topology,
+    ("kueue.x-k8s.io", "WorkloadPriorityClass"): v1beta2.WorkloadPriorityClass,
+    ("kueue.x-k8s.io", "Workload"): v1beta2.Workload,
+    ("", "Namespace"): core.Namespace,
+    ("scheduling.k8s.io", "PriorityClass"): core.PriorityClass,
+    ("", "Node"): core.Node,
+}
+
+SUPPORTED_VERSIONS = {"kueue.x-k8s.io": {"v1beta2", "v1alpha1"}, "": {"v1"}, "scheduling.k8s.io": {"v1"}}
+
+
+class ObjectError(ValueError):
+    """An object that cannot be used, with a message naming the object and field."""
+
+
+def object_ref(body: dict[str, Any]) -> str:
+    meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    name = meta.get("name", "<unnamed>") if meta else "<unnamed>"
+    namespace = meta.get("namespace") if meta else None
+    kind = body.get("kind", "<no kind>")
+    return f"{kind} {namespace + '/' if namespace else ''}{name}"
+
+
+def parse_object(body: dict[str, Any]) -> Any:
+    """Validates a Kubernetes object against the models; raises ObjectError naming the field."""
+    if not isinstance(body, dict):
+        raise ObjectError(f"expected a Kubernetes object (a mapping), got {type(body).__name__}")
+    api_version = body.get("apiVersion")
+    kind = body.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        raise ObjectError(f"{object_ref(body)}: apiVersion and kind are required")
+    group, _, version = api_version.rpartition("/")
+    model = KINDS.get((group, kind))
+    if model is None:
+        raise ObjectError(f"{object_ref(body)}: unsupported kind {kind} in {api_version}")
+    if version not in SUPPORTED_VERSIONS.get(group, set()):
+        raise ObjectError(f"{object_ref(body)}: unsupported version {api_version} (supported: {_supported(group)})")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ObjectError(f"{object_ref(body)}: {problems}") from None
+
+
+def _supported(group: str) -> str:
+    return ", ".join(f"{group + '/' if group else ''}{v}" for v in sorted(SUPPORTED_VERSIONS.get(group, ())))
+
+
+def _key(meta: ObjectMeta) -> str:
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+@dataclass
+class _Tree:
+    """Quota nodes by name, rebuilt when ClusterQueues or Cohorts change."""
+
+    cluster_queues: dict[str, ClusterQueueInfo]
+    cohorts: dict[str, QuotaNode]
+
+
+class Cache:
+    """Parsed, indexed cluster state. Not thread-safe: one writer at a time."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {kind: {} for (_, kind) in KINDS}
+        self.infos: dict[str, WorkloadInfo] = {}
+        self._priority_classes: dict[tuple[str, str], PriorityClassInfo] = {}
+        self._tree: _Tree | None = None
+        self._pending_by_queue: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
+
+    # -- updates ----------------------------------------------------------------------------
+
+    def upsert(self, obj: Any) -> None:
+        kind = obj.kind
+        key = _key(obj.metadata)
+        if kind == "Workload":
+            self._remove_workload(key)
+            self.objects[kind][key] = obj
+            self._add_workload(build_info(obj, self._priority_classes))
+            return
+        self.objects[kind][key] = obj
+        self._changed(kind)
+
+    def delete(self, kind: str, key: str) -> None:
+        if kind == "Workload":
+            self._remove_workload(key)
+            self.objects[kind].pop(key, None)
+            return
+        if self.objects[kind].pop(key, None) is not None:
+            self._changed(kind)
+
+    def load(self, objects: Iterable[Any]) -> None:
+        for obj in objects:
+            self.upsert(obj)
+
+    def _changed(self, kind: str) -> None:
+        if kind in ("WorkloadPriorityClass", "PriorityClass"):
+            self._priority_classes = self._collect_priority_classes()
+            for key, obj in list(self.objects["Workload"].items()):
+                self._remove_workload(key)
+                self.objects["Workload"][key] = obj
+                self._add_workload(build_info(obj, self._priority_classes))
+        elif kind in ("ClusterQueue", "Cohort", "Namespace", "ResourceFlavor"):
+            self._tree = None
+
+    def _collect_priority_classes(self) -> dict[tuple[str, str], PriorityClassInfo]:
+        classes: dict[tuple[str, str], PriorityClassInfo] = {}
+        for wpc in self.objects["WorkloadPriorityClass"].values():
+            classes[("WorkloadPriorityClass", wpc.name)] = PriorityClassInfo(
+                wpc.name, "WorkloadPriorityClass", wpc.value, dict(wpc.metadata.annotations or {})
+            )
+        for pc in self.objects["PriorityClass"].values():
+            classes[("PriorityClass", pc.name)] = PriorityClassInfo(
+                pc.name, "PriorityClass", pc.value, dict(pc.metadata.annotations or {})
+            )
+        return classes
+
+    def _add_workload(self, info: WorkloadInfo) -> None:
+        self.infos[info.key] = info
+        if info.finished:
+            return
+        if info.cluster_queue is not None:
+            if self._tree is not None:
+                cq = self._tree.cluster_queues.get(info.cluster_queue)
+                if cq is not None:
+                    cq.workloads[info.key] = info
+                    cq.node.add(info.usage)
+        else:
+            self._pending_by_queue.setdefault((info.namespace, info.queue_name), {})[info.key] = info
+
+    def _remove_workload(self, key: str) -> None:
+        info = self.infos.pop(key, None)
+        if info is None:
+            return
+        if info.cluster_queue is not None:
+            if self._tree is not None:
+                cq = self._tree.cluster_queues.get(info.cluster_queue)
+                if cq is not None and cq.workloads.pop(key, None) is not None:
+                    cq.node.remove(info.usage)
+        else:
+            queue = self._pending_by_queue.get((info.namespace, info.queue_name))
+            if queue is not None:
+                queue.pop(key, None)
+
+    # -- the quota tree -------------------------------------------------------------------------
+
+    def _build_tree(self) -> _Tree:
+        cohorts: dict[str, QuotaNode] = {}
+        cohort_objs: dict[str, v1beta2.Cohort] = self.objects["Cohort"]
+
+        def cohort(name: str) -> QuotaNode:
+            node = cohorts.get(name)
+            if node is None:
+                node = QuotaNode(name=name, is_cluster_queue=False)
+                cohorts[name] = node
+                obj = cohort_objs.get(name)
+                if obj is not None:
+                    node.quotas = _quotas(obj.spec.resource_groups)
+            return node
+
+        for name in sorted(cohort_objs):
+            cohort(name)
+        for name in sorted(cohort_objs):
+            parent = cohort_objs[name].spec.parent_name
+            if parent and not _creates_cycle(name, parent, cohort_objs):
+                child = cohorts[name]
+                child.parent = cohort(parent)
+                child.parent.child_cohorts.append(child)
+
+        cluster_queues: dict[str, ClusterQueueInfo] = {}
+        flavors = self.objects["ResourceFlavor"]
+        for name in sorted(self.objects["ClusterQueue"]):
+            obj: v1beta2.ClusterQueue = self.objects["ClusterQueue"][name]
+            node = QuotaNode(name=name, is_cluster_queue=True, quotas=_quotas(obj.spec.resource_groups))
+            if obj.spec.cohort_name:
+                node.parent = cohort(obj.spec.cohort_name)
+                node.parent.child_cluster_queues.append(node)
+            groups = tuple(
+                ResourceGroupInfo(tuple(rg.covered_resources), tuple(f.name for f in rg.flavors))
+                for rg in obj.spec.resource_groups or []
+            )
+            active, reason, message = True, "Ready", "Can admit new workloads"
+            missing = sorted({f for g in groups for f in g.flavors if f not in flavors})
+            try:
+                selector = build(obj.spec.namespace_selector, nil=NOTHING)
+            except SelectorError as exc:
+                selector = NOTHING
+                active, reason, message = False, "Misconfigured", f"spec.namespaceSelector: {exc}"
+            if missing:
+                active, reason = False, "FlavorNotFound"
+                message = f"Can't admit new workloads: references missing ResourceFlavor(s): {', '.join(missing)}."
+            elif obj.spec.stop_policy != "None":
+                active, reason, message = False, "Stopped", "Can't admit new workloads: is stopped."
+            cluster_queues[name] = ClusterQueueInfo(
+                name=name,
+                labels=dict(obj.metadata.labels or {}),
+                annotations=dict(obj.metadata.annotations or {}),
+                cohort=obj.spec.cohort_name or None,
+                resource_groups=groups,
+                preemption=obj.spec.preemption,
+                queueing_strategy=obj.spec.queueing_strategy,
+                namespace_selector=selector,
+                stop_policy=obj.spec.stop_policy,
+                when_can_borrow=obj.spec.flavor_fungibility.when_can_borrow,
+                when_can_preempt=obj.spec.flavor_fungibility.when_can_preempt,
+                active=active,
+                inactive_reason=reason,
+                inactive_message=message,
+                node=node,
+            )
+        for node in cohorts.values():
+            if node.parent is None:
+                compute_subtree(node)
+        for cq in cluster_queues.values():
+            if cq.node.parent is None:
+                compute_subtree(cq.node)
+        for info in self.infos.values():
+            if info.cluster_queue is not None and not info.finished:
+                target = cluster_queues.get(info.cluster_queue)
+                if target is not None:
+                    target.workloads[info.key] = info
+                    target.node.add(info.usage)
+        return _Tree(cluster_queues, cohorts)
+
+    def tree(self) -> _Tree:
+        if self._tree is None:
+            self._tree = self._build_tree()
+        return self._tree
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    def snapshot(self, now: datetime) -> Snapshot:
+        tree = self.tree()
+        clones: dict[int, QuotaNode] = {}
+
+        def clone(node: QuotaNode) -> QuotaNode:
+            done = clones.get(id(node))
+            if done is not None:
+                return done
+            twin = copy.copy(node)
+            twin.usage = dict(node.usage)
+            clones[id(node)] = twin
+            twin.parent = clone(node.parent) if node.parent is not None else None
+            twin.child_cohorts = [clone(c) for c in node.child_cohorts]
+            twin.child_cluster_queues = [clone(c) for c in node.child_cluster_queues]
+            return twin
+
+        cluster_queues = {}
+        for name, cq in tree.cluster_queues.items():
+            twin_cq = copy.copy(cq)
+            twin_cq.node = clone(cq.node)
+            cluster_queues[name] = twin_cq
+        cohorts = {name: clone(node) for name, node in tree.cohorts.items()}
+
+        namespaces = {name: dict(ns.metadata.labels or {}) for name, ns in self.objects["Namespace"].items()}
+        pending: dict[str, list[WorkloadInfo]] = {}
+        unqueued: list[tuple[WorkloadInfo, str, str]] = []
+        local_queues = self.objects["LocalQueue"]
+        for (namespace, queue_name), infos in self._pending_by_queue.items():
+            if not infos:
+                continue
+            lq = local_queues.get(f"{namespace}/{queue_name}")
+            for info in infos.values():
+                if not info.active:
+                    continue
+                if lq is None:
+                    unqueued.append((info, "Inadmissible", f"LocalQueue {queue_name} doesn't exist"))
+                    continue
+                cq_name = lq.spec.cluster_queue
+                cq_info = cluster_queues.get(cq_name)
+                if cq_info is None:
+                    unqueued.append((info, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist"))
+                    continue
+                if not cq_info.namespace_selector.matches(namespaces.get(namespace, {})):
+                    unqueued.append((info, "Inadmissible", "Workload namespace doesn't match ClusterQueue selector"))
+                    continue
+                pending.setdefault(cq_name, []).append(info)
+        for infos_list in pending.values():
+            infos_list.sort(key=queue_order)
+        unqueued.sort(key=lambda item: item[0].key)
+        return Snapshot(
+            now=now,
+            cluster_queues=cluster_queues,
+            cohorts=cohorts,
+            pending=pending,
+            unqueued=unqueued,
+            workloads=self.infos,
+            flavors=dict(self.objects["ResourceFlavor"]),
+            preemption_configs=dict(self.objects["PreemptionConfig"]),
+            namespace_labels=namespaces,
+        )
+
+
+def queue_order(wl: WorkloadInfo) -> tuple[int, datetime, str]:
+    """Higher effective priority first, then older first (Kueue's queue-order timestamp is the
+    creation time); the key breaks ties so the order is total."""
+    return (-wl.priority, wl.created, wl.key)
+
+
+def _quotas(groups: list[v1beta2.ResourceGroup] | None) -> dict[tuple[str, str], ResourceQuota]:
+    quotas: dict[tuple[str, str], ResourceQuota] = {}
+    for group in groups or []:
+        for flavor in group.flavors:
+            for res in flavor.resources:
+                quotas[(flavor.name, res.name)] = ResourceQuota(
+                    nominal=to_amount(res.name, res.nominal_quota),
+                    borrowing_limit=None if res.borrowing_limit is None else to_amount(res.name, res.borrowing_limit),
+                    lending_limit=None if res.lending_limit is None else to_amount(res.name, res.lending_limit),
+                )
+    return quotas
+
+
+def _creates_cycle(name: str, parent: str, cohorts: dict[str, v1beta2.Cohort]) -> bool:
+    seen = {name}
+    current: str | None = parent
+    while current:
+        if current in seen:
+            return True
+        seen.add(current)
+        obj = cohorts.get(current)
+        current = obj.spec.parent_name if obj is not None else None
+    return False

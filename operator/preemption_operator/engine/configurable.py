@@ -1,0 +1,337 @@
+"""Configurable preemption: PreemptionConfig rules, triggers as tiers, candidate selectors.
+
+A ClusterQueue names its config with the `kueue.x-k8s.io/preemption-config-name` annotation.
+Its rules add candidates after the classic ones, tier by tier: `Always` first; then
+`InsufficientQuota` while the preemptor's quota still does not fit; then
+`QuotaFeasibleAndInsufficientTopology` once quota fits but placement does not. Each tier is
+computed against the snapshot as the earlier removals left it. A selector that cannot be built
+empties its tier and stops later tiers, as in Kueue; unlike Kueue, the reason is reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+
+from ..api.v1alpha1 import CandidateSelector, NumericLabelConstraint, PreemptionConfig, PreemptionRule
+from .ordering import candidate_key
+from .preemption import CONFIGURABLE_PREEMPTION, Candidate, Context, RuleMatch
+from .quota import QuotaNode
+from .selectors import EVERYTHING, Selector, SelectorError, build
+from .snapshot import ClusterQueueInfo, Snapshot
+from .workload import WorkloadInfo
+
+TIERS = ("Always", "InsufficientQuota", "QuotaFeasibleAndInsufficientTopology")
+_INT32 = re.compile(r"^[+-]?[0-9]+$")
+
+WorkloadTest = Callable[[WorkloadInfo], str | None]
+"""Returns None when the workload passes, else the name of the field that excluded it."""
+
+
+class BuildError(ValueError):
+    """A rule or selector that cannot be built, worded as Kueue words it."""
+
+
+def compare(op: str, candidate: int, preemptor: int) -> bool:
+    if op == "LessThan":
+        return candidate < preemptor
+    if op == "LessThanOrEqual":
+        return candidate <= preemptor
+    if op == "GreaterThan":
+        return candidate > preemptor
+    return candidate >= preemptor
+
+
+def parse_int32(value: str | None) -> int | None:
+    """Go's strconv.ParseInt(value, 10, 32): an optional sign and digits, in range."""
+    if value is None or not _INT32.match(value):
+        return None
+    number = int(value)
+    return number if -(2**31) <= number <= 2**31 - 1 else None
+
+
+def numeric_value(wl: WorkloadInfo, constraint: NumericLabelConstraint) -> int | None:
+    value = parse_int32(wl.labels.get(constraint.key))
+    return value if value is not None else constraint.fallback_value
+
+
+def _selector(filter_name: str, raw: object, nil: Selector) -> Selector:
+    from ..api.meta import LabelSelector
+
+    assert raw is None or isinstance(raw, LabelSelector)
+    try:
+        return build(raw, nil=nil)
+    except SelectorError as exc:
+        raise BuildError(f"building {filter_name} filter (InvalidSelector): {exc}") from None
+
+
+def in_scope(scope: str, preemptor: ClusterQueueInfo, candidate: ClusterQueueInfo) -> bool:
+    if scope == "AnyClusterQueue":
+        return True
+    if candidate.name == preemptor.name:
+        return True
+    if scope in ("WithinClusterQueue", "WithinLocalQueue"):
+        return False
+    p_parent, c_parent = preemptor.node.parent, candidate.node.parent
+    if p_parent is None or c_parent is None:
+        return False
+    if scope == "WithinParentCohort":
+        return p_parent.name == c_parent.name
+    return preemptor.node.root().name == candidate.node.root().name  # WithinCohortTree
+
+
+@dataclass
+class BuiltSelector:
+    index: int
+    scope: str
+    cluster_queues: Selector
+    tests: list[tuple[str, WorkloadTest]]
+
+    def cq_matches(self, preemptor: ClusterQueueInfo, candidate: ClusterQueueInfo) -> str | None:
+        if not in_scope(self.scope, preemptor, candidate):
+            return "scope"
+        if not self.cluster_queues.matches(candidate.labels):
+            return "clusterQueueSelector"
+        return None
+
+    def workload_matches(self, wl: WorkloadInfo) -> str | None:
+        for name, test in self.tests:
+            if test(wl) is not None:
+                return name
+        return None
+
+
+def build_selector(index: int, spec: CandidateSelector, preemptor: WorkloadInfo) -> BuiltSelector:
+    """Compiles one candidate selector for one preemptor (numeric comparisons read the
+    preemptor's label once)."""
+    tests: list[tuple[str, WorkloadTest]] = []
+    if spec.scope == "WithinLocalQueue":
+        ns, queue = preemptor.namespace, preemptor.queue_name
+        tests.append(("scope", lambda wl: None if (wl.namespace, wl.queue_name) == (ns, queue) else "scope"))
+    labels = _selector("LabelSelector", spec.label_selector, EVERYTHING)
+    if not labels.empty:
+        tests.append(("labelSelector", lambda wl: None if labels.matches(wl.labels) else "labelSelector"))
+    for n, constraint in enumerate(spec.numeric_labels or []):
+        tests.append((f"numericLabels[{n}]", _numeric_test(constraint, preemptor, f"numericLabels[{n}]")))
+    if spec.priority is not None:
+        tests.extend(_priority_tests(spec, preemptor))
+    cqs = _selector("ClusterQueueSelector", spec.cluster_queue_selector, EVERYTHING)
+    return BuiltSelector(index, spec.scope, cqs, tests)
+
+
+def _numeric_test(constraint: NumericLabelConstraint, preemptor: WorkloadInfo, name: str) -> WorkloadTest:
+    reference: int | None = None
+    never = False
+    if constraint.comparison is not None:
+        reference = numeric_value(preemptor, constraint)
+        never = reference is None  # the preemptor is incomparable: nothing matches
+
+    def test(wl: WorkloadInfo) -> str | None:
+        if never:
+            return name
+        value = numeric_value(wl, constraint)
+        if value is None:
+            return name
+        if constraint.min_value is not None and value < constraint.min_value:
+            return name
+        if constraint.max_value is not None and value > constraint.max_value:
+            return name
+        if constraint.comparison is not None and reference is not None:
+            return None if compare(constraint.comparison, value, reference) else name
+        return None
+
+    return test
+
+
+def _priority_tests(spec: CandidateSelector, preemptor: WorkloadInfo) -> list[tuple[str, WorkloadTest]]:
+    priority = spec.priority
+    assert priority is not None
+    tests: list[tuple[str, WorkloadTest]] = []
+    if (priority.mode is None) != (priority.comparison is None):
+        raise BuildError(
+            "building Priority filter (MissingModeOrComparison): mode and comparison must be specified together"
+        )
+    if priority.mode is not None and priority.comparison is not None:
+        mode, op = priority.mode, priority.comparison
+        reference = preemptor.base_priority if mode == "Base" else preemptor.priority
+
+        def by_value(wl: WorkloadInfo) -> str | None:
+            value = wl.base_priority if mode == "Base" else wl.priority
+            return None if compare(op, value, reference) else "priority"
+
+        tests.append(("priority", by_value))
+    if priority.match_names:
+        names = frozenset(priority.match_names)
+        tests.append(
+            ("priority.matchNames", lambda wl: None if wl.priority_class_name in names else "priority.matchNames")
+        )
+    if priority.not_match_names:
+        banned = frozenset(priority.not_match_names)
+        tests.append(
+            (
+                "priority.notMatchNames",
+                lambda wl: "priority.notMatchNames" if wl.priority_class_name in banned else None,
+            )
+        )
+    return tests
+
+
+def rule_applies(rule: PreemptionRule, preemptor: WorkloadInfo) -> bool:
+    """Whether the rule's preemptor selectors match; raises BuildError for a broken selector."""
+    selector = _selector("PreemptorSelector", rule.preemptor_selector, EVERYTHING)
+    if not selector.matches(preemptor.labels):
+        return False
+    classes = rule.preemptor_priority_class_selector
+    if classes is not None:
+        name = preemptor.priority_class_name
+        if classes.match_names and name not in classes.match_names:
+            return False
+        if classes.not_match_names and name in classes.not_match_names:
+            return False
+    return True
+
+
+def validate(config: PreemptionConfig) -> list[str]:
+    """Build errors of a config independent of any preemptor (selectors, operators), for status and lint."""
+    from .selectors import NOTHING
+
+    errors = []
+    for rule in config.rules:
+        where = f'preemptionConfig "{config.name}" rule "{rule.name}"'
+        try:
+            _selector("PreemptorSelector", rule.preemptor_selector, EVERYTHING)
+        except BuildError as exc:
+            errors.append(f"{where}: {exc}")
+        for i, spec in enumerate(rule.candidate_selectors or []):
+            for filter_name, raw in (
+                ("LabelSelector", spec.label_selector),
+                ("ClusterQueueSelector", spec.cluster_queue_selector),
+            ):
+                try:
+                    _selector(filter_name, raw, NOTHING)
+                except BuildError as exc:
+                    errors.append(f"{where} candidateSelectors[{i}]: {exc}")
+            priority = spec.priority
+            if priority is not None and (priority.mode is None) != (priority.comparison is None):
+                errors.append(
+                    f"{where} candidateSelectors[{i}]: building Priority filter (MissingModeOrComparison): "
+                    "mode and comparison must be specified together"
+                )
+    return errors
+
+
+class ConfigurablePreemption:
+    """The candidate stream of PreemptionConfigs, plugged into classic preemption."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def begin_cycle(self, snapshot: Snapshot) -> None:
+        self.warnings = []
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def config_for(self, cq: ClusterQueueInfo, snapshot: Snapshot) -> PreemptionConfig | None:
+        name = cq.preemption_config_name
+        if name is None:
+            return None
+        config = snapshot.preemption_configs.get(name)
+        if config is None:
+            self._warn(
+                f"ClusterQueue {cq.name}: PreemptionConfig {name} not found; "
+                "it gets no configurable preemption candidates"
+            )
+        return config
+
+    def candidates(self, ctx: Context, borrowing: bool) -> Iterator[Candidate]:
+        config = self.config_for(ctx.cq, ctx.snapshot)
+        if config is None or not config.rules:
+            return
+        triggers = {rule.activation_policy.trigger for rule in config.rules}
+        ok = yield from self._tier(ctx, config, "Always")
+        if not ok or not triggers - {"Always"}:
+            return
+        if not ctx.fits_quota(borrowing):
+            ok = yield from self._tier(ctx, config, "InsufficientQuota")
+            if not ok:
+                return
+        if ctx.fits_quota(borrowing):
+            yield from self._tier(ctx, config, "QuotaFeasibleAndInsufficientTopology")
+
+    def _tier(self, ctx: Context, config: PreemptionConfig, trigger: str) -> Generator[Candidate, None, bool]:
+        """Yields the tier's candidates in order; returns False when a build error stops evaluation."""
+        try:
+            built = self._build(ctx, config, trigger)
+        except BuildError as exc:
+            self._warn(f"{exc}; {trigger} candidates and later tiers are skipped")
+            return False
+        if not built:
+            return True
+        found: dict[str, tuple[WorkloadInfo, dict[str, list[int]]]] = {}
+        for cq in self._cluster_queues(ctx, built):
+            for rule, selectors in built:
+                live = [s for s in selectors if s.cq_matches(ctx.cq, cq) is None]
+                if not live:
+                    continue
+                for wl in ctx.snapshot.admitted(cq):
+                    if not self._contested(ctx, wl):
+                        continue
+                    for selector in live:
+                        failed = selector.workload_matches(wl)
+                        if failed is not None:
+                            continue
+                        entry = found.setdefault(wl.uid, (wl, {}))
+                        entry[1].setdefault(rule.name, []).append(selector.index)
+        order = {rule.name: i for i, rule in enumerate(config.rules)}
+        now, name = ctx.snapshot.now, ctx.cq.name
+        for wl, matches in sorted(found.values(), key=lambda item: candidate_key(item[0], name, now)):
+            ranked = tuple((rule, tuple(idx)) for rule, idx in sorted(matches.items(), key=lambda kv: order[kv[0]]))
+            yield Candidate(wl, CONFIGURABLE_PREEMPTION, rule=RuleMatch(config.name, ranked))
+        return True
+
+    @staticmethod
+    def _contested(ctx: Context, wl: WorkloadInfo) -> bool:
+        return wl.uses_any(ctx.frs)
+
+    def _build(
+        self, ctx: Context, config: PreemptionConfig, trigger: str
+    ) -> list[tuple[PreemptionRule, list[BuiltSelector]]]:
+        built = []
+        for rule in config.rules:
+            if rule.activation_policy.trigger != trigger:
+                continue
+            where = f'preemptionConfig "{config.name}" rule "{rule.name}"'
+            try:
+                if not rule_applies(rule, ctx.preemptor):
+                    continue
+            except BuildError as exc:
+                raise BuildError(f"{where}: {exc}") from None
+            selectors = []
+            for i, spec in enumerate(rule.candidate_selectors or []):
+                try:
+                    selectors.append(build_selector(i, spec, ctx.preemptor))
+                except BuildError as exc:
+                    raise BuildError(f"{where} candidateSelectors[{i}]: {exc}") from None
+            if selectors:
+                built.append((rule, selectors))
+        return built
+
+    @staticmethod
+    def _cluster_queues(
+        ctx: Context, built: list[tuple[PreemptionRule, list[BuiltSelector]]]
+    ) -> Iterator[ClusterQueueInfo]:
+        """Only the ClusterQueues some scope can reach: the preemptor's own, its cohort tree, or all."""
+        scopes: set[str] = {s.scope for _, selectors in built for s in selectors}
+        snapshot = ctx.snapshot
+        if "AnyClusterQueue" in scopes:
+            yield from (snapshot.cluster_queues[n] for n in sorted(snapshot.cluster_queues))
+            return
+        if scopes & {"WithinParentCohort", "WithinCohortTree"} and ctx.cq.node.parent is not None:
+            root: QuotaNode = ctx.cq.node.root()
+            names = sorted(node.name for node in root.subtree_cluster_queues())
+            yield from (snapshot.cluster_queues[n] for n in names if n in snapshot.cluster_queues)
+            return
+        yield ctx.cq

@@ -1,0 +1,186 @@
+"""Flavor assignment: which flavor each requested resource takes, and whether it fits now,
+fits after preemption, or cannot fit. Follows Kueue's flavor assigner (fungibility defaults:
+stop at the first flavor that fits, keep looking past one that needs preemption)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from ..api.quantity import format_amount
+from ..api.v1beta2 import ResourceFlavor
+from .quota import FlavorResource, QuotaNode
+from .snapshot import ClusterQueueInfo
+from .workload import PodSetRequest, WorkloadInfo
+
+
+class Mode(IntEnum):
+    """How a request fits; larger is better."""
+
+    NO_FIT = 0
+    PREEMPT = 1
+    FIT = 2
+
+
+@dataclass
+class PodSetFlavors:
+    name: str
+    count: int
+    flavors: dict[str, str] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)
+    mode: Mode = Mode.FIT
+    reasons: list[str] = field(default_factory=list)
+
+    def message(self) -> str:
+        return f"couldn't assign flavors to pod set {self.name}: {', '.join(sorted(self.reasons))}"
+
+
+@dataclass
+class Assignment:
+    pod_sets: list[PodSetFlavors]
+    usage: dict[FlavorResource, int]
+    borrowing: bool
+    need_preemption: set[FlavorResource]
+    """Flavor-resources assigned in Preempt mode: victims must hold quota in one of these."""
+    no_matching_flavor: bool = False
+
+    @property
+    def mode(self) -> Mode:
+        return min((ps.mode for ps in self.pod_sets), default=Mode.FIT)
+
+    def message(self) -> str:
+        """Kueue's message for the first pod set that does not fit as it is."""
+        for ps in self.pod_sets:
+            if ps.mode != Mode.FIT:
+                return ps.message()
+        return ""
+
+
+def uses_configurable_preemption(cq: ClusterQueueInfo) -> bool:
+    return cq.preemption_config_name is not None
+
+
+def can_preempt_while_borrowing(cq: ClusterQueueInfo) -> bool:
+    borrow = cq.preemption.borrow_within_cohort
+    return (
+        (borrow is not None and borrow.policy != "Never")
+        or cq.preemption.within_cluster_queue != "Never"
+        or uses_configurable_preemption(cq)
+    )
+
+
+def lowest_subtree_that_fits(node: QuotaNode, fr: FlavorResource, value: int) -> bool:
+    """Whether some subtree below the root fits `value` more of `fr` (Kueue's
+    FindHeightOfLowestSubtreeThatFits, second result): then reclaiming inside it is possible."""
+    if not (node.borrowing_with(fr, value) and node.has_parent):
+        return node.has_parent
+    remaining = value - node.local_available(fr)
+    last = node
+    for ancestor in node.path_to_root():
+        last = ancestor
+        if not ancestor.borrowing_with(fr, remaining):
+            return ancestor.has_parent
+        remaining -= ancestor.local_available(fr)
+    return last.has_parent
+
+
+def _fits_quota(cq: ClusterQueueInfo, fr: FlavorResource, value: int, reasons: list[str]) -> tuple[Mode, bool]:
+    node = cq.node
+    flavor, resource = fr
+    max_capacity = node.potential_available(fr)
+    if value > max_capacity:
+        reasons.append(
+            f"insufficient quota for {resource} in flavor {flavor}, request > maximum capacity "
+            f"({format_amount(resource, value)} > {format_amount(resource, max_capacity)})"
+        )
+        return Mode.NO_FIT, False
+    borrow = node.borrowing_with(fr, value)
+    available = node.available(fr)
+    if value <= available:
+        return Mode.FIT, borrow
+    reasons.append(
+        f"insufficient unused quota for {resource} in flavor {flavor}, "
+        f"{format_amount(resource, value - available)} more needed"
+    )
+    if value <= node.nominal(fr) or lowest_subtree_that_fits(node, fr, value) or can_preempt_while_borrowing(cq):
+        return Mode.PREEMPT, borrow
+    return Mode.NO_FIT, borrow
+
+
+def _flavor_matches(flavor: ResourceFlavor | None, pod_set: PodSetRequest) -> bool:
+    labels = (flavor.spec.node_labels or {}) if flavor is not None else {}
+    return all(labels.get(key, value) == value for key, value in pod_set.node_selector.items())
+
+
+def assign_flavors(wl: WorkloadInfo, cq: ClusterQueueInfo, flavors: Mapping[str, ResourceFlavor]) -> Assignment:
+    """Chooses flavors for every pod set of `wl` in `cq`, against the usage in `cq.node`'s tree."""
+    usage: dict[FlavorResource, int] = {}
+    pod_sets: list[PodSetFlavors] = []
+    borrowing = False
+    need_preemption: set[FlavorResource] = set()
+    no_matching = False
+    for request in wl.pod_sets:
+        result = PodSetFlavors(request.name, request.count)
+        totals = request.total()
+        pod_sets.append(result)
+        if request.count == 0:
+            continue
+        handled: set[str] = set()
+        for resource in sorted(totals):
+            if resource in handled or totals[resource] == 0:
+                continue
+            group = cq.group_for(resource)
+            if group is None:
+                result.mode = Mode.NO_FIT
+                result.reasons.append(f"resource {resource} unavailable in ClusterQueue")
+                no_matching = True
+                continue
+            wanted = [r for r in group.covered_resources if totals.get(r, 0) > 0 or r == resource]
+            handled.update(wanted)
+            best: tuple[Mode, bool, str, dict[FlavorResource, Mode]] | None = None
+            for flavor_name in group.flavors:
+                if not _flavor_matches(flavors.get(flavor_name), request):
+                    result.reasons.append(f"flavor {flavor_name} doesn't match node affinity")
+                    continue
+                modes: dict[FlavorResource, Mode] = {}
+                flavor_borrow = False
+                for res in wanted:
+                    fr = (flavor_name, res)
+                    value = totals.get(res, 0) + usage.get(fr, 0)
+                    mode, borrow = _fits_quota(cq, fr, value, result.reasons)
+                    modes[fr] = mode
+                    flavor_borrow = flavor_borrow or borrow
+                flavor_mode = min(modes.values(), default=Mode.FIT)
+                if best is None or (flavor_mode, not flavor_borrow) > (best[0], not best[1]):
+                    best = (flavor_mode, flavor_borrow, flavor_name, modes)
+                if flavor_mode == Mode.FIT and (not flavor_borrow or _stop_when_borrowing(cq)):
+                    break
+                if flavor_mode == Mode.PREEMPT and _stop_when_preempting(cq):
+                    break
+            if best is None or best[0] == Mode.NO_FIT:
+                result.mode = Mode.NO_FIT
+                if best is None and not result.reasons:
+                    result.reasons.append(f"no flavor in the ClusterQueue can hold {resource}")
+                no_matching = no_matching or best is None
+                continue
+            mode, flavor_borrow, flavor_name, modes = best
+            result.mode = min(result.mode, mode)
+            borrowing = borrowing or flavor_borrow
+            for res in wanted:
+                fr = (flavor_name, res)
+                result.flavors[res] = flavor_name
+                amount = totals.get(res, 0)
+                result.usage[res] = amount
+                usage[fr] = usage.get(fr, 0) + amount
+                if modes[fr] == Mode.PREEMPT:
+                    need_preemption.add(fr)
+    return Assignment(pod_sets, usage, borrowing, need_preemption, no_matching)
+
+
+def _stop_when_borrowing(cq: ClusterQueueInfo) -> bool:
+    return cq.when_can_borrow == "MayStopSearch"
+
+
+def _stop_when_preempting(cq: ClusterQueueInfo) -> bool:
+    return cq.when_can_preempt == "MayStopSearch"

@@ -1,0 +1,162 @@
+"""Kueue's quota model: ClusterQueues and Cohorts as nodes of a tree of flavor-resource quotas.
+
+A node's SubtreeQuota is its own nominal quota plus what its children lend to it; usage past a
+node's local (unlendable) quota is stored in its parent. `available` walks up the tree and
+respects borrowing limits. The arithmetic follows Kueue's `pkg/cache/scheduler/resource_node.go`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+FlavorResource = tuple[str, str]
+"""(flavor, resource)."""
+
+
+@dataclass(frozen=True)
+class ResourceQuota:
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(eq=False)
+class QuotaNode:
+    """A ClusterQueue or a Cohort in the quota tree. Usage is the only part that changes in a cycle."""
+
+    name: str
+    is_cluster_queue: bool
+    quotas: dict[FlavorResource, ResourceQuota] = field(default_factory=dict)
+    parent: QuotaNode | None = None
+    child_cohorts: list[QuotaNode] = field(default_factory=list)
+    child_cluster_queues: list[QuotaNode] = field(default_factory=list)
+    subtree_quota: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+
+    # -- structure -------------------------------------------------------------------------
+
+    @property
+    def has_parent(self) -> bool:
+        return self.parent is not None
+
+    def path_to_root(self) -> Iterator[QuotaNode]:
+        """The ancestors of this node, nearest first."""
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def root(self) -> QuotaNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def path(self) -> str:
+        """`/root/.../parent/name`, as Kueue prints it in preemption messages."""
+        names = [self.name, *(node.name for node in self.path_to_root())]
+        return "/" + "/".join(reversed(names))
+
+    def subtree_cluster_queues(self) -> Iterator[QuotaNode]:
+        if self.is_cluster_queue:
+            yield self
+            return
+        for cohort in self.child_cohorts:
+            yield from cohort.subtree_cluster_queues()
+        yield from self.child_cluster_queues
+
+    # -- quota arithmetic --------------------------------------------------------------------
+
+    def local_quota(self, fr: FlavorResource) -> int:
+        """Quota kept for this subtree because of a lending limit; never lent to the parent."""
+        quota = self.quotas.get(fr)
+        if quota is not None and quota.lending_limit is not None:
+            return max(0, self.subtree_quota.get(fr, 0) - quota.lending_limit)
+        return 0
+
+    def local_available(self, fr: FlavorResource) -> int:
+        return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
+
+    def _available(self, fr: FlavorResource) -> int:
+        if self.parent is None:
+            return self.subtree_quota.get(fr, 0) - self.usage.get(fr, 0)
+        parent_available = self.parent._available(fr)
+        quota = self.quotas.get(fr)
+        if quota is not None and quota.borrowing_limit is not None:
+            local = self.local_quota(fr)
+            stored_in_parent = self.subtree_quota.get(fr, 0) - local
+            used_in_parent = max(0, self.usage.get(fr, 0) - local)
+            parent_available = min(stored_in_parent - used_in_parent + quota.borrowing_limit, parent_available)
+        return self.local_available(fr) + parent_available
+
+    def available(self, fr: FlavorResource) -> int:
+        """How much more of `fr` this node can use now (never negative)."""
+        return max(0, self._available(fr))
+
+    def potential_available(self, fr: FlavorResource) -> int:
+        """The most of `fr` this node could use if nothing else used any."""
+        if self.parent is None:
+            return self.subtree_quota.get(fr, 0)
+        value = self.local_quota(fr) + self.parent.potential_available(fr)
+        quota = self.quotas.get(fr)
+        if quota is not None and quota.borrowing_limit is not None:
+            value = min(self.subtree_quota.get(fr, 0) + quota.borrowing_limit, value)
+        return value
+
+    def nominal(self, fr: FlavorResource) -> int:
+        quota = self.quotas.get(fr)
+        return quota.nominal if quota is not None else 0
+
+    def borrowing_with(self, fr: FlavorResource, value: int) -> bool:
+        """Whether adding `value` would take the node above its own subtree quota."""
+        return self.usage.get(fr, 0) + value > self.subtree_quota.get(fr, 0)
+
+    def within_nominal(self, frs: Iterable[FlavorResource]) -> bool:
+        return all(self.usage.get(fr, 0) <= self.subtree_quota.get(fr, 0) for fr in frs)
+
+    def add_usage(self, fr: FlavorResource, value: int) -> None:
+        local_available = self.local_available(fr)
+        self.usage[fr] = self.usage.get(fr, 0) + value
+        if self.parent is not None and value > local_available:
+            self.parent.add_usage(fr, value - local_available)
+
+    def remove_usage(self, fr: FlavorResource, value: int) -> None:
+        stored_in_parent = self.usage.get(fr, 0) - self.local_quota(fr)
+        self.usage[fr] = self.usage.get(fr, 0) - value
+        if stored_in_parent <= 0 or self.parent is None:
+            return
+        self.parent.remove_usage(fr, min(value, stored_in_parent))
+
+    def add(self, usage: Mapping[FlavorResource, int]) -> None:
+        for fr, value in usage.items():
+            self.add_usage(fr, value)
+
+    def remove(self, usage: Mapping[FlavorResource, int]) -> None:
+        for fr, value in usage.items():
+            self.remove_usage(fr, value)
+
+
+def quantities_fit_in_quota(
+    node: QuotaNode, requests: Mapping[FlavorResource, int]
+) -> tuple[bool, dict[FlavorResource, int]]:
+    """Whether `requests` fit in the node's own subtree quota, and what is left over for its parent."""
+    fits = True
+    remaining: dict[FlavorResource, int] = {}
+    for fr, value in requests.items():
+        if node.usage.get(fr, 0) + value > node.subtree_quota.get(fr, 0):
+            fits = False
+        remaining[fr] = max(0, value - node.local_available(fr))
+    return fits, remaining
+
+
+def compute_subtree(node: QuotaNode) -> None:
+    """Recomputes SubtreeQuota bottom-up (usage is added afterwards through add_usage)."""
+    node.subtree_quota = {fr: quota.nominal for fr, quota in node.quotas.items()}
+    for child in [*node.child_cohorts, *node.child_cluster_queues]:
+        if not child.is_cluster_queue:
+            compute_subtree(child)
+        else:
+            child.subtree_quota = {fr: quota.nominal for fr, quota in child.quotas.items()}
+        for fr, value in child.subtree_quota.items():
+            node.subtree_quota[fr] = node.subtree_quota.get(fr, 0) + value - child.local_quota(fr)

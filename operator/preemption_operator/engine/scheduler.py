@@ -1,0 +1,241 @@
+"""A scheduling cycle: queue heads are nominated, sorted and processed one by one against the
+snapshot, producing admissions, preemptions and pending reasons as data.
+
+The shape follows Kueue's scheduler: one head per ClusterQueue, entries that do not borrow first,
+overlapping preemptions skipped. One deliberate difference: a workload that is already waiting
+for its victims to go is processed first, so the quota they free is not taken by others
+(Kueue's PrioritizePreemptorWorkloads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .flavors import Assignment, Mode, assign_flavors
+from .preemption import CandidateRecord, ExtraCandidates, Target, find_targets
+from .snapshot import ClusterQueueInfo, Snapshot
+from .workload import WorkloadInfo
+
+WAITING_FOR_QUOTA = "WaitingForQuota"
+WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
+NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+INADMISSIBLE = "Inadmissible"
+
+
+@dataclass(frozen=True)
+class Admission:
+    workload: WorkloadInfo
+    cluster_queue: str
+    pod_sets: tuple[dict[str, object], ...]
+    """status.admission.podSetAssignments, in wire form."""
+
+
+@dataclass(frozen=True)
+class Preemption:
+    victim: WorkloadInfo
+    preemptor: WorkloadInfo
+    target: Target
+    preemptor_cluster_queue: str
+    preemptor_path: str
+    victim_path: str
+
+
+@dataclass(frozen=True)
+class Pending:
+    workload: WorkloadInfo
+    cluster_queue: str
+    reason: str
+    message: str
+
+
+@dataclass
+class Explanation:
+    """Why a preemptor got the victims it got (or none)."""
+
+    preemptor: str
+    cluster_queue: str
+    message: str
+    candidates: list[CandidateRecord]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CycleResult:
+    admitted: list[Admission] = field(default_factory=list)
+    preempted: list[Preemption] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    explanations: list[Explanation] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.admitted or self.preempted)
+
+
+@dataclass
+class QueueState:
+    """What the scheduler remembers between cycles, as Kueue's queue manager does."""
+
+    inadmissible: dict[str, set[str]] = field(default_factory=dict)
+    """Per ClusterQueue, workloads parked (BestEffortFIFO) until quota is freed in their cohort tree."""
+    waiting: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Preemptors waiting for their victims, with the victims' keys."""
+
+    def park(self, cq: str, key: str) -> None:
+        self.inadmissible.setdefault(cq, set()).add(key)
+
+    def quota_released(self, snapshot: Snapshot, cluster_queues: Iterable[str]) -> None:
+        """Requeues parked workloads of every ClusterQueue that shares a cohort tree with these."""
+        roots = set()
+        for name in cluster_queues:
+            cq = snapshot.cluster_queues.get(name)
+            if cq is not None:
+                roots.add(id(cq.node.root()))
+        for name, cq in snapshot.cluster_queues.items():
+            if id(cq.node.root()) in roots:
+                self.inadmissible.pop(name, None)
+
+
+@dataclass
+class _Entry:
+    wl: WorkloadInfo
+    cq: ClusterQueueInfo
+    assignment: Assignment
+    targets: list[Target]
+    records: list[CandidateRecord]
+
+
+def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...]:
+    from ..api.quantity import format_amount
+
+    return tuple(
+        {
+            "name": ps.name,
+            "flavors": dict(sorted(ps.flavors.items())),
+            "resourceUsage": {res: format_amount(res, amount) for res, amount in sorted(ps.usage.items())},
+            "count": ps.count,
+        }
+        for ps in assignment.pod_sets
+    )
+
+
+def _pending_reason(assignment: Assignment) -> str:
+    if assignment.no_matching_flavor:
+        return NO_MATCHING_FLAVOR
+    if any("request > maximum capacity" in reason for ps in assignment.pod_sets for reason in ps.reasons):
+        return EXCEEDS_MAX_QUOTA
+    return WAITING_FOR_QUOTA
+
+
+class Scheduler:
+    """Runs cycles over snapshots. `extra` adds candidate streams (configurable preemption)."""
+
+    def __init__(self, extra: ExtraCandidates | None = None) -> None:
+        self.extra = extra
+
+    def _nominate(self, wl: WorkloadInfo, cq: ClusterQueueInfo, snapshot: Snapshot) -> _Entry:
+        assignment = assign_flavors(wl, cq, snapshot.flavors)
+        targets: list[Target] = []
+        records: list[CandidateRecord] = []
+        if assignment.mode == Mode.PREEMPT:
+            targets, records = find_targets(wl, cq, assignment, snapshot, self.extra)
+        return _Entry(wl, cq, assignment, targets, records)
+
+    def heads(
+        self, snapshot: Snapshot, state: QueueState, result: CycleResult
+    ) -> list[tuple[WorkloadInfo, ClusterQueueInfo]]:
+        heads = []
+        for name in sorted(snapshot.pending):
+            cq = snapshot.cluster_queues[name]
+            queue = snapshot.pending[name]
+            if not cq.active:
+                for wl in queue:
+                    result.pending.append(Pending(wl, name, INADMISSIBLE, f"ClusterQueue {name} is inactive"))
+                continue
+            parked = state.inadmissible.get(name, set()) if cq.queueing_strategy == "BestEffortFIFO" else set()
+            for wl in queue:
+                if wl.key not in parked:
+                    heads.append((wl, cq))
+                    break
+        return heads
+
+    def cycle(self, snapshot: Snapshot, state: QueueState) -> CycleResult:
+        result = CycleResult()
+        for wl, reason, message in snapshot.unqueued:
+            result.pending.append(Pending(wl, "", reason, message))
+        entries = [self._nominate(wl, cq, snapshot) for wl, cq in self.heads(snapshot, state, result)]
+        entries.sort(
+            key=lambda e: (
+                e.wl.key not in state.waiting,
+                e.assignment.borrowing,
+                -e.wl.priority,
+                e.wl.created,
+                e.wl.key,
+            )
+        )
+        touched: set[int] = set()
+        targeted: set[str] = set()
+        for entry in entries:
+            root = id(entry.cq.node.root())
+            if root in touched:
+                entry = self._nominate(entry.wl, entry.cq, snapshot)
+            self._process(entry, snapshot, state, result, targeted, touched, root)
+        return result
+
+    def _process(
+        self,
+        entry: _Entry,
+        snapshot: Snapshot,
+        state: QueueState,
+        result: CycleResult,
+        targeted: set[str],
+        touched: set[int],
+        root: int,
+    ) -> None:
+        wl, cq, assignment = entry.wl, entry.cq, entry.assignment
+        mode = assignment.mode
+        if mode == Mode.FIT:
+            snapshot.assume(wl, cq, assignment.usage)
+            touched.add(root)
+            state.waiting.pop(wl.key, None)
+            result.admitted.append(Admission(wl, cq.name, _pod_set_assignments(assignment)))
+            return
+        message = assignment.message()
+        if mode == Mode.PREEMPT and entry.targets:
+            keys = {t.workload.key for t in entry.targets}
+            explanation = Explanation(wl.key, cq.name, message, entry.records)
+            result.explanations.append(explanation)
+            if keys & targeted:
+                explanation.notes.append("skipped: overlapping preemption targets with another workload")
+                result.pending.append(
+                    Pending(
+                        wl,
+                        cq.name,
+                        WAITING_FOR_QUOTA,
+                        "Workload has overlapping preemption targets with another workload",
+                    )
+                )
+                return
+            targeted.update(keys)
+            touched.add(root)
+            state.waiting[wl.key] = tuple(sorted(keys))
+            for target in entry.targets:
+                victim_cq = snapshot.cluster_queues[target.workload.cluster_queue or ""]
+                result.preempted.append(
+                    Preemption(target.workload, wl, target, cq.name, cq.node.path(), victim_cq.node.path())
+                )
+            result.pending.append(
+                Pending(
+                    wl,
+                    cq.name,
+                    WAITING_FOR_PREEMPTED,
+                    f"{message}. Pending the preemption of {len(entry.targets)} workload(s)",
+                )
+            )
+            return
+        if mode == Mode.PREEMPT:
+            result.explanations.append(Explanation(wl.key, cq.name, message, entry.records, ["no victim set found"]))
+        state.park(cq.name, wl.key)
+        reason = WAITING_FOR_QUOTA if mode == Mode.PREEMPT else _pending_reason(assignment)
+        result.pending.append(Pending(wl, cq.name, reason, message))

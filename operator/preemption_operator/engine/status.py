@@ -1,0 +1,123 @@
+"""Workload status as Kueue writes it, computed from decisions: conditions, admission, stats.
+
+Pure functions over the status in wire form (a dict), shared by `simulate` and the operator.
+`set_condition` follows apimachinery's SetStatusCondition: the transition time moves only when
+the status flips.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+from .preemption import CONFIGURABLE_PREEMPTION, preemption_message
+from .scheduler import Admission, Pending, Preemption
+
+MAX_MESSAGE = 32 * 1024
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _truncate(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 4] + " ..."
+
+
+def set_condition(
+    status: dict[str, Any], kind: str, value: str, reason: str, message: str, now: datetime, generation: int | None
+) -> None:
+    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    new: dict[str, Any] = {"type": kind, "status": value, "reason": reason, "message": _truncate(message)}
+    if generation is not None:
+        new["observedGeneration"] = generation
+    for i, existing in enumerate(conditions):
+        if existing.get("type") == kind:
+            changed = existing.get("status") != value
+            new["lastTransitionTime"] = rfc3339(now) if changed else existing.get("lastTransitionTime", rfc3339(now))
+            conditions[i] = {**existing, **new}
+            return
+    new["lastTransitionTime"] = rfc3339(now)
+    conditions.append(new)
+
+
+def get_condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == kind:
+            return dict(condition)
+    return None
+
+
+def admitted(
+    status: dict[str, Any] | None, decision: Admission, now: datetime, generation: int | None
+) -> dict[str, Any]:
+    out = copy.deepcopy(status or {})
+    out["admission"] = {"clusterQueue": decision.cluster_queue, "podSetAssignments": list(decision.pod_sets)}
+    set_condition(
+        out,
+        "QuotaReserved",
+        "True",
+        "QuotaReserved",
+        f"Quota reserved in ClusterQueue {decision.cluster_queue}",
+        now,
+        generation,
+    )
+    set_condition(out, "Admitted", "True", "Admitted", "The workload is admitted", now, generation)
+    for kind in ("Evicted", "Preempted"):
+        previous = get_condition(out, kind)
+        if previous is not None and previous.get("status") == "True":
+            set_condition(
+                out, kind, "False", "QuotaReserved", f"Previously: {previous.get('message', '')}", now, generation
+            )
+    return out
+
+
+def eviction_messages(decision: Preemption) -> tuple[str, str]:
+    """(Evicted message, Preempted message). Classic victims get Kueue's message on both; a victim
+    chosen by a PreemptionConfig rule gets the specification's message naming config and rule."""
+    target = decision.target
+    if target.reason == CONFIGURABLE_PREEMPTION and target.rule is not None:
+        preemptor = decision.preemptor
+        text = (
+            f"Preempted by {preemptor.namespace}/{preemptor.name} because of preemption config "
+            f"{target.rule.config} rule {target.rule.describe()}"
+        )
+        return text, text
+    text = preemption_message(target, decision.preemptor, decision.preemptor_path, decision.victim_path)
+    return text, text
+
+
+def evicted(
+    status: dict[str, Any] | None, decision: Preemption, now: datetime, generation: int | None
+) -> dict[str, Any]:
+    """The victim's status once evicted and, with no job to stop, requeued at once."""
+    out = copy.deepcopy(status or {})
+    evicted_message, preempted_message = eviction_messages(decision)
+    set_condition(out, "Evicted", "True", "Preempted", evicted_message, now, generation)
+    set_condition(out, "Preempted", "True", decision.target.reason, preempted_message, now, generation)
+    cause = decision.target.rule.config if decision.target.rule is not None else ""
+    stats = out.setdefault("schedulingStats", {})
+    evictions: list[dict[str, Any]] = stats.setdefault("evictions", [])
+    for entry in evictions:
+        if entry.get("reason") == "Preempted" and entry.get("underlyingCause", "") == cause:
+            entry["count"] = int(entry.get("count", 0)) + 1
+            break
+    else:
+        evictions.append({"reason": "Preempted", "underlyingCause": cause, "count": 1})
+    return released(out, evicted_message, now, generation)
+
+
+def released(status: dict[str, Any], message: str, now: datetime, generation: int | None) -> dict[str, Any]:
+    """Quota given back after an eviction: admission cleared, requeued, pending evaluation."""
+    status.pop("admission", None)
+    set_condition(status, "QuotaReserved", "False", "PendingEvaluation", message, now, generation)
+    set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", now, generation)
+    set_condition(status, "Requeued", "True", "Preempted", message, now, generation)
+    return status
+
+
+def pending(status: dict[str, Any] | None, decision: Pending, now: datetime, generation: int | None) -> dict[str, Any]:
+    out = copy.deepcopy(status or {})
+    set_condition(out, "QuotaReserved", "False", decision.reason, decision.message, now, generation)
+    return out

@@ -1,0 +1,246 @@
+"""What the engine knows about one Workload: its requests, priority, queue and admission."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..api.meta import Condition
+from ..api.quantity import to_amount
+from ..api.v1beta2 import PodSet, Workload
+from .quota import FlavorResource
+
+PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+@dataclass(frozen=True)
+class PodSetRequest:
+    name: str
+    count: int
+    per_pod: Mapping[str, int]
+    """Resource amounts one pod requests (CPU in milli-units)."""
+    required_topology: str | None = None
+    preferred_topology: str | None = None
+    unconstrained_topology: bool = False
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+
+    def total(self, count: int | None = None) -> dict[str, int]:
+        pods = self.count if count is None else count
+        return {resource: amount * pods for resource, amount in self.per_pod.items()}
+
+    @property
+    def wants_topology(self) -> bool:
+        return bool(self.required_topology or self.preferred_topology or self.unconstrained_topology)
+
+
+@dataclass(frozen=True)
+class PodSetUsage:
+    """An admitted pod set: which flavor each resource took, and how much."""
+
+    name: str
+    count: int
+    flavors: Mapping[str, str]
+    usage: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class PriorityClassInfo:
+    name: str
+    kind: str
+    value: int
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class WorkloadInfo:
+    """A Workload parsed once: everything scheduling reads, nothing it does not."""
+
+    obj: Workload
+    key: str
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    queue_name: str
+    created: datetime
+    base_priority: int
+    boost: int
+    priority_class: PriorityClassInfo | None
+    pod_sets: tuple[PodSetRequest, ...]
+    active: bool
+    finished: bool
+    # Admission, when quota is reserved.
+    cluster_queue: str | None
+    admitted_pod_sets: tuple[PodSetUsage, ...]
+    usage: Mapping[FlavorResource, int]
+    reserved_at: datetime | None
+    evicted: bool
+    requeued_at: datetime | None
+
+    @property
+    def priority(self) -> int:
+        """Effective priority: base plus the priority-boost annotation."""
+        return self.base_priority + self.boost
+
+    @property
+    def reserves_quota(self) -> bool:
+        return self.cluster_queue is not None
+
+    @property
+    def priority_class_name(self) -> str:
+        ref = self.obj.spec.priority_class_ref
+        return ref.name if ref else ""
+
+    @property
+    def job_uid(self) -> str:
+        return self.labels.get(JOB_UID_LABEL, "") or "UNKNOWN"
+
+    def uses_any(self, frs: set[FlavorResource] | frozenset[FlavorResource]) -> bool:
+        return any(fr in frs for fr in self.usage)
+
+    def condition(self, kind: str) -> Condition | None:
+        return find_condition(self.obj, kind)
+
+
+def find_condition(obj: Workload, kind: str) -> Condition | None:
+    if obj.status is None or not obj.status.conditions:
+        return None
+    for condition in obj.status.conditions:
+        if condition.type == kind:
+            return condition
+    return None
+
+
+def is_true(obj: Workload, kind: str) -> bool:
+    condition = find_condition(obj, kind)
+    return condition is not None and condition.status == "True"
+
+
+def parse_boost(annotations: Mapping[str, str]) -> int:
+    """The priority-boost annotation as a signed int32; anything else counts as 0, as Kueue does."""
+    raw = annotations.get(PRIORITY_BOOST_ANNOTATION)
+    if raw is None:
+        return 0
+    try:
+        value = int(raw.strip(), 10)
+    except ValueError:
+        return 0
+    return value if INT32_MIN <= value <= INT32_MAX else 0
+
+
+def pod_requests(pod_set: PodSet) -> dict[str, int]:
+    """Per-pod requests: containers summed, the largest init container as a floor, plus overhead.
+    A container's limit stands in for a missing request, as Kubernetes defaults it."""
+    spec = pod_set.template.spec
+    total: dict[str, int] = {}
+    for container in spec.containers:
+        for resource, amount in _container_requests(container.resources).items():
+            total[resource] = total.get(resource, 0) + amount
+    for container in spec.init_containers or []:
+        for resource, amount in _container_requests(container.resources).items():
+            total[resource] = max(total.get(resource, 0), amount)
+    for resource, quantity in (spec.overhead or {}).items():
+        total[resource] = total.get(resource, 0) + to_amount(resource, quantity)
+    return total
+
+
+def _container_requests(resources: object) -> dict[str, int]:
+    if resources is None:
+        return {}
+    requests = dict(getattr(resources, "requests", None) or {})
+    for resource, quantity in (getattr(resources, "limits", None) or {}).items():
+        requests.setdefault(resource, quantity)
+    return {resource: to_amount(resource, quantity) for resource, quantity in requests.items()}
+
+
+def build_info(
+    obj: Workload,
+    priority_classes: Mapping[tuple[str, str], PriorityClassInfo],
+) -> WorkloadInfo:
+    """Parses a Workload. `priority_classes` maps (kind, name) to the class, for both
+    WorkloadPriorityClass and PriorityClass."""
+    meta = obj.metadata
+    labels = dict(meta.labels or {})
+    annotations = dict(meta.annotations or {})
+    ref = obj.spec.priority_class_ref
+    priority_class = priority_classes.get((ref.kind, ref.name)) if ref else None
+    if obj.spec.priority is not None:
+        base = obj.spec.priority
+    elif priority_class is not None:
+        base = priority_class.value
+    else:
+        base = 0
+
+    pod_sets = tuple(
+        PodSetRequest(
+            name=ps.name,
+            count=ps.count,
+            per_pod=pod_requests(ps),
+            required_topology=ps.topology_request.required if ps.topology_request else None,
+            preferred_topology=ps.topology_request.preferred if ps.topology_request else None,
+            unconstrained_topology=bool(ps.topology_request and ps.topology_request.unconstrained),
+            node_selector=dict(ps.template.spec.node_selector or {}),
+        )
+        for ps in obj.spec.pod_sets
+    )
+
+    reserved = find_condition(obj, "QuotaReserved")
+    admission = obj.status.admission if obj.status else None
+    cluster_queue: str | None = None
+    admitted: tuple[PodSetUsage, ...] = ()
+    usage: dict[FlavorResource, int] = {}
+    reserved_at: datetime | None = None
+    if reserved is not None and reserved.status == "True" and admission is not None:
+        cluster_queue = admission.cluster_queue
+        reserved_at = reserved.last_transition_time
+        by_name = {ps.name: ps for ps in pod_sets}
+        psa_list = []
+        for psa in admission.pod_set_assignments:
+            request = by_name.get(psa.name)
+            count = psa.count if psa.count is not None else (request.count if request else 0)
+            if psa.resource_usage:
+                amounts = {res: to_amount(res, q) for res, q in psa.resource_usage.items()}
+            elif request is not None:
+                amounts = request.total(count)
+            else:
+                amounts = {}
+            flavors = dict(psa.flavors or {})
+            psa_list.append(PodSetUsage(psa.name, count, flavors, amounts))
+            for resource, amount in amounts.items():
+                flavor = flavors.get(resource)
+                if flavor is None:
+                    continue
+                fr = (flavor, resource)
+                usage[fr] = usage.get(fr, 0) + amount
+        admitted = tuple(psa_list)
+
+    requeued = find_condition(obj, "Requeued")
+    created = meta.creation_timestamp or datetime.fromtimestamp(0).astimezone()
+    return WorkloadInfo(
+        obj=obj,
+        key=f"{meta.namespace or ''}/{meta.name}",
+        namespace=meta.namespace or "",
+        name=meta.name,
+        uid=meta.uid or f"{meta.namespace or ''}/{meta.name}",
+        labels=labels,
+        annotations=annotations,
+        queue_name=obj.spec.queue_name or "",
+        created=created,
+        base_priority=base,
+        boost=parse_boost(annotations),
+        priority_class=priority_class,
+        pod_sets=pod_sets,
+        active=obj.spec.active,
+        finished=is_true(obj, "Finished"),
+        cluster_queue=cluster_queue,
+        admitted_pod_sets=admitted,
+        usage=usage,
+        reserved_at=reserved_at,
+        evicted=is_true(obj, "Evicted"),
+        requeued_at=requeued.last_transition_time if requeued is not None and requeued.status == "True" else None,
+    )

@@ -1,0 +1,67 @@
+"""Reading Kubernetes YAML from files and folders, with errors that name the file and object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .engine.cache import ObjectError, parse_object
+
+
+class ManifestError(ValueError):
+    """Input that cannot be read; the message names the file and, where known, the object and field."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    source: str
+    body: dict[str, Any]
+
+
+def _files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+            yield from found
+        elif path.is_file():
+            yield path
+        else:
+            raise ManifestError(f"{path}: no such file or directory")
+
+
+def read(paths: Iterable[str | Path]) -> list[Manifest]:
+    manifests = []
+    for path in _files(paths):
+        try:
+            documents = list(yaml.safe_load_all(path.read_text()))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ManifestError(f"{path}:{where}: invalid YAML: {problem}") from None
+        except OSError as exc:
+            raise ManifestError(f"{path}: {exc.strerror}") from None
+        for index, doc in enumerate(documents):
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise ManifestError(f"{path}: document {index + 1} is not a Kubernetes object")
+            items = doc.get("items") if doc.get("kind") == "List" else [doc]
+            for item in items or []:
+                manifests.append(Manifest(str(path), item))
+    return manifests
+
+
+def parse(manifests: Iterable[Manifest]) -> list[Any]:
+    objects = []
+    for manifest in manifests:
+        try:
+            objects.append(parse_object(manifest.body))
+        except ObjectError as exc:
+            raise ManifestError(f"{manifest.source}: {exc}") from None
+    return objects

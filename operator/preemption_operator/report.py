@@ -1,0 +1,77 @@
+"""Renders a simulation for people (`text`) and for tools (`json`, `yaml`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from .simulate import Simulation
+
+
+def render(sim: Simulation, output: str) -> str:
+    data = sim.to_dict()
+    if output == "json":
+        return json.dumps(data, indent=2) + "\n"
+    if output == "yaml":
+        return yaml.safe_dump(data, sort_keys=False, width=120)
+    return text(data, sim.cycles)
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return lines
+
+
+def text(data: dict[str, Any], cycles: int) -> str:
+    lines: list[str] = []
+    for warning in data["warnings"]:
+        lines.append(f"warning: {warning}")
+    if data["warnings"]:
+        lines.append("")
+    rows = []
+    for action in data["actions"]:
+        detail = action.get("reason", "")
+        if action["action"] == "Preempted":
+            detail = f"{action['reason']} (by {action['preemptor']})"
+        rows.append(
+            [str(action["cycle"]), action["action"], action["workload"], action.get("clusterQueue") or "-", detail]
+        )
+    lines.append(f"Actions ({cycles} cycle{'s' if cycles != 1 else ''}):")
+    lines.extend("  " + line for line in _table(rows, ["CYCLE", "ACTION", "WORKLOAD", "CLUSTERQUEUE", "REASON"]))
+    messages = [a for a in data["actions"] if a["action"] in ("Preempted", "Pending") and a.get("message")]
+    if messages:
+        lines.append("")
+        lines.append("Messages:")
+        for action in messages:
+            lines.append(f"  [{action['cycle']}] {action['workload']} {action['action']}: {action['message']}")
+    lines.append("")
+    lines.append("Final state:")
+    rows = []
+    for wl in data["workloads"]:
+        status = wl["status"]
+        conditions = {c["type"]: c for c in status.get("conditions", [])}
+        admitted = conditions.get("Admitted", {}).get("status", "False") == "True"
+        reserved = conditions.get("QuotaReserved", {})
+        state = "Admitted" if admitted else f"Pending ({reserved.get('reason', 'New')})"
+        cq = (status.get("admission") or {}).get("clusterQueue", "-")
+        evictions = sum(int(e.get("count", 0)) for e in (status.get("schedulingStats") or {}).get("evictions", []))
+        rows.append([f"{wl['namespace']}/{wl['name']}", state, cq, str(evictions)])
+    lines.extend("  " + line for line in _table(rows, ["WORKLOAD", "STATE", "CLUSTERQUEUE", "EVICTIONS"]))
+    if data["explanations"]:
+        lines.append("")
+        lines.append("Preemption decisions:")
+        for exp in data["explanations"]:
+            lines.append(f"  [{exp['cycle']}] {exp['preemptor']} in {exp['clusterQueue']}: {exp['message']}")
+            for note in exp["notes"]:
+                lines.append(f"      note: {note}")
+            for cand in exp["candidates"]:
+                source = f" [{cand['source']}]" if cand.get("source") else ""
+                lines.append(
+                    f"      {cand['outcome']:<9} {cand['workload']} ({cand['clusterQueue']}): {cand['detail']}{source}"
+                )
+    return "\n".join(lines) + "\n"
