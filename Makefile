@@ -1,0 +1,20 @@
+# Entry points; the scripts in hack/ do the work.
+.PHONY: test crds envtest e2e bench kind
+
+test:  ## everything CI checks: lint, types, CRDs, unit and e2e tests
+	hack/test.sh
+
+crds:  ## regenerate crds/ from the API models
+	preemption-operator crds
+
+envtest:  ## build or reuse kube-apiserver, etcd and kubectl; prints their folder
+	hack/setup-envtest.sh
+
+e2e:  ## only the tests against a real kube-apiserver
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" pytest tests/e2e
+
+bench:  ## engine benchmarks; results go to benchmarks/results/
+	python benchmarks/engine.py
+
+kind:  ## a kind cluster with the operator and an example (needs Docker)
+	hack/kind-up.sh

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The project's whole check, as CI runs it: install into .venv, lint, type-check, verify the
+# generated CRDs, build or reuse the control-plane binaries, and run every test layer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+if [ -z "${VIRTUAL_ENV:-}" ]; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  # shellcheck disable=SC1091
+  . .venv/bin/activate
+fi
+
+log "installing the package with its test dependencies"
+python -m pip install --quiet --upgrade pip
+python -m pip install --quiet -e '.[test]'
+
+log "lint and format (ruff)"
+ruff check .
+ruff format --check .
+
+log "types (mypy --strict)"
+mypy
+
+log "generated CRDs are up to date"
+preemption-operator crds --check
+
+if ! command -v shellcheck >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  log "installing shellcheck"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck) >/dev/null
+fi
+if command -v shellcheck >/dev/null; then
+  log "shell scripts (shellcheck)"
+  shellcheck hack/*.sh .ci/run
+elif [ -n "${CI:-}" ]; then
+  echo "shellcheck is required in CI" >&2
+  exit 1
+fi
+
+log "control-plane binaries (kube-apiserver, etcd, kubectl)"
+if assets="$(hack/setup-envtest.sh)"; then
+  export KUBEBUILDER_ASSETS="$assets"
+  echo "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
+elif [ -n "${CI:-}" ]; then
+  echo "could not build or find the control-plane binaries; e2e tests cannot run" >&2
+  exit 1
+else
+  echo "control-plane binaries unavailable: tests/e2e will be skipped" >&2
+fi
+
+log "tests (pytest)"
+set +e
+pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests: that is a failure here" >&2
+  exit 1
+fi
+exit "$status"
