@@ -47,6 +47,46 @@ def crds(output_dir: Path, check: bool) -> None:
 
 
 @cli.command()
+@click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address for /metrics, /healthz, /readyz.")
+@click.option("--metrics-port", type=int, default=8080, show_default=True, help="Port for /metrics, /healthz, /readyz.")
+@click.option(
+    "--lease-namespace", default=None, help="Namespace of the leader-election Lease (default: the pod's, else default)."
+)
+@click.option(
+    "--lease-name", default="preemption-operator", show_default=True, help="Name of the leader-election Lease."
+)
+@click.option("--lease-seconds", type=click.IntRange(min=2), default=8, show_default=True, help="Lease duration.")
+@click.option("--no-leader-election", is_flag=True, help="Act as the only replica.")
+@click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
+@click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
+def run(
+    metrics_host: str,
+    metrics_port: int,
+    lease_namespace: str | None,
+    lease_name: str,
+    lease_seconds: int,
+    no_leader_election: bool,
+    log_format: str,
+    verbose: bool,
+) -> None:
+    """Run the operator against the cluster of the current kubeconfig (or in-cluster config)."""
+    import kopf
+
+    from .controller import run as operator
+
+    kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.PLAIN)
+    operator.run(
+        host=metrics_host,
+        port=metrics_port,
+        lease_namespace=lease_namespace,
+        lease_name=lease_name,
+        leader_election=not no_leader_election,
+        lease_seconds=lease_seconds,
+        verbose=verbose,
+    )
+
+
+@cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--output",

@@ -100,21 +100,37 @@ class Cache:
         self._priority_classes: dict[tuple[str, str], PriorityClassInfo] = {}
         self._tree: _Tree | None = None
         self._pending_by_queue: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
+        self._versions: dict[tuple[str, str], str] = {}
+
+    def is_stale(self, obj: Any) -> bool:
+        """Whether `obj` is older than what the cache holds (a late watch event after our own write)."""
+        version = obj.metadata.resource_version
+        held = self._versions.get((obj.kind, _key(obj.metadata)))
+        if not version or not held or not (version.isdigit() and held.isdigit()):
+            return False
+        return int(version) < int(held)
 
     # -- updates ----------------------------------------------------------------------------
 
-    def upsert(self, obj: Any) -> None:
+    def upsert(self, obj: Any) -> bool:
+        """Adds or replaces an object; returns False (and changes nothing) for a stale version."""
+        if self.is_stale(obj):
+            return False
         kind = obj.kind
         key = _key(obj.metadata)
+        if obj.metadata.resource_version:
+            self._versions[(kind, key)] = obj.metadata.resource_version
         if kind == "Workload":
             self._remove_workload(key)
             self.objects[kind][key] = obj
             self._add_workload(build_info(obj, self._priority_classes))
-            return
+            return True
         self.objects[kind][key] = obj
         self._changed(kind)
+        return True
 
     def delete(self, kind: str, key: str) -> None:
+        self._versions.pop((kind, key), None)
         if kind == "Workload":
             self._remove_workload(key)
             self.objects[kind].pop(key, None)

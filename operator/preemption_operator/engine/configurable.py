@@ -29,6 +29,16 @@ WorkloadTest = Callable[[WorkloadInfo], str | None]
 """Returns None when the workload passes, else the name of the field that excluded it."""
 
 
+@dataclass(frozen=True)
+class Notice:
+    """A problem worth telling the owner of an object about (the operator posts it as a Warning Event)."""
+
+    kind: str
+    name: str
+    reason: str
+    message: str
+
+
 class BuildError(ValueError):
     """A rule or selector that cannot be built, worded as Kueue words it."""
 
@@ -226,13 +236,17 @@ class ConfigurablePreemption:
 
     def __init__(self) -> None:
         self.warnings: list[str] = []
+        self.notices: list[Notice] = []
 
     def begin_cycle(self, snapshot: Snapshot) -> None:
         self.warnings = []
+        self.notices = []
 
-    def _warn(self, message: str) -> None:
+    def _warn(self, message: str, notice: Notice | None = None) -> None:
         if message not in self.warnings:
             self.warnings.append(message)
+            if notice is not None:
+                self.notices.append(notice)
 
     def config_for(self, cq: ClusterQueueInfo, snapshot: Snapshot) -> PreemptionConfig | None:
         name = cq.preemption_config_name
@@ -240,10 +254,11 @@ class ConfigurablePreemption:
             return None
         config = snapshot.preemption_configs.get(name)
         if config is None:
-            self._warn(
+            message = (
                 f"ClusterQueue {cq.name}: PreemptionConfig {name} not found; "
                 "it gets no configurable preemption candidates"
             )
+            self._warn(message, Notice("ClusterQueue", cq.name, "PreemptionConfigNotFound", message))
         return config
 
     def candidates(self, ctx: Context, borrowing: bool) -> Iterator[Candidate]:
@@ -266,7 +281,8 @@ class ConfigurablePreemption:
         try:
             built = self._build(ctx, config, trigger)
         except BuildError as exc:
-            self._warn(f"{exc}; {trigger} candidates and later tiers are skipped")
+            message = f"{exc}; {trigger} candidates and later tiers are skipped"
+            self._warn(message, Notice("PreemptionConfig", config.name, "InvalidPreemptionConfig", message))
             return False
         if not built:
             return True

@@ -1,0 +1,289 @@
+"""The scheduling loop: one cycle at a time, woken by changes and coalesced under load.
+
+Each cycle cuts a snapshot from the cache, lets the engine decide, and writes the decisions.
+Every object written is put back into the cache from the API's answer at once, so the next
+cycle never acts on a state older than its own writes (Kueue's expectations): a victim is not
+evicted twice and no ClusterQueue is admitted past its quota while the watch catches up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ..engine import status as wl_status
+from ..engine.cache import Cache, ObjectError, parse_object
+from ..engine.configurable import ConfigurablePreemption, Notice
+from ..engine.scheduler import Admission, CycleResult, Pending, Preemption, QueueState, Scheduler
+from ..engine.snapshot import Snapshot
+from ..engine.workload import WorkloadInfo
+from ..k8s import resources
+from ..k8s.writer import StatusWriter
+from ..metrics import Metrics
+from . import statuses
+
+log = logging.getLogger(__name__)
+
+KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
+
+
+def _priorities(wl: WorkloadInfo) -> str:
+    return f"{wl.priority} (base: {wl.base_priority}, boost: {wl.boost})"
+
+
+class SchedulingLoop:
+    def __init__(
+        self,
+        cache: Cache,
+        writer: StatusWriter,
+        metrics: Metrics,
+        is_leader: Callable[[], bool],
+        coalesce_seconds: float = 0.05,
+        resync_seconds: float = 30.0,
+    ) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.metrics = metrics
+        self.is_leader = is_leader
+        self.coalesce_seconds = coalesce_seconds
+        self.resync_seconds = resync_seconds
+        self.state = QueueState()
+        self.configurable = ConfigurablePreemption()
+        self.scheduler = Scheduler(extra=self.configurable.candidates)
+        self.wake = asyncio.Event()
+        self.released: set[str] = set()
+        self.posted_notices: set[Notice] = set()
+        self.cycles = 0
+        self.last_cycle_at = 0.0
+
+    # -- triggers --------------------------------------------------------------------------
+
+    def poke(self) -> None:
+        self.wake.set()
+
+    def quota_released(self, cluster_queue: str) -> None:
+        """A workload stopped using quota (finished, deleted): parked workloads of that cohort tree retry."""
+        self.released.add(cluster_queue)
+        self.poke()
+
+    def config_changed(self) -> None:
+        """Queues, cohorts or configs changed: every parked workload gets another look."""
+        self.state.inadmissible.clear()
+        self.poke()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def run(self, synced: asyncio.Event) -> None:
+        await synced.wait()
+        resync = asyncio.create_task(self._resync())
+        try:
+            while True:
+                await self.wake.wait()
+                await asyncio.sleep(self.coalesce_seconds)
+                self.wake.clear()
+                if not self.is_leader():
+                    continue
+                try:
+                    await self.cycle()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("scheduling cycle failed; retrying on the next change")
+                    await asyncio.sleep(1)
+                    self.poke()
+        finally:
+            resync.cancel()
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_seconds)
+            self.config_changed()
+
+    async def cycle(self) -> CycleResult:
+        started = time.perf_counter()
+        now = datetime.now(UTC).replace(microsecond=0)
+        snapshot = self.cache.snapshot(now)
+        if self.released:
+            self.state.quota_released(snapshot, self.released)
+            self.released = set()
+        self.configurable.begin_cycle(snapshot)
+        result = self.scheduler.cycle(snapshot, self.state)
+        self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        await self._apply(result, snapshot, now)
+        if result.preempted:
+            self.state.quota_released(snapshot, {p.victim.cluster_queue or "" for p in result.preempted})
+        await self._notices()
+        await self._queue_statuses(now)
+        self.cycles += 1
+        self.last_cycle_at = time.monotonic()
+        self.metrics.cycle_seconds.observe(time.perf_counter() - started)
+        if result.changed:
+            self.poke()
+        return result
+
+    # -- writing decisions -------------------------------------------------------------------
+
+    def _store(self, written: dict[str, Any] | None) -> None:
+        if written is None:
+            return
+        try:
+            self.cache.upsert(parse_object(written))
+        except ObjectError as exc:  # pragma: no cover - we wrote it from a valid object
+            log.error("the API returned an object the models reject: %s", exc)
+
+    async def _apply(self, result: CycleResult, snapshot: Snapshot, now: datetime) -> None:
+        for preemption in result.preempted:
+            await self._preempt(preemption, now)
+        for admission in result.admitted:
+            await self._admit(admission, now)
+        for pending in result.pending:
+            await self._pending(pending, now)
+        counts: dict[str, int] = {name: len(queue) for name, queue in snapshot.pending.items()}
+        for name in snapshot.cluster_queues:
+            self.metrics.pending.labels(cluster_queue=name).set(counts.get(name, 0))
+
+    async def _preempt(self, p: Preemption, now: datetime) -> None:
+        victim = p.victim
+
+        def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+            status = current.get("status") or {}
+            admission = status.get("admission") or {}
+            reserved = wl_status.get_condition(status, "QuotaReserved")
+            if admission.get("clusterQueue") != victim.cluster_queue or not reserved or reserved["status"] != "True":
+                return None  # no longer holds that quota: nothing to evict
+            return wl_status.evicted(status, p, now, current["metadata"].get("generation"))
+
+        written = await self.writer.update_status(
+            resources.Workload, victim.name, victim.namespace, compute, current=victim.obj.to_wire()
+        )
+        if written is None:
+            return
+        self._store(written)
+        evicted_message, preempted_message = wl_status.eviction_messages(p)
+        cause = p.target.rule.config if p.target.rule is not None else ""
+        self.metrics.preempted.labels(preempting_cluster_queue=p.preemptor_cluster_queue, reason=p.target.reason).inc()
+        self.metrics.evicted.labels(
+            cluster_queue=victim.cluster_queue or "", reason="Preempted", underlying_cause=cause
+        ).inc()
+        priorities = (
+            f"; preemptor effective priority: {_priorities(p.preemptor)}; "
+            f"preemptee effective priority: {_priorities(victim)}"
+        )
+        await self.writer.event(written, "Workload", KUEUE_V1BETA2, "Normal", "EvictedDueToPreempted", evicted_message)
+        await self.writer.event(
+            written, "Workload", KUEUE_V1BETA2, "Normal", "Preempted", preempted_message + priorities
+        )
+        await self.writer.event(
+            p.preemptor.obj.to_wire(),
+            "Workload",
+            KUEUE_V1BETA2,
+            "Normal",
+            "PreemptedWorkload",
+            f"Preempted workload {victim.key} (UID: {victim.uid}) in ClusterQueue {victim.cluster_queue}{priorities}",
+        )
+        log.info("preempted %s for %s: %s", victim.key, p.preemptor.key, preempted_message)
+
+    async def _admit(self, a: Admission, now: datetime) -> None:
+        wl = a.workload
+
+        def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+            status = current.get("status") or {}
+            reserved = wl_status.get_condition(status, "QuotaReserved")
+            if reserved is not None and reserved["status"] == "True":
+                return None  # someone admitted it already
+            return wl_status.admitted(status, a, now, current["metadata"].get("generation"))
+
+        written = await self.writer.update_status(
+            resources.Workload, wl.name, wl.namespace, compute, current=wl.obj.to_wire()
+        )
+        if written is None:
+            return
+        self._store(written)
+        self.metrics.admitted.labels(cluster_queue=a.cluster_queue).inc()
+        waited = int((now - wl.created).total_seconds())
+        await self.writer.event(
+            written,
+            "Workload",
+            KUEUE_V1BETA2,
+            "Normal",
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {a.cluster_queue}, wait time since queued was {waited}s",
+        )
+        await self.writer.event(
+            written,
+            "Workload",
+            KUEUE_V1BETA2,
+            "Normal",
+            "Admitted",
+            f"Admitted by ClusterQueue {a.cluster_queue}, wait time since reservation was 0s",
+        )
+
+    async def _pending(self, p: Pending, now: datetime) -> None:
+        wl = p.workload
+
+        def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+            status = current.get("status") or {}
+            reserved = wl_status.get_condition(status, "QuotaReserved")
+            if reserved is not None and reserved["status"] == "True":
+                return None
+            if reserved is not None and (reserved["reason"], reserved["message"]) == (p.reason, p.message):
+                return None
+            return wl_status.pending(status, p, now, current["metadata"].get("generation"))
+
+        written = await self.writer.update_status(
+            resources.Workload, wl.name, wl.namespace, compute, current=wl.obj.to_wire()
+        )
+        if written is None:
+            return
+        self._store(written)
+        if p.reason == "WaitingForPreemptedWorkloads":
+            await self.writer.event(written, "Workload", KUEUE_V1BETA2, "Warning", p.reason, p.message)
+
+    async def _notices(self) -> None:
+        for notice in self.configurable.notices:
+            if notice in self.posted_notices:
+                continue
+            self.posted_notices.add(notice)
+            api_version = "kueue.x-k8s.io/v1alpha1" if notice.kind == "PreemptionConfig" else KUEUE_V1BETA2
+            obj = self.cache.objects.get(notice.kind, {}).get(notice.name)
+            body = obj.to_wire() if obj is not None else {"metadata": {"name": notice.name}}
+            await self.writer.event(body, notice.kind, api_version, "Warning", notice.reason, notice.message)
+            log.warning("%s", notice.message)
+
+    async def _queue_statuses(self, now: datetime) -> None:
+        """ClusterQueue, LocalQueue and PreemptionConfig status; written only when it changes."""
+        snapshot = self.cache.snapshot(now)
+        for name, cq in snapshot.cluster_queues.items():
+            obj = self.cache.objects["ClusterQueue"].get(name)
+            if obj is None:
+                continue
+            pending = len(snapshot.pending.get(name, []))
+
+            def cq_status(current: dict[str, Any], cq: Any = cq, pending: int = pending) -> dict[str, Any]:
+                generation = current["metadata"].get("generation")
+                return statuses.cluster_queue_status(cq, pending, current.get("status"), now, generation)
+
+            self._store(await self.writer.update_status(resources.ClusterQueue, name, None, cq_status, obj.to_wire()))
+        counts = statuses.local_queue_counts(snapshot)
+        for lq in list(self.cache.objects["LocalQueue"].values()):
+            lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
+
+            def lq_status(current: dict[str, Any], lq_counts: tuple[int, int] = lq_counts) -> dict[str, Any]:
+                return statuses.local_queue_status(lq_counts, current.get("status"))
+
+            self._store(
+                await self.writer.update_status(resources.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire())
+            )
+        users = statuses.config_users(snapshot)
+        for name, config in list(self.cache.objects["PreemptionConfig"].items()):
+
+            def pc_status(current: dict[str, Any], config: Any = config, name: str = name) -> dict[str, Any]:
+                return statuses.preemption_config_status(config, users.get(name, []), current.get("status"), now)
+
+            self._store(
+                await self.writer.update_status(resources.PreemptionConfig, name, None, pc_status, config.to_wire())
+            )

@@ -1,0 +1,100 @@
+"""Status of ClusterQueues, LocalQueues and PreemptionConfigs, computed from a snapshot (pure)."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from ..api.quantity import format_amount
+from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
+from ..engine.configurable import validate
+from ..engine.snapshot import ClusterQueueInfo, Snapshot
+from ..engine.status import set_condition
+
+
+def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, Any]]:
+    out = []
+    for group in cq.resource_groups:
+        for flavor in group.flavors:
+            resources = []
+            for resource in group.covered_resources:
+                fr = (flavor, resource)
+                used = cq.node.usage.get(fr, 0)
+                entry: dict[str, Any] = {"name": resource, "total": format_amount(resource, used)}
+                if with_borrowed:
+                    entry["borrowed"] = format_amount(resource, max(0, used - cq.node.nominal(fr)))
+                resources.append(entry)
+            out.append({"name": flavor, "resources": resources})
+    return out
+
+
+def cluster_queue_status(
+    cq: ClusterQueueInfo, pending: int, current: dict[str, Any] | None, now: datetime, generation: int | None
+) -> dict[str, Any]:
+    status = copy.deepcopy(current or {})
+    admitted = len(cq.workloads)
+    usage = _flavor_usage(cq, with_borrowed=True)
+    status.update(
+        {
+            "pendingWorkloads": pending,
+            "reservingWorkloads": admitted,
+            "admittedWorkloads": admitted,
+            "flavorsReservation": usage,
+            "flavorsUsage": copy.deepcopy(usage),
+        }
+    )
+    active = "True" if cq.active else "False"
+    set_condition(status, "Active", active, cq.inactive_reason, cq.inactive_message, now, generation)
+    return status
+
+
+def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, int]]:
+    """(namespace, LocalQueue name) -> (pending, admitted)."""
+    pending: Counter[tuple[str, str]] = Counter()
+    admitted: Counter[tuple[str, str]] = Counter()
+    for queue in snapshot.pending.values():
+        for wl in queue:
+            pending[(wl.namespace, wl.queue_name)] += 1
+    for wl, _, _ in snapshot.unqueued:
+        pending[(wl.namespace, wl.queue_name)] += 1
+    for cq in snapshot.cluster_queues.values():
+        for wl in cq.workloads.values():
+            admitted[(wl.namespace, wl.queue_name)] += 1
+    return {key: (pending[key], admitted[key]) for key in set(pending) | set(admitted)}
+
+
+def local_queue_status(counts: tuple[int, int], current: dict[str, Any] | None) -> dict[str, Any]:
+    status = copy.deepcopy(current or {})
+    pending, admitted = counts
+    status.update({"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted})
+    return status
+
+
+def preemption_config_status(
+    config: PreemptionConfig,
+    cluster_queues: list[str],
+    current: dict[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any]:
+    status = copy.deepcopy(current or {})
+    errors = validate(config)
+    status["ruleCount"] = len(config.rules)
+    status["clusterQueues"] = cluster_queues
+    if errors:
+        set_condition(status, "Valid", "False", "InvalidSelector", "; ".join(errors), now, config.metadata.generation)
+    else:
+        set_condition(
+            status, "Valid", "True", "Valid", "All rules and selectors build", now, config.metadata.generation
+        )
+    return status
+
+
+def config_users(snapshot: Snapshot) -> dict[str, list[str]]:
+    users: dict[str, list[str]] = {}
+    for name in sorted(snapshot.cluster_queues):
+        config = snapshot.cluster_queues[name].annotations.get(PREEMPTION_CONFIG_ANNOTATION)
+        if config:
+            users.setdefault(config, []).append(name)
+    return users

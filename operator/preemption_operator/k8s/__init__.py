@@ -1,0 +1,1 @@
+"""Adapters to the Kubernetes API: typed resources, status writes and Events (lightkube)."""
