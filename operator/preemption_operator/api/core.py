@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, Strict
 
 from .meta import ObjectMeta, OpenModel, Quantity
 
@@ -30,7 +30,7 @@ class Namespace(CoreObject):
 
 
 class PriorityClass(CoreObject):
-    value: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+    value: Annotated[int, Strict(), Field(ge=-(2**31), le=2**31 - 1)]
     global_default: bool | None = None
     description: str | None = None
     preemption_policy: str | None = None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema, model_validator
+from pydantic.alias_generators import to_camel, to_snake
 from pydantic.config import JsonDict
 
 from .quantity import QUANTITY_PATTERN, QuantityError, parse_quantity
@@ -26,9 +27,40 @@ class KubeModel(BaseModel):
         use_attribute_docstrings=True,
     )
 
+    @model_validator(mode="after")
+    def _unique_list_keys(self) -> Self:
+        """Entries of a list-map (or a set) must be unique, as the API server requires."""
+        for name, keys in _list_keys(type(self)):
+            items = getattr(self, name)
+            if not items:
+                continue
+            seen: set[Any] = set()
+            for item in items:
+                key = item if keys is None else tuple(getattr(item, to_snake(k), None) for k in keys)
+                if key in seen:
+                    shown = key if keys is None else ", ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))
+                    raise ValueError(f"{to_camel(name)}: duplicate entry ({shown})")
+                seen.add(key)
+        return self
+
     def to_wire(self) -> dict[str, Any]:
         """The object as the API server stores it: camelCase, unset fields left out."""
         return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
+@functools.cache
+def _list_keys(model: type[BaseModel]) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+    """(field, map keys) for list-map fields, (field, None) for sets."""
+    found = []
+    for name, info in model.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        kind = extra.get("x-kubernetes-list-type")
+        if kind == "map":
+            keys = extra.get("x-kubernetes-list-map-keys")
+            found.append((name, tuple(str(k) for k in keys) if isinstance(keys, list) else None))
+        elif kind == "set":
+            found.append((name, None))
+    return tuple(found)
 
 
 class OpenModel(KubeModel):
@@ -67,8 +99,8 @@ LABEL_KEY_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 
-Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1, json_schema_extra={"format": "int32"})]
-Int64 = Annotated[int, Field(json_schema_extra={"format": "int64"})]
+Int32 = Annotated[int, Strict(), Field(ge=-(2**31), le=2**31 - 1, json_schema_extra={"format": "int32"})]
+Int64 = Annotated[int, Strict(), Field(json_schema_extra={"format": "int64"})]
 
 
 def _quantity(value: Any) -> Any:
@@ -139,7 +171,7 @@ class Condition(KubeModel):
     reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
     message: Annotated[str, Field(max_length=32768)]
     last_transition_time: datetime
-    observed_generation: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int64"})] = None
+    observed_generation: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int64"})] = None
 
 
 Conditions = Annotated[list[Condition] | None, Field(max_length=16, json_schema_extra=list_map("type"))]

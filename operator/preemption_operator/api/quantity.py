@@ -46,20 +46,24 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if isinstance(value, int):
         return Decimal(value)
     if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise QuantityError(f"quantities must be finite, not {value!r}")
         return Decimal(str(value))
-    text = value.strip() if isinstance(value, str) else value
-    if not isinstance(text, str) or not _QUANTITY_RE.match(text):
+    if not isinstance(value, str) or not _QUANTITY_RE.match(value) or value != value.strip():
         raise QuantityError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+    text = value
     try:
         for suffix, factor in _BINARY.items():
             if text.endswith(suffix):
                 return Decimal(text[: -len(suffix)]) * factor
-        if text[-1] in "eE" or re.search(r"[eE][+-]?[0-9.]", text):
+        # An exponent has digits after the e/E; a trailing E alone is the exa suffix.
+        if re.search(r"[eE][+-]?[0-9.]", text):
             return Decimal(text)
         suffix = text[-1] if text[-1] in "numkMGTPE" else ""
         number = text[: -len(suffix)] if suffix else text
         return Decimal(number) * _DECIMAL[suffix]
-    except InvalidOperation as exc:  # pragma: no cover - the pattern rules this out
+    except InvalidOperation as exc:
+        # The API server's pattern admits a fractional exponent (1e1.5) that apimachinery cannot parse.
         raise QuantityError(f"cannot parse quantity {value!r}") from exc
 
 

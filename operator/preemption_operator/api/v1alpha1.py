@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, Strict
 
 from .meta import (
     LIST_ATOMIC,
@@ -110,7 +110,7 @@ class PreemptionConfigStatus(KubeModel):
     """Written by the operator (beyond Kueue): whether the config can be used, and by whom."""
 
     conditions: Conditions = None
-    rule_count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
+    rule_count: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = None
     cluster_queues: Annotated[list[str] | None, Field(json_schema_extra=LIST_SET)] = None
     """The ClusterQueues whose annotation names this config."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, Strict
 
 from .meta import (
     LABEL_KEY_PATTERN,
@@ -404,7 +404,7 @@ class PodSetTopologyRequest(OpenModel):
     """The whole pod set must run inside one domain of this level."""
     preferred: Annotated[str | None, Field(max_length=63)] = None
     """Try one domain of this level, then wider levels."""
-    unconstrained: bool | None = None
+    unconstrained: Annotated[bool | None, Strict()] = None
     pod_set_group_name: Annotated[str | None, Field(max_length=256)] = None
 
 
@@ -419,8 +419,8 @@ class PodSet(
 ):
     name: Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = crd_default("main")
     template: PodTemplateSpec = Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
-    count: Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"})] = crd_default(1)
-    min_count: Annotated[int | None, Field(ge=1, json_schema_extra={"format": "int32"})] = None
+    count: Annotated[int, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = crd_default(1)
+    min_count: Annotated[int | None, Strict(), Field(ge=1, json_schema_extra={"format": "int32"})] = None
     topology_request: PodSetTopologyRequest | None = None
 
 
@@ -447,9 +447,11 @@ class WorkloadSpec(KubeModel):
     queue_name: DNSName | None = None
     priority_class_ref: PriorityClassRef | None = None
     priority: Int32 | None = None
-    active: bool = crd_default(True)
+    active: Annotated[bool, Strict()] = crd_default(True)
     """false deactivates the workload: it is evicted and not admitted again."""
-    maximum_execution_time_seconds: Annotated[int | None, Field(ge=1, json_schema_extra={"format": "int32"})] = None
+    maximum_execution_time_seconds: Annotated[
+        int | None, Strict(), Field(ge=1, json_schema_extra={"format": "int32"})
+    ] = None
 
 
 class ValuesPerLevel(
@@ -488,13 +490,13 @@ class TopologySlice(
         ),
     ),
 ):
-    domain_count: Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"})]
+    domain_count: Annotated[int, Strict(), Field(ge=1, json_schema_extra={"format": "int32"})]
     values_per_level: Annotated[list[ValuesPerLevel], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)]
     pod_counts: Annotated[
-        list[Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"})]] | None,
+        list[Annotated[int, Strict(), Field(ge=1, json_schema_extra={"format": "int32"})]] | None,
         Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
     ] = None
-    universal_pod_count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
+    universal_pod_count: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = None
 
 
 class TopologyAssignment(
@@ -509,9 +511,7 @@ class TopologyAssignment(
     levels: Annotated[
         list[Annotated[str, Field(max_length=317)]], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)
     ]
-    slices: Annotated[list[TopologySlice], Field(max_length=1000, json_schema_extra=LIST_ATOMIC)] = Field(
-        default_factory=list
-    )
+    slices: Annotated[list[TopologySlice], Field(max_length=1000, json_schema_extra=LIST_ATOMIC)]
 
 
 class PodSetAssignment(KubeModel):
@@ -519,7 +519,7 @@ class PodSetAssignment(KubeModel):
     flavors: dict[str, DNSName] | None = None
     """Resource name to the flavor it was assigned."""
     resource_usage: dict[str, Quantity] | None = None
-    count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
+    count: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = None
     topology_assignment: TopologyAssignment | None = None
     delayed_topology_request: Literal["Pending", "Ready"] | None = None
 
@@ -532,14 +532,14 @@ class Admission(KubeModel):
 
 
 class RequeueState(KubeModel):
-    count: Annotated[int | None, Field(ge=0, json_schema_extra={"format": "int32"})] = None
+    count: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = None
     requeue_at: datetime | None = None
 
 
 class EvictionCount(KubeModel):
     reason: Annotated[str, Field(max_length=316)]
     underlying_cause: Annotated[str, Field(max_length=316)] = crd_default("")
-    count: Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"})]
+    count: Annotated[int, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})]
 
 
 class SchedulingStats(KubeModel):

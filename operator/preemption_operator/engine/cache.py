@@ -7,7 +7,6 @@ usage per node — so that a snapshot costs O(ClusterQueues + cohorts), not O(wo
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +19,7 @@ from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
 from .quota import QuotaNode, ResourceQuota, compute_subtree
 from .selectors import NOTHING, SelectorError, build
-from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot
+from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot, Trees
 from .workload import PriorityClassInfo, WorkloadInfo, build_info
 
 KINDS: dict[tuple[str, str], type[Any]] = {
@@ -280,27 +279,8 @@ class Cache:
 
     def snapshot(self, now: datetime) -> Snapshot:
         tree = self.tree()
-        clones: dict[int, QuotaNode] = {}
-
-        def clone(node: QuotaNode) -> QuotaNode:
-            done = clones.get(id(node))
-            if done is not None:
-                return done
-            twin = copy.copy(node)
-            twin.usage = dict(node.usage)
-            clones[id(node)] = twin
-            twin.parent = clone(node.parent) if node.parent is not None else None
-            twin.child_cohorts = [clone(c) for c in node.child_cohorts]
-            twin.child_cluster_queues = [clone(c) for c in node.child_cluster_queues]
-            return twin
-
-        cluster_queues = {}
-        for name, cq in tree.cluster_queues.items():
-            twin_cq = copy.copy(cq)
-            twin_cq.node = clone(cq.node)
-            cluster_queues[name] = twin_cq
-        cohorts = {name: clone(node) for name, node in tree.cohorts.items()}
-
+        trees = Trees(tree.cluster_queues, tree.cohorts)
+        queue_names = tree.cluster_queues
         namespaces = {name: dict(ns.metadata.labels or {}) for name, ns in self.objects["Namespace"].items()}
         pending: dict[str, list[WorkloadInfo]] = {}
         unqueued: list[tuple[WorkloadInfo, str, str]] = []
@@ -316,11 +296,10 @@ class Cache:
                     unqueued.append((info, "Inadmissible", f"LocalQueue {queue_name} doesn't exist"))
                     continue
                 cq_name = lq.spec.cluster_queue
-                cq_info = cluster_queues.get(cq_name)
-                if cq_info is None:
+                if cq_name not in queue_names:
                     unqueued.append((info, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist"))
                     continue
-                if not cq_info.namespace_selector.matches(namespaces.get(namespace, {})):
+                if not queue_names[cq_name].namespace_selector.matches(namespaces.get(namespace, {})):
                     unqueued.append((info, "Inadmissible", "Workload namespace doesn't match ClusterQueue selector"))
                     continue
                 pending.setdefault(cq_name, []).append(info)
@@ -329,8 +308,7 @@ class Cache:
         unqueued.sort(key=lambda item: item[0].key)
         return Snapshot(
             now=now,
-            cluster_queues=cluster_queues,
-            cohorts=cohorts,
+            trees=trees,
             pending=pending,
             unqueued=unqueued,
             workloads=self.infos,

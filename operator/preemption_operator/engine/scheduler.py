@@ -87,13 +87,9 @@ class QueueState:
 
     def quota_released(self, snapshot: Snapshot, cluster_queues: Iterable[str]) -> None:
         """Requeues parked workloads of every ClusterQueue that shares a cohort tree with these."""
-        roots = set()
-        for name in cluster_queues:
-            cq = snapshot.cluster_queues.get(name)
-            if cq is not None:
-                roots.add(id(cq.node.root()))
-        for name, cq in snapshot.cluster_queues.items():
-            if id(cq.node.root()) in roots:
+        roots = {snapshot.trees.root_name(name) for name in cluster_queues} - {None}
+        for name in list(self.inadmissible):
+            if snapshot.trees.root_name(name) in roots:
                 self.inadmissible.pop(name, None)
 
 

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..api.meta import LabelSelector
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def valid_key(key: str) -> bool:
+    """A qualified label key: an optional DNS-subdomain prefix and a name of at most 63 characters."""
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not _PREFIX.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_NAME.match(name))
+
+
+def valid_value(value: str) -> bool:
+    return value == "" or (len(value) <= 63 and bool(_NAME.match(value)))
 
 
 class SelectorError(ValueError):
@@ -61,6 +77,10 @@ def build(selector: LabelSelector | None, *, nil: Selector) -> Selector:
         return nil
     requirements: list[Requirement] = []
     for key, value in sorted((selector.match_labels or {}).items()):
+        if not valid_key(key):
+            raise SelectorError(f"matchLabels: invalid label key {key!r}")
+        if not valid_value(value):
+            raise SelectorError(f"matchLabels[{key}]: invalid label value {value!r}")
         requirements.append(Requirement(key, "In", frozenset({value})))
     for index, expr in enumerate(selector.match_expressions or []):
         values = frozenset(expr.values or [])
@@ -71,7 +91,10 @@ def build(selector: LabelSelector | None, *, nil: Selector) -> Selector:
             raise SelectorError(f"{where}: for 'in', 'notin' operators, values set can't be empty")
         if expr.operator in ("Exists", "DoesNotExist") and values:
             raise SelectorError(f"{where}: values set must be empty for exists and does not exist")
-        if not expr.key:
-            raise SelectorError(f"{where}: key must not be empty")
+        if not valid_key(expr.key):
+            raise SelectorError(f"{where}: invalid label key {expr.key!r}")
+        bad = sorted(v for v in values if not valid_value(v))
+        if bad:
+            raise SelectorError(f"{where}: invalid label value {bad[0]!r}")
         requirements.append(Requirement(expr.key, expr.operator, values))
     return Selector(tuple(requirements))

@@ -4,9 +4,12 @@ usage in its snapshot (simulated removals, admissions) without touching the Cach
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..api.v1beta2 import ClusterQueuePreemption, ResourceFlavor
@@ -54,11 +57,83 @@ class ClusterQueueInfo:
         return None
 
 
+class Trees:
+    """Copy-on-read views of the cache's quota trees: a cohort tree is cloned the first time one of
+    its ClusterQueues or cohorts is looked at, so a cycle costs what the trees it touches cost,
+    not what the whole cluster costs."""
+
+    def __init__(self, cluster_queues: Mapping[str, ClusterQueueInfo], cohorts: Mapping[str, QuotaNode]) -> None:
+        self._base_queues = cluster_queues
+        self._base_cohorts = cohorts
+        self._queues: dict[str, ClusterQueueInfo] = {}
+        self._cohorts: dict[str, QuotaNode] = {}
+
+    def _clone_tree(self, root: QuotaNode) -> None:
+        def clone(node: QuotaNode, parent: QuotaNode | None) -> QuotaNode:
+            twin = copy.copy(node)
+            twin.usage = dict(node.usage)
+            twin.parent = parent
+            twin.child_cohorts = [clone(c, twin) for c in node.child_cohorts]
+            twin.child_cluster_queues = [clone(c, twin) for c in node.child_cluster_queues]
+            if node.is_cluster_queue:
+                base = self._base_queues.get(node.name)
+                if base is not None:
+                    info = copy.copy(base)
+                    info.node = twin
+                    self._queues[node.name] = info
+            else:
+                self._cohorts[node.name] = twin
+            return twin
+
+        clone(root, None)
+
+    def queue(self, name: str) -> ClusterQueueInfo:
+        found = self._queues.get(name)
+        if found is None:
+            self._clone_tree(self._base_queues[name].node.root())
+            found = self._queues[name]
+        return found
+
+    def cohort(self, name: str) -> QuotaNode:
+        found = self._cohorts.get(name)
+        if found is None:
+            self._clone_tree(self._base_cohorts[name].root())
+            found = self._cohorts[name]
+        return found
+
+    def root_name(self, cluster_queue: str) -> str | None:
+        """The root of a ClusterQueue's tree, without cloning anything."""
+        base = self._base_queues.get(cluster_queue)
+        if base is None:
+            return None
+        root = base.node.root()
+        return f"{'ClusterQueue' if root.is_cluster_queue else 'Cohort'}/{root.name}"
+
+
+class _View(Mapping[str, Any]):
+    def __init__(self, names: Mapping[str, object], get: Any) -> None:
+        self._names = names
+        self._get = get
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._get(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+
 @dataclass(eq=False)
 class Snapshot:
     now: datetime
-    cluster_queues: dict[str, ClusterQueueInfo]
-    cohorts: dict[str, QuotaNode]
+    trees: Trees
     pending: dict[str, list[WorkloadInfo]]
     """Pending workloads per ClusterQueue, in queue order."""
     unqueued: list[tuple[WorkloadInfo, str, str]]
@@ -68,6 +143,15 @@ class Snapshot:
     preemption_configs: dict[str, PreemptionConfig]
     namespace_labels: dict[str, dict[str, str]]
     _removed: set[str] = field(default_factory=set)
+    _assumed: set[str] = field(default_factory=set)
+
+    @property
+    def cluster_queues(self) -> Mapping[str, ClusterQueueInfo]:
+        return _View(self.trees._base_queues, self.trees.queue)
+
+    @property
+    def cohorts(self) -> Mapping[str, QuotaNode]:
+        return _View(self.trees._base_cohorts, self.trees.cohort)
 
     def cluster_queue(self, name: str | None) -> ClusterQueueInfo | None:
         return self.cluster_queues.get(name) if name else None
@@ -90,12 +174,17 @@ class Snapshot:
         return wl.key in self._removed
 
     def admitted(self, cq: ClusterQueueInfo) -> Iterator[WorkloadInfo]:
-        """Workloads reserving quota in `cq`, skipping simulated removals."""
+        """Preemption candidates of `cq`: workloads reserving quota there, skipping simulated
+        removals and workloads admitted in this very cycle (their admission is not written yet)."""
         for wl in cq.workloads.values():
-            if wl.key not in self._removed:
+            if wl.key not in self._removed and wl.key not in self._assumed:
                 yield wl
 
-    def assume(self, wl: WorkloadInfo, cq: ClusterQueueInfo, usage: Mapping[FlavorResource, int]) -> None:
-        """Records an admission made in this cycle so later entries see its usage."""
+    def assume(self, wl: WorkloadInfo, cq: ClusterQueueInfo, usage: Mapping[FlavorResource, int]) -> WorkloadInfo:
+        """Records an admission made in this cycle so later entries see its usage (and may even
+        choose it as a victim); returns the workload as admitted."""
+        admitted = dataclasses.replace(wl, cluster_queue=cq.name, usage=dict(usage), reserved_at=self.now)
         cq.node.add(usage)
-        cq.workloads = {**cq.workloads, wl.key: wl}
+        cq.workloads = {**cq.workloads, wl.key: admitted}
+        self._assumed.add(wl.key)
+        return admitted
