@@ -1,0 +1,176 @@
+"""Engine benchmark: one scheduling cycle that ends in a preemption, on clusters of growing size.
+
+Each cluster has ClusterQueues in cohorts of ten, every queue full of admitted workloads, and
+one pending high-priority workload that must preempt inside its ClusterQueue. We time what
+the operator does per cycle: cut a snapshot from the cache and run the scheduler over it.
+
+    python benchmarks/engine.py [--repeat N] [--sizes 1000:50,10000:500,100000:5000]
+
+Results are printed as a Markdown table and written to benchmarks/results/engine.md.
+This measures; nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from preemption_operator.engine.cache import Cache, parse_object
+from preemption_operator.engine.configurable import ConfigurablePreemption
+from preemption_operator.engine.scheduler import QueueState, Scheduler
+
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+COHORT_SIZE = 10
+
+
+def _cq(name: str, cohort: str, nominal: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "cohortName": cohort,
+            "namespaceSelector": {},
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}],
+                }
+            ],
+        },
+    }
+
+
+def _workload(name: str, queue: str, priority: int, cpu: int, admitted_in: str | None, at: datetime) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "bench", "uid": name, "creationTimestamp": at.isoformat()},
+        "spec": {
+            "queueName": queue,
+            "priority": priority,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]}},
+                }
+            ],
+        },
+    }
+    if admitted_in:
+        stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        body["status"] = {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "True",
+                    "reason": "QuotaReserved",
+                    "message": "",
+                    "lastTransitionTime": stamp,
+                },
+                {
+                    "type": "Admitted",
+                    "status": "True",
+                    "reason": "Admitted",
+                    "message": "",
+                    "lastTransitionTime": stamp,
+                },
+            ],
+            "admission": {
+                "clusterQueue": admitted_in,
+                "podSetAssignments": [
+                    {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": str(cpu)}, "count": 1}
+                ],
+            },
+        }
+    return body
+
+
+def build(workloads: int, queues: int) -> Cache:
+    per_queue = workloads // queues
+    bodies: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}, "spec": {}},
+    ]
+    for q in range(queues):
+        name = f"cq-{q}"
+        bodies.append(_cq(name, f"cohort-{q // COHORT_SIZE}", per_queue))
+        bodies.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": name, "namespace": "bench"},
+                "spec": {"clusterQueue": name},
+            }
+        )
+        for w in range(per_queue):
+            at = NOW - timedelta(minutes=w + 1)
+            bodies.append(_workload(f"wl-{q}-{w}", name, w % 5, 1, name, at))
+    bodies.append(_workload("preemptor", "cq-0", 100, 2, None, NOW))
+    cache = Cache()
+    cache.load(parse_object(body) for body in bodies)
+    return cache
+
+
+def measure(cache: Cache, repeat: int) -> dict[str, float]:
+    snapshot_times, cycle_times = [], []
+    scheduler = Scheduler(extra=ConfigurablePreemption().candidates)
+    for _ in range(repeat):
+        started = time.perf_counter()
+        snapshot = cache.snapshot(NOW)
+        cut = time.perf_counter()
+        result = scheduler.cycle(snapshot, QueueState())
+        done = time.perf_counter()
+        assert len(result.preempted) == 2, "the cycle must end in a preemption"
+        snapshot_times.append((cut - started) * 1000)
+        cycle_times.append((done - started) * 1000)
+    return {
+        "snapshot_ms": statistics.median(snapshot_times),
+        "cycle_ms": statistics.median(cycle_times),
+        "cycle_p90_ms": sorted(cycle_times)[int(0.9 * (len(cycle_times) - 1))],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--sizes", default="1000:50,10000:500,100000:5000")
+    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "engine.md")
+    args = parser.parse_args()
+    rows = []
+    for spec in args.sizes.split(","):
+        workloads, queues = (int(x) for x in spec.split(":"))
+        started = time.perf_counter()
+        cache = build(workloads, queues)
+        load_s = time.perf_counter() - started
+        result = measure(cache, args.repeat)
+        rows.append((workloads, queues, load_s, result))
+        print(f"{workloads} workloads / {queues} ClusterQueues: cycle median {result['cycle_ms']:.2f} ms", flush=True)
+    lines = [
+        f"# Engine benchmark ({datetime.now(UTC):%Y-%m-%d}, {platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()}, repeat {args.repeat})",
+        "",
+        "One scheduling cycle ending in a preemption of two workloads inside one ClusterQueue; cohorts of ten queues.",
+        "",
+        "| admitted workloads | ClusterQueues | load into cache (s) | snapshot median (ms) | cycle median (ms) | cycle p90 (ms) |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for workloads, queues, load_s, r in rows:
+        lines.append(
+            f"| {workloads:,} | {queues:,} | {load_s:.1f} | {r['snapshot_ms']:.2f} | {r['cycle_ms']:.2f} | {r['cycle_p90_ms']:.2f} |"
+        )
+    text = "\n".join(lines) + "\n"
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
