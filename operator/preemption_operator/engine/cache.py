@@ -20,6 +20,7 @@ from ..api.quantity import to_amount
 from .quota import QuotaNode, ResourceQuota, compute_subtree
 from .selectors import NOTHING, SelectorError, build
 from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot, Trees
+from .tas import TasState
 from .workload import PriorityClassInfo, WorkloadInfo, build_info
 
 KINDS: dict[tuple[str, str], type[Any]] = {
@@ -100,6 +101,7 @@ class Cache:
         self._tree: _Tree | None = None
         self._pending_by_queue: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
         self._versions: dict[tuple[str, str], str] = {}
+        self._tas: TasState | None = None
 
     def is_stale(self, obj: Any) -> bool:
         """Whether `obj` is older than what the cache holds (a late watch event after our own write)."""
@@ -150,6 +152,8 @@ class Cache:
                 self._add_workload(build_info(obj, self._priority_classes))
         elif kind in ("ClusterQueue", "Cohort", "Namespace", "ResourceFlavor"):
             self._tree = None
+        if kind in ("Node", "Topology", "ResourceFlavor"):
+            self._tas = None
 
     def _collect_priority_classes(self) -> dict[tuple[str, str], PriorityClassInfo]:
         classes: dict[tuple[str, str], PriorityClassInfo] = {}
@@ -168,6 +172,8 @@ class Cache:
         if info.finished:
             return
         if info.cluster_queue is not None:
+            if self._tas is not None:
+                self._tas.add(info)
             if self._tree is not None:
                 cq = self._tree.cluster_queues.get(info.cluster_queue)
                 if cq is not None:
@@ -180,6 +186,8 @@ class Cache:
         info = self.infos.pop(key, None)
         if info is None:
             return
+        if self._tas is not None:
+            self._tas.discard(info.key)
         if info.cluster_queue is not None:
             if self._tree is not None:
                 cq = self._tree.cluster_queues.get(info.cluster_queue)
@@ -275,6 +283,14 @@ class Cache:
             self._tree = self._build_tree()
         return self._tree
 
+    def tas(self) -> TasState:
+        if self._tas is None:
+            self._tas = TasState.build(self.objects["Node"], self.objects["Topology"], self.objects["ResourceFlavor"])
+            for info in self.infos.values():
+                if info.cluster_queue is not None and not info.finished:
+                    self._tas.add(info)
+        return self._tas
+
     # -- snapshots ------------------------------------------------------------------------------
 
     def snapshot(self, now: datetime) -> Snapshot:
@@ -313,6 +329,7 @@ class Cache:
             unqueued=unqueued,
             workloads=self.infos,
             flavors=dict(self.objects["ResourceFlavor"]),
+            tas=self.tas(),
             preemption_configs=dict(self.objects["PreemptionConfig"]),
             namespace_labels=namespaces,
         )

@@ -293,7 +293,7 @@ class ConfigurablePreemption:
                 if not live:
                     continue
                 for wl in ctx.snapshot.admitted(cq):
-                    if not self._contested(ctx, wl):
+                    if not self._contested(ctx, wl, trigger):
                         continue
                     for selector in live:
                         failed = selector.workload_matches(wl)
@@ -309,8 +309,21 @@ class ConfigurablePreemption:
         return True
 
     @staticmethod
-    def _contested(ctx: Context, wl: WorkloadInfo) -> bool:
-        return wl.uses_any(ctx.frs)
+    def _contested(ctx: Context, wl: WorkloadInfo, trigger: str) -> bool:
+        """A candidate must hold quota the preemptor needs; for the topology tier, running on the
+        nodes of the preemptor's TAS flavor is enough, whatever flavor it uses (Kueue's newest
+        behaviour with overlapping flavors)."""
+        if wl.uses_any(ctx.frs):
+            return True
+        if trigger != "QuotaFeasibleAndInsufficientTopology":
+            return False
+        nodes = ctx.snapshot.workload_nodes(wl)
+        if not nodes:
+            return False
+        for ps in ctx.assignment.pod_sets:
+            if ps.view is not None and any(node.name in nodes for node in ps.view.nodes):
+                return True
+        return False
 
     def _build(
         self, ctx: Context, config: PreemptionConfig, trigger: str

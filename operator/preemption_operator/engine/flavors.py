@@ -12,6 +12,8 @@ from ..api.quantity import format_amount
 from ..api.v1beta2 import ResourceFlavor
 from .quota import FlavorResource, QuotaNode
 from .snapshot import ClusterQueueInfo
+from .tas import TasState
+from .topology import NodeUsage, Placement, TopologyView, fit_message, place
 from .workload import PodSetRequest, WorkloadInfo
 
 
@@ -31,6 +33,23 @@ class PodSetFlavors:
     usage: dict[str, int] = field(default_factory=dict)
     mode: Mode = Mode.FIT
     reasons: list[str] = field(default_factory=list)
+    request: PodSetRequest | None = None
+    view: TopologyView | None = None
+    """The TAS flavor's nodes, when the pod set must be placed on a topology."""
+    placement: Placement | None = None
+    topology_failed: bool = False
+
+    def place(self, usage: NodeUsage | None) -> Placement | None:
+        assert self.view is not None and self.request is not None
+        return place(
+            self.view,
+            usage,
+            self.request.per_pod,
+            self.count,
+            required=self.request.required_topology,
+            preferred=self.request.preferred_topology,
+            node_selector=self.request.node_selector,
+        )
 
     def message(self) -> str:
         return f"couldn't assign flavors to pod set {self.name}: {', '.join(sorted(self.reasons))}"
@@ -48,6 +67,23 @@ class Assignment:
     @property
     def mode(self) -> Mode:
         return min((ps.mode for ps in self.pod_sets), default=Mode.FIT)
+
+    @property
+    def topology_failed(self) -> bool:
+        """Quota fits but some pod set has no topology placement."""
+        return any(ps.topology_failed for ps in self.pod_sets)
+
+    def node_usage(self) -> dict[str, dict[str, int]]:
+        """Per node, what the placed pod sets will use."""
+        total: dict[str, dict[str, int]] = {}
+        for ps in self.pod_sets:
+            if ps.placement is None or ps.request is None:
+                continue
+            for node, amounts in ps.placement.usage(ps.request.per_pod).items():
+                target = total.setdefault(node, {})
+                for resource, amount in amounts.items():
+                    target[resource] = target.get(resource, 0) + amount
+        return total
 
     def message(self) -> str:
         """Kueue's message for the first pod set that does not fit as it is."""
@@ -113,15 +149,22 @@ def _flavor_matches(flavor: ResourceFlavor | None, pod_set: PodSetRequest) -> bo
     return all(labels.get(key, value) == value for key, value in pod_set.node_selector.items())
 
 
-def assign_flavors(wl: WorkloadInfo, cq: ClusterQueueInfo, flavors: Mapping[str, ResourceFlavor]) -> Assignment:
-    """Chooses flavors for every pod set of `wl` in `cq`, against the usage in `cq.node`'s tree."""
+def assign_flavors(
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
+    flavors: Mapping[str, ResourceFlavor],
+    tas: TasState | None = None,
+    node_usage: NodeUsage | None = None,
+) -> Assignment:
+    """Chooses flavors for every pod set of `wl` in `cq`, against the usage in `cq.node`'s tree;
+    pod sets on a TAS flavor also get a placement on its nodes (against `node_usage`)."""
     usage: dict[FlavorResource, int] = {}
     pod_sets: list[PodSetFlavors] = []
     borrowing = False
     need_preemption: set[FlavorResource] = set()
     no_matching = False
     for request in wl.pod_sets:
-        result = PodSetFlavors(request.name, request.count)
+        result = PodSetFlavors(request.name, request.count, request=request)
         totals = request.total()
         pod_sets.append(result)
         if request.count == 0:
@@ -175,7 +218,41 @@ def assign_flavors(wl: WorkloadInfo, cq: ClusterQueueInfo, flavors: Mapping[str,
                 usage[fr] = usage.get(fr, 0) + amount
                 if modes[fr] == Mode.PREEMPT:
                     need_preemption.add(fr)
+        if tas is not None and result.mode != Mode.NO_FIT and request.count > 0:
+            node_usage = _place(result, tas, node_usage, need_preemption)
     return Assignment(pod_sets, usage, borrowing, need_preemption, no_matching)
+
+
+def _place(
+    result: PodSetFlavors, tas: TasState, node_usage: NodeUsage | None, need_preemption: set[FlavorResource]
+) -> NodeUsage | None:
+    """Places a pod set on its TAS flavor's nodes. Quota fitting but no placement becomes Preempt
+    when a placement exists on empty nodes (victims could make room), else NoFit."""
+    view = tas.view_for(result.flavors)
+    if view is None:
+        return node_usage
+    result.view = view
+    if result.mode != Mode.FIT:
+        return node_usage  # quota needs preemption first; placement is checked with the victims gone
+    placement = result.place(node_usage)
+    if placement is not None:
+        result.placement = placement
+        assert result.request is not None
+        later = node_usage.copy() if node_usage is not None else NodeUsage()
+        later.add(placement.usage(result.request.per_pod))
+        return later  # the workload's next pod sets see these pods
+    assert result.request is not None
+    result.topology_failed = True
+    request = result.request
+    result.reasons.append(
+        fit_message(view, node_usage, request.per_pod, result.count, request.required_topology, request.node_selector)
+    )
+    if result.place(None) is not None:
+        result.mode = Mode.PREEMPT
+        need_preemption.update((view.flavor, res) for res, flavor in result.flavors.items() if flavor == view.flavor)
+    else:
+        result.mode = Mode.NO_FIT
+    return node_usage
 
 
 def _stop_when_borrowing(cq: ClusterQueueInfo) -> bool:

@@ -113,7 +113,11 @@ class Context:
 
     def fits(self, allow_borrowing: bool) -> bool:
         """Whether the preemptor fits now: quota (and, for topology requests, placement)."""
-        return self.fits_quota(allow_borrowing)
+        return self.fits_quota(allow_borrowing) and self.fits_topology()
+
+    def fits_topology(self) -> bool:
+        usage = self.snapshot.node_usage
+        return all(ps.place(usage) is not None for ps in self.assignment.pod_sets if ps.view is not None)
 
     def fits_quota(self, allow_borrowing: bool) -> bool:
         node = self.cq.node

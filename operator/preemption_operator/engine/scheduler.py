@@ -22,6 +22,7 @@ WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 INADMISSIBLE = "Inadmissible"
+TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
 
 
 @dataclass(frozen=True)
@@ -105,20 +106,25 @@ class _Entry:
 def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...]:
     from ..api.quantity import format_amount
 
-    return tuple(
-        {
+    out = []
+    for ps in assignment.pod_sets:
+        entry: dict[str, object] = {
             "name": ps.name,
             "flavors": dict(sorted(ps.flavors.items())),
             "resourceUsage": {res: format_amount(res, amount) for res, amount in sorted(ps.usage.items())},
             "count": ps.count,
         }
-        for ps in assignment.pod_sets
-    )
+        if ps.placement is not None:
+            entry["topologyAssignment"] = ps.placement.wire()
+        out.append(entry)
+    return tuple(out)
 
 
 def _pending_reason(assignment: Assignment) -> str:
     if assignment.no_matching_flavor:
         return NO_MATCHING_FLAVOR
+    if assignment.topology_failed:
+        return TOPOLOGY_PLACEMENT_FAILED
     if any("request > maximum capacity" in reason for ps in assignment.pod_sets for reason in ps.reasons):
         return EXCEEDS_MAX_QUOTA
     return WAITING_FOR_QUOTA
@@ -131,7 +137,7 @@ class Scheduler:
         self.extra = extra
 
     def _nominate(self, wl: WorkloadInfo, cq: ClusterQueueInfo, snapshot: Snapshot) -> _Entry:
-        assignment = assign_flavors(wl, cq, snapshot.flavors)
+        assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage)
         targets: list[Target] = []
         records: list[CandidateRecord] = []
         if assignment.mode == Mode.PREEMPT:
@@ -148,6 +154,12 @@ class Scheduler:
             if not cq.active:
                 for wl in queue:
                     result.pending.append(Pending(wl, name, INADMISSIBLE, f"ClusterQueue {name} is inactive"))
+                continue
+            # A workload waiting for its victims heads its queue, so the quota (or nodes) they
+            # free goes to it and not to an older workload of equal priority, such as a victim.
+            waiting = next((wl for wl in queue if wl.key in state.waiting), None)
+            if waiting is not None:
+                heads.append((waiting, cq))
                 continue
             parked = state.inadmissible.get(name, set()) if cq.queueing_strategy == "BestEffortFIFO" else set()
             for wl in queue:
@@ -192,7 +204,7 @@ class Scheduler:
         wl, cq, assignment = entry.wl, entry.cq, entry.assignment
         mode = assignment.mode
         if mode == Mode.FIT:
-            snapshot.assume(wl, cq, assignment.usage)
+            snapshot.assume(wl, cq, assignment.usage, assignment.node_usage())
             touched.add(root)
             state.waiting.pop(wl.key, None)
             result.admitted.append(Admission(wl, cq.name, _pod_set_assignments(assignment)))
@@ -233,5 +245,8 @@ class Scheduler:
         if mode == Mode.PREEMPT:
             result.explanations.append(Explanation(wl.key, cq.name, message, entry.records, ["no victim set found"]))
         state.park(cq.name, wl.key)
-        reason = WAITING_FOR_QUOTA if mode == Mode.PREEMPT else _pending_reason(assignment)
+        if mode == Mode.PREEMPT:
+            reason = TOPOLOGY_PLACEMENT_FAILED if assignment.topology_failed else WAITING_FOR_QUOTA
+        else:
+            reason = _pending_reason(assignment)
         result.pending.append(Pending(wl, cq.name, reason, message))

@@ -15,6 +15,8 @@ from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..api.v1beta2 import ClusterQueuePreemption, ResourceFlavor
 from .quota import FlavorResource, QuotaNode
 from .selectors import Selector
+from .tas import TasState
+from .topology import NodeUsage
 from .workload import WorkloadInfo
 
 
@@ -142,8 +144,26 @@ class Snapshot:
     flavors: dict[str, ResourceFlavor]
     preemption_configs: dict[str, PreemptionConfig]
     namespace_labels: dict[str, dict[str, str]]
+    tas: TasState = field(default_factory=TasState)
+    """The cache's topology state; read only (this snapshot's changes go to `node_usage`)."""
     _removed: set[str] = field(default_factory=set)
     _assumed: set[str] = field(default_factory=set)
+    _node_usage: NodeUsage | None = None
+    _assumed_nodes: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+    @property
+    def node_usage(self) -> NodeUsage:
+        """Node usage as this cycle sees it (copied from the cache the first time it changes)."""
+        return self._node_usage if self._node_usage is not None else self.tas.usage
+
+    def _own_node_usage(self) -> NodeUsage:
+        if self._node_usage is None:
+            self._node_usage = self.tas.usage.copy()
+        return self._node_usage
+
+    def workload_nodes(self, wl: WorkloadInfo) -> dict[str, dict[str, int]]:
+        """Where an admitted workload's pods run, per node (empty without topology)."""
+        return self._assumed_nodes.get(wl.key) or self.tas.by_workload.get(wl.key) or {}
 
     @property
     def cluster_queues(self) -> Mapping[str, ClusterQueueInfo]:
@@ -163,12 +183,18 @@ class Snapshot:
         cq = self.cluster_queues[wl.cluster_queue or ""]
         cq.node.remove(wl.usage)
         self._removed.add(wl.key)
+        nodes = self.workload_nodes(wl)
+        if nodes:
+            self._own_node_usage().remove(nodes)
 
     def add_workload(self, wl: WorkloadInfo) -> None:
         """Puts a removed workload back."""
         cq = self.cluster_queues[wl.cluster_queue or ""]
         cq.node.add(wl.usage)
         self._removed.discard(wl.key)
+        nodes = self.workload_nodes(wl)
+        if nodes:
+            self._own_node_usage().add(nodes)
 
     def is_removed(self, wl: WorkloadInfo) -> bool:
         return wl.key in self._removed
@@ -180,11 +206,20 @@ class Snapshot:
             if wl.key not in self._removed and wl.key not in self._assumed:
                 yield wl
 
-    def assume(self, wl: WorkloadInfo, cq: ClusterQueueInfo, usage: Mapping[FlavorResource, int]) -> WorkloadInfo:
+    def assume(
+        self,
+        wl: WorkloadInfo,
+        cq: ClusterQueueInfo,
+        usage: Mapping[FlavorResource, int],
+        nodes: dict[str, dict[str, int]] | None = None,
+    ) -> WorkloadInfo:
         """Records an admission made in this cycle so later entries see its usage (and may even
         choose it as a victim); returns the workload as admitted."""
         admitted = dataclasses.replace(wl, cluster_queue=cq.name, usage=dict(usage), reserved_at=self.now)
         cq.node.add(usage)
         cq.workloads = {**cq.workloads, wl.key: admitted}
         self._assumed.add(wl.key)
+        if nodes:
+            self._assumed_nodes[wl.key] = nodes
+            self._own_node_usage().add(nodes)
         return admitted

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ..api.meta import Condition
 from ..api.quantity import to_amount
@@ -39,12 +40,14 @@ class PodSetRequest:
 
 @dataclass(frozen=True)
 class PodSetUsage:
-    """An admitted pod set: which flavor each resource took, and how much."""
+    """An admitted pod set: which flavor each resource took, how much, and where (TAS)."""
 
     name: str
     count: int
     flavors: Mapping[str, str]
     usage: Mapping[str, int]
+    per_pod: Mapping[str, int] = field(default_factory=dict)
+    topology_assignment: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,9 @@ def build_info(
             else:
                 amounts = {}
             flavors = dict(psa.flavors or {})
-            psa_list.append(PodSetUsage(psa.name, count, flavors, amounts))
+            topology = psa.topology_assignment.to_wire() if psa.topology_assignment is not None else None
+            per_pod = dict(request.per_pod) if request is not None else {}
+            psa_list.append(PodSetUsage(psa.name, count, flavors, amounts, per_pod, topology))
             for resource, amount in amounts.items():
                 flavor = flavors.get(resource)
                 if flavor is None:

@@ -1,0 +1,225 @@
+"""Topology-aware placement (Kueue TAS, the parts preemption needs).
+
+A Topology orders node labels from the widest level (block) to the narrowest (rack, host). A
+ResourceFlavor with a `topologyName` covers the nodes its `nodeLabels` select. A pod set that
+asks for a `required` level must fit, pod by pod, into the free capacity of the nodes of one
+domain of that level; `preferred` tries that level, then wider ones, then several domains.
+Among domains that fit, the tightest wins (the least capacity left over, like Kueue's BestFit),
+ties broken by domain name, so placement is deterministic. Node usage comes from the topology
+assignments of admitted workloads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+HOSTNAME = "kubernetes.io/hostname"
+UNBOUNDED = 1 << 40
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class TopologyView:
+    """The nodes of one TAS flavor, with the levels of its Topology."""
+
+    flavor: str
+    topology: str
+    levels: tuple[str, ...]
+    nodes: tuple[NodeRecord, ...]
+
+    def domain(self, node: NodeRecord, depth: int) -> tuple[str, ...]:
+        return tuple(node.labels[level] for level in self.levels[:depth])
+
+    @property
+    def reports_hostname(self) -> bool:
+        return self.levels[-1] == HOSTNAME
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a pod set's pods go: pods per node, and the assignment as Kueue writes it."""
+
+    view: TopologyView
+    nodes: tuple[tuple[str, int], ...]
+
+    def usage(self, per_pod: Mapping[str, int]) -> dict[str, dict[str, int]]:
+        return {node: {r: a * pods for r, a in per_pod.items()} for node, pods in self.nodes}
+
+    def domains(self) -> list[tuple[tuple[str, ...], int]]:
+        """(values per reported level, pods), in a stable order."""
+        by_name = {n.name: n for n in self.view.nodes}
+        if self.view.reports_hostname:
+            return sorted(((name,), pods) for name, pods in self.nodes)
+        counts: dict[tuple[str, ...], int] = {}
+        for name, pods in self.nodes:
+            key = self.view.domain(by_name[name], len(self.view.levels))
+            counts[key] = counts.get(key, 0) + pods
+        return sorted(counts.items())
+
+    def wire(self) -> dict[str, Any]:
+        levels = [HOSTNAME] if self.view.reports_hostname else list(self.view.levels)
+        domains = self.domains()
+        values_per_level: list[dict[str, Any]] = []
+        for i in range(len(levels)):
+            values = [values[i] for values, _ in domains]
+            if len(set(values)) == 1:
+                values_per_level.append({"universalValue": values[0]})
+            else:
+                values_per_level.append({"roots": values})
+        counts = [pods for _, pods in domains]
+        slice_: dict[str, Any] = {"domainCount": len(domains), "valuesPerLevel": values_per_level}
+        if len(set(counts)) == 1:
+            slice_["universalPodCount"] = counts[0]
+        else:
+            slice_["podCounts"] = counts
+        return {"levels": levels, "slices": [slice_]}
+
+
+def decode_assignment(assignment: Mapping[str, Any]) -> list[tuple[dict[str, str], int]]:
+    """The domains of a topologyAssignment in wire form: ({level: value}, pods) each."""
+    levels = list(assignment.get("levels") or [])
+    out: list[tuple[dict[str, str], int]] = []
+    for slice_ in assignment.get("slices") or []:
+        count = int(slice_.get("domainCount", 0))
+        columns: list[list[str]] = []
+        for level in slice_.get("valuesPerLevel") or []:
+            if level.get("universalValue") is not None:
+                columns.append([level["universalValue"]] * count)
+            else:
+                prefix, suffix = level.get("prefix") or "", level.get("suffix") or ""
+                columns.append([f"{prefix}{root}{suffix}" for root in level.get("roots") or []])
+        if slice_.get("universalPodCount") is not None:
+            pods = [int(slice_["universalPodCount"])] * count
+        else:
+            pods = [int(p) for p in slice_.get("podCounts") or []]
+        for i in range(count):
+            values = {levels[j]: columns[j][i] for j in range(min(len(levels), len(columns))) if i < len(columns[j])}
+            out.append((values, pods[i] if i < len(pods) else 0))
+    return out
+
+
+def node_capacity(node: NodeRecord, used: Mapping[str, int], per_pod: Mapping[str, int]) -> int:
+    """How many more pods of this shape fit on the node."""
+    fits = UNBOUNDED
+    for resource, amount in per_pod.items():
+        if amount <= 0:
+            continue
+        free = node.allocatable.get(resource, 0) - used.get(resource, 0)
+        fits = min(fits, max(0, free) // amount)
+    return fits
+
+
+@dataclass
+class NodeUsage:
+    """Resources in use per node; a snapshot copies it before changing it."""
+
+    used: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, usage: Mapping[str, Mapping[str, int]], sign: int = 1) -> None:
+        for node, amounts in usage.items():
+            current = self.used.setdefault(node, {})
+            for resource, amount in amounts.items():
+                current[resource] = current.get(resource, 0) + sign * amount
+
+    def remove(self, usage: Mapping[str, Mapping[str, int]]) -> None:
+        self.add(usage, -1)
+
+    def copy(self) -> NodeUsage:
+        return NodeUsage({node: dict(amounts) for node, amounts in self.used.items()})
+
+
+def _fill(nodes: Iterable[tuple[NodeRecord, int]], count: int) -> tuple[tuple[str, int], ...] | None:
+    """Pods onto the roomiest nodes first (fewest nodes), names breaking ties."""
+    chosen: list[tuple[str, int]] = []
+    left = count
+    for node, capacity in sorted(nodes, key=lambda item: (-item[1], item[0].name)):
+        if left == 0:
+            break
+        take = min(capacity, left)
+        if take > 0:
+            chosen.append((node.name, take))
+            left -= take
+    return tuple(sorted(chosen)) if left == 0 else None
+
+
+def place(
+    view: TopologyView,
+    usage: NodeUsage | None,
+    per_pod: Mapping[str, int],
+    count: int,
+    *,
+    required: str | None = None,
+    preferred: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+) -> Placement | None:
+    """A placement for `count` pods, or None. With `usage` None the nodes count as empty."""
+    used = usage.used if usage is not None else {}
+    selector = node_selector or {}
+    capacities = [
+        (node, node_capacity(node, used.get(node.name, {}), per_pod))
+        for node in view.nodes
+        if all(node.labels.get(k) == v for k, v in selector.items())
+    ]
+    level = required or preferred
+    if level is not None:
+        if level not in view.levels:
+            return None
+        depth = view.levels.index(level) + 1
+        depths = [depth] if required else list(range(depth, 0, -1))
+        for d in depths:
+            found = _best_domain(view, capacities, count, d)
+            if found is not None:
+                return Placement(view, found)
+        if required:
+            return None
+    spread = _fill(capacities, count)
+    return Placement(view, spread) if spread is not None else None
+
+
+def _best_domain(
+    view: TopologyView, capacities: list[tuple[NodeRecord, int]], count: int, depth: int
+) -> tuple[tuple[str, int], ...] | None:
+    domains: dict[tuple[str, ...], list[tuple[NodeRecord, int]]] = {}
+    for node, capacity in capacities:
+        domains.setdefault(view.domain(node, depth), []).append((node, capacity))
+    fitting = [
+        (min(sum(c for _, c in members), UNBOUNDED), key, members)
+        for key, members in domains.items()
+        if sum(c for _, c in members) >= count
+    ]
+    if not fitting:
+        return None
+    _, _, members = min(fitting, key=lambda item: (item[0], item[1]))
+    return _fill(members, count)
+
+
+def fit_message(
+    view: TopologyView,
+    usage: NodeUsage | None,
+    per_pod: Mapping[str, int],
+    count: int,
+    required: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+) -> str:
+    """Kueue's wording for a pod set that does not fit: how many pods the best domain of the
+    required level (or all nodes) could take."""
+    used = usage.used if usage is not None else {}
+    selector = node_selector or {}
+    depth = view.levels.index(required) + 1 if required in view.levels else 0
+    per_domain: dict[tuple[str, ...], int] = {}
+    for node in view.nodes:
+        if all(node.labels.get(k) == v for k, v in selector.items()):
+            key = view.domain(node, depth)
+            per_domain[key] = per_domain.get(key, 0) + node_capacity(node, used.get(node.name, {}), per_pod)
+    fits = min(max(per_domain.values(), default=0), count)
+    if fits == 0:
+        return f'topology "{view.topology}" doesn\'t allow to fit any of {count} pod(s)'
+    return f'topology "{view.topology}" allows to fit only {fits} out of {count} pod(s)'
