@@ -86,7 +86,8 @@ def run(objects: list[Any], now: datetime, max_cycles: int = 100) -> Simulation:
         result = scheduler.cycle(snapshot, state)
         sim.cycles = cycle
         pending_changed = _apply(cache, sim, cycle, result, now)
-        for warning in configurable.warnings:
+        object_notices = [n.message for notices in cache.notices.values() for n in notices]
+        for warning in [*object_notices, *configurable.warnings]:
             if warning not in sim.warnings:
                 sim.warnings.append(warning)
         if result.preempted:

@@ -846,7 +846,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     # (case, object, JSON path of the expected schema error)
     ("unknown field in spec", edit(BASE_CONFIG, lambda d: d["spec"].update(ordering=[])), "$.spec"),
     ("unknown field in rule", edit(BASE_CONFIG, lambda d: _rule(d).update(minTriggerRequiredDuration="5m")), "$.spec.rules[0]"),
-    ("unknown field in selector", edit(BASE_CONFIG, lambda d: _selector(d).update(quota="DRSAllStrategies")), "$.spec.rules[0].candidateSelectors[0]"),
+    ("unknown field in selector", edit(BASE_CONFIG, lambda d: _selector(d).update(costFunction="Linear")), "$.spec.rules[0].candidateSelectors[0]"),
     ("unknown top-level field", edit(BASE_CONFIG, lambda d: d.update(status2={})), "$"),
     ("scope Everywhere", edit(BASE_CONFIG, lambda d: _selector(d).update(scope="Everywhere")), "$.spec.rules[0].candidateSelectors[0].scope"),
     ("scope missing", edit(BASE_CONFIG, lambda d: _selector(d).pop("scope")), "$.spec.rules[0].candidateSelectors[0]"),
@@ -1157,6 +1157,29 @@ CEL_CASES: dict[str, CelCase] = {
         "minValue must be less than or equal to maxValue",
         passing=[B({"key": "k"}), B({"key": "k", "minValue": 5}), B({"key": "k", "maxValue": 0}), B({"key": "k", "minValue": 3, "maxValue": 3}), B({"key": "k", "minValue": 0, "maxValue": 8})],
         breaking=[B({"key": "k", "minValue": 5, "maxValue": 2}), B({"key": "k", "minValue": 1, "maxValue": 0})],
+    ),
+    "!has(self.quota) || !(self.scope in ['WithinLocalQueue', 'WithinClusterQueue'])": CelCase(
+        "quota cannot be used with scope WithinLocalQueue or WithinClusterQueue",
+        passing=[B({"scope": "WithinClusterQueue"}), B({"scope": "WithinCohortTree", "quota": "KeepsNominalQuota"})],
+        breaking=[
+            B({"scope": "WithinClusterQueue", "quota": "BorrowingCapacityFromPreemptor"}),
+            B({"scope": "WithinLocalQueue", "quota": "KeepsNominalQuota"}),
+        ],
+    ),
+    "!has(self.quota) || !self.quota.startsWith('DRS')": CelCase(
+        "quota values based on Dominant Resource Share need fair sharing, which is not supported yet",
+        passing=[B({"scope": "AnyClusterQueue"}), B({"scope": "AnyClusterQueue", "quota": "BorrowingCapacityFromPreemptor"})],
+        breaking=[B({"scope": "AnyClusterQueue", "quota": "DRSAllStrategies"}), B({"scope": "WithinCohortTree", "quota": "DRSLessThanInitialShare"})],
+    ),
+    "!has(self.minExecutionDuration) || !has(self.maxExecutionDuration) || duration(self.minExecutionDuration) <= duration(self.maxExecutionDuration)": CelCase(
+        "minExecutionDuration must be less than or equal to maxExecutionDuration",
+        passing=[B({"scope": "AnyClusterQueue", "minExecutionDuration": "90s", "maxExecutionDuration": "1m30s"}), B({"scope": "AnyClusterQueue", "maxExecutionDuration": "1s"})],
+        breaking=[B({"scope": "AnyClusterQueue", "minExecutionDuration": "1h", "maxExecutionDuration": "59m"})],
+    ),
+    "!has(self.minTimeFromCreationDuration) || !has(self.maxTimeFromCreationDuration) || duration(self.minTimeFromCreationDuration) <= duration(self.maxTimeFromCreationDuration)": CelCase(
+        "minTimeFromCreationDuration must be less than or equal to maxTimeFromCreationDuration",
+        passing=[B({"scope": "AnyClusterQueue", "minTimeFromCreationDuration": "1m", "maxTimeFromCreationDuration": "2m"})],
+        breaking=[B({"scope": "AnyClusterQueue", "minTimeFromCreationDuration": "2m", "maxTimeFromCreationDuration": "1m"})],
     ),
     "has(self.mode) == has(self.comparison)": CelCase(
         "mode and comparison must be specified together",

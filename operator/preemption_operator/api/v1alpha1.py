@@ -17,6 +17,7 @@ from .meta import (
     PrinterColumn,
     TopLevel,
     cel,
+    crd_default,
     list_map,
 )
 
@@ -73,7 +74,40 @@ class NumericLabelConstraint(
     max_value: Annotated[Int32 | None, Field(ge=0)] = None
 
 
-class CandidateSelector(KubeModel):
+# A Go duration, as metav1.Duration is written: "30s", "1m30s", "2h".
+Duration = Annotated[str, Field(max_length=64, pattern=r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$")]
+
+QuotaPolicy = Literal[
+    "BorrowingCapacityFromPreemptor",
+    "KeepsNominalQuota",
+    "DRSLessThanOrEqualToFinalShare",
+    "DRSLessThanInitialShare",
+    "DRSAllStrategies",
+]
+
+
+def _min_le_max(low: str, high: str) -> tuple[str, str]:
+    return (
+        f"!has(self.{low}) || !has(self.{high}) || duration(self.{low}) <= duration(self.{high})",
+        f"{low} must be less than or equal to {high}",
+    )
+
+
+class CandidateSelector(
+    KubeModel,
+    json_schema_extra=cel(
+        (
+            "!has(self.quota) || !(self.scope in ['WithinLocalQueue', 'WithinClusterQueue'])",
+            "quota cannot be used with scope WithinLocalQueue or WithinClusterQueue",
+        ),
+        (
+            "!has(self.quota) || !self.quota.startsWith('DRS')",
+            "quota values based on Dominant Resource Share need fair sharing, which is not supported yet",
+        ),
+        _min_le_max("minExecutionDuration", "maxExecutionDuration"),
+        _min_le_max("minTimeFromCreationDuration", "maxTimeFromCreationDuration"),
+    ),
+):
     """Which admitted workloads a rule may preempt. Every field set here must match."""
 
     scope: Scope
@@ -83,12 +117,32 @@ class CandidateSelector(KubeModel):
         list[NumericLabelConstraint] | None, Field(max_length=32, json_schema_extra=LIST_ATOMIC)
     ] = None
     priority: PriorityConstraint | None = None
+    # Beyond Kueue's alpha API, in the shape of its future-work proposal:
+    quota: QuotaPolicy | None = None
+    """BorrowingCapacityFromPreemptor: the candidate's ClusterQueue, in the preemptor's cohort tree,
+    uses more than its nominal quota in a contested resource. KeepsNominalQuota: it does, and it
+    stays at or above nominal in every resource after the candidate is removed."""
+    min_execution_duration: Duration | None = None
+    """The candidate has been running (since its quota was reserved) at least this long."""
+    max_execution_duration: Duration | None = None
+    execution_time_relation: Comparison | None = None
+    """candidate's execution time <op> the preemptor's accumulated execution time."""
+    min_time_from_creation_duration: Duration | None = None
+    max_time_from_creation_duration: Duration | None = None
+    time_from_creation_relation: Comparison | None = None
+    """candidate's age <op> the preemptor's age."""
 
 
 class ActivationPolicy(KubeModel):
     trigger: Trigger
     """Always: with classic preemption; InsufficientQuota: only while quota does not fit;
     QuotaFeasibleAndInsufficientTopology: only when quota fits but no topology placement exists."""
+    preemptor_quota: Literal["Any", "WithinNominalQuota"] = crd_default("Any")
+    """WithinNominalQuota: the rule applies only if the preemptor's ClusterQueue stays within its
+    nominal quota with the preemptor admitted (YuniKorn's law 4)."""
+    min_trigger_required_duration: Duration = crd_default("0s")
+    """The rule applies only once its trigger has held this long, counted from when the workload
+    became pending (creation or its last requeue)."""
 
 
 class PreemptionRule(KubeModel):

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..engine import status as wl_status
 from ..engine.cache import Cache, ObjectError, parse_object
-from ..engine.configurable import ConfigurablePreemption, Notice
+from ..engine.configurable import ConfigurablePreemption
+from ..engine.notices import Notice
 from ..engine.scheduler import Admission, CycleResult, Pending, Preemption, QueueState, Scheduler
 from ..engine.snapshot import Snapshot
 from ..engine.workload import WorkloadInfo
@@ -79,29 +80,29 @@ class SchedulingLoop:
 
     async def run(self, synced: asyncio.Event) -> None:
         await synced.wait()
-        resync = asyncio.create_task(self._resync())
-        try:
-            while True:
-                await self.wake.wait()
-                await asyncio.sleep(self.coalesce_seconds)
-                self.wake.clear()
-                if not self.is_leader():
-                    continue
-                try:
-                    await self.cycle()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("scheduling cycle failed; retrying on the next change")
-                    await asyncio.sleep(1)
-                    self.poke()
-        finally:
-            resync.cancel()
-
-    async def _resync(self) -> None:
+        # The periodic resync is a deadline on the wait, not a task of its own: kopf cancels the
+        # tasks created after it started as "hung" when it stops, and waits 5 s for them first,
+        # which made every SIGTERM take 5 s more.
+        resync_at = time.monotonic() + self.resync_seconds
         while True:
-            await asyncio.sleep(self.resync_seconds)
-            self.config_changed()
+            try:
+                async with asyncio.timeout(max(0.0, resync_at - time.monotonic())):
+                    await self.wake.wait()
+            except TimeoutError:
+                resync_at = time.monotonic() + self.resync_seconds
+                self.config_changed()
+            await asyncio.sleep(self.coalesce_seconds)
+            self.wake.clear()
+            if not self.is_leader():
+                continue
+            try:
+                await self.cycle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scheduling cycle failed; retrying on the next change")
+                await asyncio.sleep(1)
+                self.poke()
 
     async def cycle(self) -> CycleResult:
         started = time.perf_counter()
@@ -123,7 +124,14 @@ class SchedulingLoop:
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
         if result.changed:
             self.poke()
+        if result.retry_at is not None:
+            self._wake_at(result.retry_at)
         return result
+
+    def _wake_at(self, moment: datetime) -> None:
+        """Runs a cycle when a preemption delay ends, even if nothing else changes."""
+        delay = max(0.0, (moment - datetime.now(UTC)).total_seconds())
+        asyncio.get_running_loop().call_later(delay + 0.5, self.poke)
 
     # -- writing decisions -------------------------------------------------------------------
 
@@ -244,11 +252,15 @@ class SchedulingLoop:
             await self.writer.event(written, "Workload", KUEUE_V1BETA2, "Warning", p.reason, p.message)
 
     async def _notices(self) -> None:
-        for notice in self.configurable.notices:
+        object_notices = [n for notices in self.cache.notices.values() for n in notices]
+        for notice in [*object_notices, *self.configurable.notices]:
             if notice in self.posted_notices:
                 continue
             self.posted_notices.add(notice)
-            api_version = "kueue.x-k8s.io/v1alpha1" if notice.kind == "PreemptionConfig" else KUEUE_V1BETA2
+            api_version = {
+                "PreemptionConfig": "kueue.x-k8s.io/v1alpha1",
+                "PriorityClass": "scheduling.k8s.io/v1",
+            }.get(notice.kind, KUEUE_V1BETA2)
             obj = self.cache.objects.get(notice.kind, {}).get(notice.name)
             body = obj.to_wire() if obj is not None else {"metadata": {"name": notice.name}}
             await self.writer.event(body, notice.kind, api_version, "Warning", notice.reason, notice.message)

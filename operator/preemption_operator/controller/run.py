@@ -95,19 +95,21 @@ async def operate(
     def alive() -> bool:
         return not loop_task.done()
 
-    runner = await http.serve(http.make_app(metrics, alive, synced.is_set), host, port)
-    kopf_task = asyncio.create_task(
-        kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True, stop_flag=stop),
-        name="kopf",
-    )
-    await initial_sync(client, feeder)
-    synced.set()
-    log.info("cache synced: %d workloads, %d ClusterQueues", len(cache.infos), len(cache.objects["ClusterQueue"]))
-    loop.poke()
+    # Our tasks are created before kopf starts. kopf handles SIGTERM/SIGINT itself (its handler
+    # replaces the one `run` installs) and, when it stops, cancels every task created after it
+    # started as "hung": the scheduling loop and the elector were cancelled mid-way, the lease
+    # was not always released, and `task.exception()` on a cancelled task crashed the shutdown
+    # (traceback, exit status 1, ~5 s). Tasks that exist before kopf starts are left alone, so
+    # the orderly shutdown below runs whichever way the stop comes.
     loop_task = asyncio.create_task(loop.run(synced), name="scheduling-loop")
     tasks: list[asyncio.Task[Any]] = [loop_task]
     if leader_election:
-        tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
+
+        async def elect() -> None:
+            await synced.wait()  # compete for the lease only with a synced cache
+            await elector.run()
+
+        tasks.append(asyncio.create_task(elect(), name="leader-election"))
 
     async def watch_leadership() -> None:
         while True:
@@ -120,14 +122,28 @@ async def operate(
 
     tasks.append(asyncio.create_task(watch_leadership(), name="leadership-metric"))
     waiter = asyncio.create_task(stop.wait())
+
+    runner = await http.serve(http.make_app(metrics, alive, synced.is_set), host, port)
+    # No stop_flag for kopf: it stops by itself on SIGTERM/SIGINT (its handlers replace the ones
+    # `run` installs) and is cancelled below when `stop` is set. With stop_flag=stop, a stop by
+    # signal left kopf's own flag waiter pending, and kopf waited 5 s for it as a "hung" task.
+    kopf_task = asyncio.create_task(
+        kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True),
+        name="kopf",
+    )
+    await initial_sync(client, feeder)
+    synced.set()
+    log.info("cache synced: %d workloads, %d ClusterQueues", len(cache.infos), len(cache.objects["ClusterQueue"]))
+    loop.poke()
     done, _ = await asyncio.wait([waiter, kopf_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
     failure: BaseException | None = None
     for task in done:
-        if task is not waiter and task.exception() is not None:
+        if task is not waiter and not task.cancelled() and task.exception() is not None:
             failure = task.exception()
             log.error("%s stopped: %r", task.get_name(), failure)
     started = time.monotonic()
     stop.set()
+    kopf_task.cancel()  # a no-op when kopf stopped first (on a signal)
     for task in tasks:
         task.cancel()
     for task in tasks:

@@ -17,6 +17,8 @@ from pydantic import ValidationError
 from ..api import core, v1alpha1, v1beta2
 from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
+from .notices import Notice
+from .protection import annotation_problems, class_problems
 from .quota import QuotaNode, ResourceQuota, compute_subtree
 from .selectors import NOTHING, SelectorError, build
 from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot, Trees
@@ -102,6 +104,8 @@ class Cache:
         self._pending_by_queue: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
         self._versions: dict[tuple[str, str], str] = {}
         self._tas: TasState | None = None
+        self.notices: dict[tuple[str, str], list[Notice]] = {}
+        """Problems found in objects as they came in (kind, name) -> notices; they stay until fixed."""
 
     def is_stale(self, obj: Any) -> bool:
         """Whether `obj` is older than what the cache holds (a late watch event after our own write)."""
@@ -127,11 +131,32 @@ class Cache:
             self._add_workload(build_info(obj, self._priority_classes))
             return True
         self.objects[kind][key] = obj
+        self._check(kind, key, obj)
         self._changed(kind)
         return True
 
+    def _check(self, kind: str, key: str, obj: Any) -> None:
+        """Annotations the engine reads but the API server cannot validate."""
+        found: list[Notice] = []
+        annotations = dict(obj.metadata.annotations or {})
+        if kind in ("ClusterQueue", "Cohort"):
+            node = QuotaNode(name=key, is_cluster_queue=kind == "ClusterQueue", annotations=annotations)
+            found = [
+                Notice(kind, key, "InvalidPreemptionPolicy", f"{kind} {key}: {p}") for p in annotation_problems(node)
+            ]
+        elif kind in ("WorkloadPriorityClass", "PriorityClass"):
+            info = PriorityClassInfo(key, kind, obj.value, annotations)
+            found = [
+                Notice(kind, key, "InvalidPreemptionToleration", f"{kind} {key}: {p}") for p in class_problems(info)
+            ]
+        if found:
+            self.notices[(kind, key)] = found
+        else:
+            self.notices.pop((kind, key), None)
+
     def delete(self, kind: str, key: str) -> None:
         self._versions.pop((kind, key), None)
+        self.notices.pop((kind, key), None)
         if kind == "Workload":
             self._remove_workload(key)
             self.objects[kind].pop(key, None)
@@ -212,6 +237,7 @@ class Cache:
                 obj = cohort_objs.get(name)
                 if obj is not None:
                     node.quotas = _quotas(obj.spec.resource_groups)
+                    node.annotations = dict(obj.metadata.annotations or {})
             return node
 
         for name in sorted(cohort_objs):
@@ -227,7 +253,12 @@ class Cache:
         flavors = self.objects["ResourceFlavor"]
         for name in sorted(self.objects["ClusterQueue"]):
             obj: v1beta2.ClusterQueue = self.objects["ClusterQueue"][name]
-            node = QuotaNode(name=name, is_cluster_queue=True, quotas=_quotas(obj.spec.resource_groups))
+            node = QuotaNode(
+                name=name,
+                is_cluster_queue=True,
+                quotas=_quotas(obj.spec.resource_groups),
+                annotations=dict(obj.metadata.annotations or {}),
+            )
             if obj.spec.cohort_name:
                 node.parent = cohort(obj.spec.cohort_name)
                 node.parent.child_cluster_queues.append(node)

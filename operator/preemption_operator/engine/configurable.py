@@ -13,8 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from ..api.v1alpha1 import CandidateSelector, NumericLabelConstraint, PreemptionConfig, PreemptionRule
+from . import protection
+from .notices import Notice
 from .ordering import candidate_key
 from .preemption import CONFIGURABLE_PREEMPTION, Candidate, Context, RuleMatch
 from .quota import QuotaNode
@@ -29,21 +33,19 @@ WorkloadTest = Callable[[WorkloadInfo], str | None]
 """Returns None when the workload passes, else the name of the field that excluded it."""
 
 
-@dataclass(frozen=True)
-class Notice:
-    """A problem worth telling the owner of an object about (the operator posts it as a Warning Event)."""
-
-    kind: str
-    name: str
-    reason: str
-    message: str
-
-
 class BuildError(ValueError):
     """A rule or selector that cannot be built, worded as Kueue words it."""
 
 
-def compare(op: str, candidate: int, preemptor: int) -> bool:
+class _Ordered(Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+    def __le__(self, other: Any, /) -> bool: ...
+    def __gt__(self, other: Any, /) -> bool: ...
+    def __ge__(self, other: Any, /) -> bool: ...
+
+
+def compare(op: str, candidate: _Ordered, preemptor: _Ordered) -> bool:
+    """`candidate <op> preemptor`, as Kueue reads every comparison."""
     if op == "LessThan":
         return candidate < preemptor
     if op == "LessThanOrEqual":
@@ -97,6 +99,16 @@ class BuiltSelector:
     scope: str
     cluster_queues: Selector
     tests: list[tuple[str, WorkloadTest]]
+    quota: str | None = None
+    """A quota constraint depends on the snapshot as victims are removed: re-checked at use."""
+
+    def quota_matches(self, ctx: Context, wl: WorkloadInfo) -> str | None:
+        if self.quota is None:
+            return None
+        cq = ctx.snapshot.cluster_queue(wl.cluster_queue)
+        if cq is None:
+            return "quota"
+        return None if quota_allows(self.quota, ctx, cq, wl) else "quota"
 
     def cq_matches(self, preemptor: ClusterQueueInfo, candidate: ClusterQueueInfo) -> str | None:
         if not in_scope(self.scope, preemptor, candidate):
@@ -112,7 +124,67 @@ class BuiltSelector:
         return None
 
 
-def build_selector(index: int, spec: CandidateSelector, preemptor: WorkloadInfo) -> BuiltSelector:
+def quota_allows(policy: str, ctx: Context, cq: ClusterQueueInfo, wl: WorkloadInfo) -> bool:
+    """YuniKorn's laws 2 and 5 with nominal quota as the guarantee."""
+    node = cq.node
+    if ctx.cq.node.root() is not node.root() and policy == "BorrowingCapacityFromPreemptor":
+        return False
+    above = any(node.usage.get(fr, 0) > node.nominal(fr) for fr in ctx.frs if fr in wl.usage)
+    if policy == "BorrowingCapacityFromPreemptor":
+        return above
+    if policy == "KeepsNominalQuota":
+        keeps = all(node.usage.get(fr, 0) - amount >= node.nominal(fr) for fr, amount in wl.usage.items())
+        return above and keeps
+    return False  # DRS policies need fair sharing (rejected by the CRD)
+
+
+def _duration(text: str | None) -> timedelta | None:
+    return protection.parse_duration(text) if text is not None else None
+
+
+def _time_tests(spec: CandidateSelector, preemptor: WorkloadInfo, now: datetime) -> list[tuple[str, WorkloadTest]]:
+    """Execution time (since quota was reserved) and age, bounded or compared with the preemptor's."""
+    tests: list[tuple[str, WorkloadTest]] = []
+
+    def execution(wl: WorkloadInfo) -> timedelta:
+        return now - wl.reserved_at if wl.reserved_at is not None else timedelta(0)
+
+    def bounded(name: str, measure: Callable[[WorkloadInfo], timedelta], low: str | None, high: str | None) -> None:
+        lo, hi = _duration(low), _duration(high)
+        if lo is not None:
+            tests.append((name.format("min"), lambda wl: None if measure(wl) >= lo else name.format("min")))
+        if hi is not None:
+            tests.append((name.format("max"), lambda wl: None if measure(wl) <= hi else name.format("max")))
+
+    def age(wl: WorkloadInfo) -> timedelta:
+        return now - wl.created
+
+    bounded("{}ExecutionDuration", execution, spec.min_execution_duration, spec.max_execution_duration)
+    bounded(
+        "{}TimeFromCreationDuration", age, spec.min_time_from_creation_duration, spec.max_time_from_creation_duration
+    )
+    if spec.execution_time_relation is not None:
+        op, reference = spec.execution_time_relation, timedelta(seconds=preemptor.accumulated_execution_seconds)
+        tests.append(
+            (
+                "executionTimeRelation",
+                lambda wl: None if compare(op, execution(wl), reference) else "executionTimeRelation",
+            )
+        )
+    if spec.time_from_creation_relation is not None:
+        rel, own_age = spec.time_from_creation_relation, age(preemptor)
+        tests.append(
+            (
+                "timeFromCreationRelation",
+                lambda wl: None if compare(rel, age(wl), own_age) else "timeFromCreationRelation",
+            )
+        )
+    return tests
+
+
+def build_selector(
+    index: int, spec: CandidateSelector, preemptor: WorkloadInfo, now: datetime | None = None
+) -> BuiltSelector:
     """Compiles one candidate selector for one preemptor (numeric comparisons read the
     preemptor's label once)."""
     tests: list[tuple[str, WorkloadTest]] = []
@@ -126,8 +198,10 @@ def build_selector(index: int, spec: CandidateSelector, preemptor: WorkloadInfo)
         tests.append((f"numericLabels[{n}]", _numeric_test(constraint, preemptor, f"numericLabels[{n}]")))
     if spec.priority is not None:
         tests.extend(_priority_tests(spec, preemptor))
+    if now is not None:
+        tests.extend(_time_tests(spec, preemptor, now))
     cqs = _selector("ClusterQueueSelector", spec.cluster_queue_selector, EVERYTHING)
-    return BuiltSelector(index, spec.scope, cqs, tests)
+    return BuiltSelector(index, spec.scope, cqs, tests, spec.quota)
 
 
 def _numeric_test(constraint: NumericLabelConstraint, preemptor: WorkloadInfo, name: str) -> WorkloadTest:
@@ -286,7 +360,7 @@ class ConfigurablePreemption:
             return False
         if not built:
             return True
-        found: dict[str, tuple[WorkloadInfo, dict[str, list[int]]]] = {}
+        found: dict[str, tuple[WorkloadInfo, dict[str, list[BuiltSelector]]]] = {}
         for cq in self._cluster_queues(ctx, built):
             for rule, selectors in built:
                 live = [s for s in selectors if s.cq_matches(ctx.cq, cq) is None]
@@ -296,15 +370,26 @@ class ConfigurablePreemption:
                     if not self._contested(ctx, wl, trigger):
                         continue
                     for selector in live:
-                        failed = selector.workload_matches(wl)
-                        if failed is not None:
+                        if selector.workload_matches(wl) is not None or selector.quota_matches(ctx, wl) is not None:
                             continue
                         entry = found.setdefault(wl.uid, (wl, {}))
-                        entry[1].setdefault(rule.name, []).append(selector.index)
+                        entry[1].setdefault(rule.name, []).append(selector)
         order = {rule.name: i for i, rule in enumerate(config.rules)}
         now, name = ctx.snapshot.now, ctx.cq.name
         for wl, matches in sorted(found.values(), key=lambda item: candidate_key(item[0], name, now)):
-            ranked = tuple((rule, tuple(idx)) for rule, idx in sorted(matches.items(), key=lambda kv: order[kv[0]]))
+            if ctx.snapshot.is_removed(wl):
+                continue
+            # Quota constraints read the snapshot as earlier victims left it: check them again.
+            still = {
+                rule: [s.index for s in selectors if s.quota_matches(ctx, wl) is None]
+                for rule, selectors in matches.items()
+            }
+            ranked = tuple(
+                (rule, tuple(idx)) for rule, idx in sorted(still.items(), key=lambda kv: order[kv[0]]) if idx
+            )
+            if not ranked:
+                ctx.record(wl, "skipped", "its ClusterQueue no longer meets the selector's quota constraint", trigger)
+                continue
             yield Candidate(wl, CONFIGURABLE_PREEMPTION, rule=RuleMatch(config.name, ranked))
         return True
 
@@ -338,15 +423,40 @@ class ConfigurablePreemption:
                     continue
             except BuildError as exc:
                 raise BuildError(f"{where}: {exc}") from None
+            waiting = self._not_yet_active(ctx, rule)
+            if waiting is not None:
+                ctx.record(
+                    ctx.preemptor, "rule-skipped", f"rule {rule.name}: {waiting}", f"preemption config {config.name}"
+                )
+                continue
             selectors = []
             for i, spec in enumerate(rule.candidate_selectors or []):
                 try:
-                    selectors.append(build_selector(i, spec, ctx.preemptor))
+                    selectors.append(build_selector(i, spec, ctx.preemptor, ctx.snapshot.now))
                 except BuildError as exc:
                     raise BuildError(f"{where} candidateSelectors[{i}]: {exc}") from None
             if selectors:
                 built.append((rule, selectors))
         return built
+
+    @staticmethod
+    def _not_yet_active(ctx: Context, rule: PreemptionRule) -> str | None:
+        """activationPolicy beyond the trigger: the preemptor's quota, and how long it has waited."""
+        policy = rule.activation_policy
+        if policy.preemptor_quota == "WithinNominalQuota":
+            node = ctx.cq.node
+            for fr, amount in ctx.requests.items():
+                if node.usage.get(fr, 0) + amount > node.nominal(fr):
+                    return (
+                        "preemptorQuota WithinNominalQuota: the preemptor's ClusterQueue would exceed its nominal quota"
+                    )
+        required = protection.parse_duration(policy.min_trigger_required_duration) or timedelta(0)
+        if required:
+            since = protection.pending_since(ctx.preemptor)
+            if ctx.snapshot.now - since < required:
+                until = (since + required).strftime("%Y-%m-%dT%H:%M:%SZ")
+                return f"minTriggerRequiredDuration {policy.min_trigger_required_duration} not reached (until {until})"
+        return None
 
     @staticmethod
     def _cluster_queues(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
+from . import protection
 from .flavors import Assignment
 from .ordering import candidate_key
 from .quota import FlavorResource, quantities_fit_in_quota
@@ -60,6 +61,8 @@ class Target:
     workload: WorkloadInfo
     reason: str
     rule: RuleMatch | None = None
+    last_resort: bool = False
+    """The victim had opted out of preemption and was taken because nothing else let the preemptor fit."""
 
 
 @dataclass
@@ -82,6 +85,7 @@ class Candidate:
     variant: Variant | None = None
     lca: object | None = None
     rule: RuleMatch | None = None
+    last_resort: bool = False
 
     @property
     def source(self) -> str:
@@ -268,9 +272,57 @@ def _attempts(ctx: Context, none_from_others: bool, none_hierarchical: bool) -> 
 # -- the victim set --------------------------------------------------------------------------
 
 
+def _admissible(ctx: Context, cand: Candidate, pass_: _Pass) -> bool:
+    """Protections every path honours: hard ones exclude, an opt-out defers to the last resort."""
+    wl = cand.workload
+    if wl.key in pass_.protected:
+        return False
+    victim_cq = ctx.snapshot.cluster_queues.get(wl.cluster_queue or "")
+    reason = (
+        protection.protected(wl, ctx.preemptor, victim_cq.node, ctx.cq.node, ctx.snapshot.now)
+        if victim_cq is not None
+        else None
+    )
+    if reason is not None:
+        pass_.protected.add(wl.key)
+        ctx.record(wl, "excluded", reason, cand.source)
+        return False
+    if protection.opted_out(wl) and not pass_.last_resort:
+        pass_.opted_out.append(cand)
+        ctx.record(
+            wl, "deferred", "opted out of preemption: used only if nothing else lets the preemptor fit", cand.source
+        )
+        return False
+    return True
+
+
+@dataclass
+class _Pass:
+    """One search for a victim set: the first leaves opted-out workloads aside, the second may use them."""
+
+    last_resort: bool
+    opted_out: list[Candidate] = field(default_factory=list)
+    protected: set[str] = field(default_factory=set)
+
+
 def _stream(
-    ctx: Context, classic: list[Candidate], borrowing: bool, extra: ExtraCandidates | None, seen: set[str]
+    ctx: Context,
+    classic: list[Candidate],
+    borrowing: bool,
+    extra: ExtraCandidates | None,
+    seen: set[str],
+    pass_: _Pass,
 ) -> Iterator[Candidate]:
+    deferred: list[Candidate] = []
+
+    def usable(cand: Candidate) -> bool:
+        if not _admissible(ctx, cand, pass_):
+            return False
+        if pass_.last_resort and protection.opted_out(cand.workload) and not cand.workload.evicted:
+            deferred.append(cand)  # after every other candidate (already-evicted ones still first)
+            return False
+        return True
+
     for cand in classic:
         if ctx.snapshot.is_removed(cand.workload):
             continue
@@ -278,12 +330,21 @@ def _stream(
         if not valid:
             ctx.record(cand.workload, "skipped", why, cand.source)
             continue
-        yield cand
+        if usable(cand):
+            yield cand
     if extra is not None:
         for cand in extra(ctx, borrowing):
             if cand.workload.key in seen or ctx.snapshot.is_removed(cand.workload):
                 continue
-            yield cand
+            if usable(cand):
+                yield cand
+    for cand in deferred:
+        if ctx.snapshot.is_removed(cand.workload) or cand.workload.key in seen:
+            continue
+        if cand.variant is not None and not _still_valid(ctx, cand, borrowing)[0]:
+            continue
+        cand.last_resort = True
+        yield cand
 
 
 def _fill_back(ctx: Context, targets: list[Candidate], borrowing: bool) -> list[Candidate]:
@@ -310,10 +371,22 @@ def find_targets(
     ctx = Context(preemptor, cq, snapshot, assignment)
     classic, none_from_others, none_hierarchical = classic_candidates(ctx)
     attempts = _attempts(ctx, none_from_others, none_hierarchical)
+    first = _Pass(last_resort=False)
+    targets = _search(ctx, classic, attempts, extra, first)
+    if targets is None and first.opted_out:
+        # YuniKorn's law 1: an opt-out is a strong suggestion, not a guarantee.
+        targets = _search(ctx, classic, attempts, extra, _Pass(last_resort=True))
+    return targets or [], ctx.records
+
+
+def _search(
+    ctx: Context, classic: list[Candidate], attempts: list[bool], extra: ExtraCandidates | None, pass_: _Pass
+) -> list[Target] | None:
+    snapshot, cq = ctx.snapshot, ctx.cq
     for borrowing in attempts:
         chosen: list[Candidate] = []
         seen: set[str] = set()
-        for cand in _stream(ctx, classic, borrowing, extra, seen):
+        for cand in _stream(ctx, classic, borrowing, extra, seen, pass_):
             snapshot.remove_workload(cand.workload)
             seen.add(cand.workload.key)
             chosen.append(cand)
@@ -323,11 +396,14 @@ def find_targets(
                     snapshot.add_workload(c.workload)
                 chosen.sort(key=lambda c: candidate_key(c.workload, cq.name, snapshot.now))
                 for c in chosen:
-                    ctx.record(c.workload, "chosen", HUMAN_REASONS.get(c.reason, c.reason), c.source)
-                return [Target(c.workload, c.reason, c.rule) for c in chosen], ctx.records
+                    detail = HUMAN_REASONS.get(c.reason, c.reason)
+                    if c.last_resort:
+                        detail += "; opted out of preemption, chosen as last resort"
+                    ctx.record(c.workload, "chosen", detail, c.source)
+                return [Target(c.workload, c.reason, c.rule, c.last_resort) for c in chosen]
         for c in chosen:
             snapshot.add_workload(c.workload)
-    return [], ctx.records
+    return None
 
 
 def preemption_message(target: Target, preemptor: WorkloadInfo, preemptor_path: str, victim_path: str) -> str:

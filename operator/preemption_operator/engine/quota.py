@@ -33,6 +33,8 @@ class QuotaNode:
     child_cluster_queues: list[QuotaNode] = field(default_factory=list)
     subtree_quota: dict[FlavorResource, int] = field(default_factory=dict)
     usage: dict[FlavorResource, int] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """The object's annotations (preemption policy and delay are read from them)."""
 
     # -- structure -------------------------------------------------------------------------
 

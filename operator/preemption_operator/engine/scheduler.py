@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from . import protection
 from .flavors import Assignment, Mode, assign_flavors
 from .preemption import CandidateRecord, ExtraCandidates, Target, find_targets
 from .snapshot import ClusterQueueInfo, Snapshot
@@ -68,6 +70,8 @@ class CycleResult:
     preempted: list[Preemption] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
     explanations: list[Explanation] = field(default_factory=list)
+    retry_at: datetime | None = None
+    """The earliest time a decision may change with nothing else changing (a preemption delay ends)."""
 
     @property
     def changed(self) -> bool:
@@ -101,6 +105,8 @@ class _Entry:
     assignment: Assignment
     targets: list[Target]
     records: list[CandidateRecord]
+    delayed_until: datetime | None = None
+    delay_note: str = ""
 
 
 def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...]:
@@ -140,7 +146,18 @@ class Scheduler:
         assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage)
         targets: list[Target] = []
         records: list[CandidateRecord] = []
+        delayed_until: datetime | None = None
         if assignment.mode == Mode.PREEMPT:
+            delay, source = protection.preemption_delay(cq.node)
+            if delay and snapshot.now < protection.pending_since(wl) + delay:
+                delayed_until = protection.pending_since(wl) + delay
+                kind = "ClusterQueue" if source is None or source.is_cluster_queue else "Cohort"
+                name = source.name if source is not None else cq.name
+                delay_note = (
+                    f"preemption delayed until {delayed_until.strftime('%Y-%m-%dT%H:%M:%SZ')} "
+                    f"({protection.DELAY_ANNOTATION} of {kind} {name})"
+                )
+                return _Entry(wl, cq, assignment, [], [], delayed_until, delay_note)
             targets, records = find_targets(wl, cq, assignment, snapshot, self.extra)
         return _Entry(wl, cq, assignment, targets, records)
 
@@ -241,6 +258,13 @@ class Scheduler:
                     f"{message}. Pending the preemption of {len(entry.targets)} workload(s)",
                 )
             )
+            return
+        if entry.delayed_until is not None:
+            # Not parked: it must come back when the delay is over.
+            result.explanations.append(Explanation(wl.key, cq.name, message, [], [entry.delay_note]))
+            result.pending.append(Pending(wl, cq.name, WAITING_FOR_QUOTA, f"{message}; {entry.delay_note}"))
+            if result.retry_at is None or entry.delayed_until < result.retry_at:
+                result.retry_at = entry.delayed_until
             return
         if mode == Mode.PREEMPT:
             result.explanations.append(Explanation(wl.key, cq.name, message, entry.records, ["no victim set found"]))

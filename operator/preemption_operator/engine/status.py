@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from .preemption import CONFIGURABLE_PREEMPTION, preemption_message
+from .protection import LAST_RESORT_SUFFIX
 from .scheduler import Admission, Pending, Preemption
 
 MAX_MESSAGE = 32 * 1024
@@ -83,8 +84,10 @@ def eviction_messages(decision: Preemption) -> tuple[str, str]:
             f"Preempted by {preemptor.namespace}/{preemptor.name} because of preemption config "
             f"{target.rule.config} rule {target.rule.describe()}"
         )
-        return text, text
-    text = preemption_message(target, decision.preemptor, decision.preemptor_path, decision.victim_path)
+    else:
+        text = preemption_message(target, decision.preemptor, decision.preemptor_path, decision.victim_path)
+    if target.last_resort:
+        return text, text + LAST_RESORT_SUFFIX
     return text, text
 
 
@@ -93,6 +96,11 @@ def evicted(
 ) -> dict[str, Any]:
     """The victim's status once evicted and, with no job to stop, requeued at once."""
     out = copy.deepcopy(status or {})
+    previous = get_condition(out, "Evicted")
+    if previous is not None and previous.get("status") == "True":
+        # Already evicted and still holding quota: the eviction is under way, not a new one
+        # (Kueue counts it as done); only the quota is given back.
+        return released(out, previous.get("message", ""), now, generation)
     evicted_message, preempted_message = eviction_messages(decision)
     set_condition(out, "Evicted", "True", "Preempted", evicted_message, now, generation)
     set_condition(out, "Preempted", "True", decision.target.reason, preempted_message, now, generation)

@@ -84,6 +84,8 @@ class WorkloadInfo:
     reserved_at: datetime | None
     evicted: bool
     requeued_at: datetime | None
+    accumulated_execution_seconds: int = 0
+    """status.accumulatedPastExecutionTimeSeconds: time run before earlier evictions."""
 
     @property
     def priority(self) -> int:
@@ -248,4 +250,5 @@ def build_info(
         reserved_at=reserved_at,
         evicted=is_true(obj, "Evicted"),
         requeued_at=requeued.last_transition_time if requeued is not None and requeued.status == "True" else None,
+        accumulated_execution_seconds=(obj.status.accumulated_past_execution_time_seconds or 0) if obj.status else 0,
     )

@@ -1,0 +1,227 @@
+"""Protections beyond Kueue: who may never, or only reluctantly, be preempted, and when.
+
+- PreemptionToleration (scheduler-plugins): a victim's priority class may set a minimum
+  preemptor priority and how long, after its quota was reserved, it tolerates preemptors below
+  that minimum.
+- YuniKorn's soft opt-out: `yunikorn.apache.org/allow-preemption: "false"` makes a workload a
+  last resort, not untouchable.
+- YuniKorn's queue policies, as annotations on ClusterQueues and Cohorts: `fence` keeps a
+  preemptor's victims inside the fenced subtree (one way), `disabled` makes a subtree's
+  workloads non-victims (inherited), and a preemption delay.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .quota import QuotaNode
+from .workload import PriorityClassInfo, WorkloadInfo
+
+TOLERATION_PREFIXES = (
+    "preemption-toleration.scheduling.x-k8s.io/",  # current
+    "preemption-toleration.scheduling.sigs.k8s.io/",  # before scheduler-plugins v0.25.7
+)
+MIN_PREEMPTABLE = "minimum-preemptable-priority"
+TOLERATION_SECONDS = "toleration-seconds"
+ALLOW_PREEMPTION = "yunikorn.apache.org/allow-preemption"
+POLICY_ANNOTATION = "preemption-operator.io/preemption-policy"
+DELAY_ANNOTATION = "preemption-operator.io/preemption-delay"
+POLICIES = ("default", "fence", "disabled")
+LAST_RESORT_SUFFIX = " (opted out of preemption; chosen as last resort)"
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """Go's time.ParseDuration for non-negative values ("30s", "1m30s", "0"); None if invalid."""
+    text = text.strip()
+    if text == "0":
+        return timedelta(0)
+    pos, total = 0, 0.0
+    while pos < len(text):
+        match = _DURATION_PART.match(text, pos)
+        if match is None:
+            return None
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    return timedelta(seconds=total) if text else None
+
+
+def _int(text: str, bits: int) -> int | None:
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        return None
+    value = int(text)
+    return value if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else None
+
+
+@dataclass(frozen=True)
+class Toleration:
+    minimum_preemptable_priority: int
+    toleration_seconds: int
+
+
+def toleration_of(cls: PriorityClassInfo) -> tuple[Toleration | None, str | None]:
+    """The class's policy (defaults: minimum = value + 1, seconds = 0), or an error: a value that does
+    not parse disables the policy, as in the plugin. The newer key prefix wins over the older."""
+
+    def read(name: str) -> str | None:
+        for prefix in TOLERATION_PREFIXES:
+            if prefix + name in cls.annotations:
+                return cls.annotations[prefix + name]
+        return None
+
+    minimum, seconds = cls.value + 1, 0
+    raw_min, raw_seconds = read(MIN_PREEMPTABLE), read(TOLERATION_SECONDS)
+    if raw_min is not None:
+        parsed = _int(raw_min, 32)
+        if parsed is None:
+            return None, f"{MIN_PREEMPTABLE} {raw_min!r} is not a 32-bit integer"
+        minimum = parsed
+    if raw_seconds is not None:
+        parsed = _int(raw_seconds, 64)
+        if parsed is None:
+            return None, f"{TOLERATION_SECONDS} {raw_seconds!r} is not an integer"
+        seconds = parsed
+    return Toleration(minimum, seconds), None
+
+
+def tolerates(victim: WorkloadInfo, preemptor: WorkloadInfo, now: datetime) -> str | None:
+    """Why `victim` is exempt from `preemptor` under PreemptionToleration, or None."""
+    cls = victim.priority_class
+    if cls is None:
+        return None
+    policy, error = toleration_of(cls)
+    if policy is None or error is not None:
+        return None
+    if preemptor.priority >= policy.minimum_preemptable_priority:
+        return None
+    if policy.toleration_seconds < 0:
+        return (
+            f"{cls.kind} {cls.name} tolerates preemptors below priority {policy.minimum_preemptable_priority} "
+            f"forever (preemptor has {preemptor.priority})"
+        )
+    admitted_at = victim.reserved_at
+    if admitted_at is None:
+        return f"{cls.kind} {cls.name} tolerates preemption until its quota is reserved"
+    until = admitted_at + timedelta(seconds=policy.toleration_seconds)
+    if now < until:
+        return (
+            f"{cls.kind} {cls.name} tolerates preemptors below priority {policy.minimum_preemptable_priority} "
+            f"until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} (preemptor has {preemptor.priority})"
+        )
+    return None
+
+
+def opted_out(wl: WorkloadInfo) -> bool:
+    """The workload's own annotation decides when present; else its priority class's. Only the
+    literal "false" opts out."""
+    if ALLOW_PREEMPTION in wl.annotations:
+        return wl.annotations[ALLOW_PREEMPTION] == "false"
+    cls = wl.priority_class
+    return cls is not None and cls.annotations.get(ALLOW_PREEMPTION) == "false"
+
+
+def policy_of(node: QuotaNode) -> str | None:
+    """The node's own preemption-policy annotation, lower-cased; None when unset or unknown."""
+    raw = node.annotations.get(POLICY_ANNOTATION)
+    if raw is None:
+        return None
+    value = raw.strip().lower() or "default"
+    return value if value in POLICIES else None
+
+
+def victims_disabled(node: QuotaNode) -> QuotaNode | None:
+    """The node (the ClusterQueue itself or an ancestor) whose `disabled` policy keeps this
+    ClusterQueue's workloads from being victims, if any. Only `disabled` is inherited; an explicit
+    `default` lower down overrides it."""
+    current: QuotaNode | None = node
+    while current is not None:
+        policy = policy_of(current)
+        if policy == "disabled":
+            return current
+        if policy == "default":
+            return None
+        current = current.parent
+    return None
+
+
+def fence_root(node: QuotaNode) -> QuotaNode | None:
+    """The nearest fenced node at or above a preemptor's ClusterQueue: its victims must lie below."""
+    current: QuotaNode | None = node
+    while current is not None:
+        if policy_of(current) == "fence":
+            return current
+        current = current.parent
+    return None
+
+
+def inside(node: QuotaNode, root: QuotaNode) -> bool:
+    current: QuotaNode | None = node
+    while current is not None:
+        if current.name == root.name and current.is_cluster_queue == root.is_cluster_queue:
+            return True
+        current = current.parent
+    return False
+
+
+def preemption_delay(node: QuotaNode) -> tuple[timedelta, QuotaNode | None]:
+    """The delay set on the ClusterQueue, else on its nearest Cohort ancestor (0 when none)."""
+    current: QuotaNode | None = node
+    while current is not None:
+        raw = current.annotations.get(DELAY_ANNOTATION)
+        if raw is not None:
+            delay = parse_duration(raw)
+            if delay is not None:
+                return delay, current
+            return timedelta(0), current
+        current = current.parent
+    return timedelta(0), None
+
+
+def annotation_problems(node: QuotaNode) -> list[str]:
+    """Unknown values, reported (as Warning Events) and treated as the default."""
+    problems = []
+    raw = node.annotations.get(POLICY_ANNOTATION)
+    if raw is not None and (raw.strip().lower() or "default") not in POLICIES:
+        problems.append(
+            f"{POLICY_ANNOTATION}: unknown value {raw!r} (use default, fence or disabled); treated as default"
+        )
+    raw = node.annotations.get(DELAY_ANNOTATION)
+    if raw is not None and parse_duration(raw) is None:
+        problems.append(f"{DELAY_ANNOTATION}: {raw!r} is not a duration such as 30s or 1m30s; treated as 0")
+    return problems
+
+
+def class_problems(cls: PriorityClassInfo) -> list[str]:
+    _, error = toleration_of(cls)
+    return [f"PreemptionToleration policy ignored: {error}"] if error else []
+
+
+def protected(
+    victim: WorkloadInfo,
+    preemptor: WorkloadInfo,
+    victim_node: QuotaNode,
+    preemptor_node: QuotaNode,
+    now: datetime,
+) -> str | None:
+    """Why `victim` may not be taken by `preemptor` at all (hard rules), or None."""
+    disabled = victims_disabled(victim_node)
+    if disabled is not None:
+        kind = "ClusterQueue" if disabled.is_cluster_queue else "Cohort"
+        return f"{kind} {disabled.name} has preemption-policy disabled"
+    fence = fence_root(preemptor_node)
+    if fence is not None and not inside(victim_node, fence):
+        kind = "ClusterQueue" if fence.is_cluster_queue else "Cohort"
+        return f"outside the preemption fence of {kind} {fence.name}"
+    return tolerates(victim, preemptor, now)
+
+
+def pending_since(wl: WorkloadInfo) -> datetime:
+    """When the workload last became pending: its last eviction, else its creation."""
+    evicted = wl.condition("Evicted")
+    if evicted is not None and evicted.status == "True":
+        return evicted.last_transition_time
+    return wl.created
