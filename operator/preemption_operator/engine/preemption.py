@@ -212,6 +212,7 @@ def _collect_in_subtree(
 def classic_candidates(ctx: Context) -> tuple[list[Candidate], bool, bool]:
     """Candidates in Kueue's classic order; plus whether none come from other ClusterQueues and
     whether none are hierarchical-reclaim candidates (both steer the borrowing attempts)."""
+    start = len(ctx.records)
     same_queue: list[Candidate] = []
     if ctx.cq.preemption.within_cluster_queue != "Never":
         same_queue = _from_cq(ctx, ctx.cq, None, False)
@@ -233,6 +234,9 @@ def classic_candidates(ctx: Context) -> tuple[list[Candidate], bool, bool]:
         items.sort(key=lambda c: candidate_key(c.workload, name, now))
         return [c for c in items if c.workload.evicted], [c for c in items if not c.workload.evicted]
 
+    # Exclusions were recorded in the order workloads were stored; sort them so the
+    # explanation does not depend on the order objects came in.
+    ctx.records[start:] = sorted(ctx.records[start:], key=lambda r: (r.cluster_queue, r.workload))
     ev_h, h = ordered(hierarchy)
     ev_p, p = ordered(by_priority)
     ev_s, s = ordered(same_queue)
