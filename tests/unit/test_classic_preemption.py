@@ -841,13 +841,6 @@ def test_preemption_only_in_the_chosen_flavor() -> None:
     assert outcome.statuses["in"]["admission"]["podSetAssignments"][0]["flavors"] == {"cpu": "alpha"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="flavors.py has no preemption oracle: a flavor where preemption finds no candidates ranks "
-    "as high as one where it does, so the first flavor wins and nothing is preempted. Kueue "
-    "(reference §4.2; flavorassigner granularMode noPreemptionCandidates < preempt < reclaim) "
-    "tries the next flavor and preempts there.",
-)
 def test_flavor_without_preemption_candidates_is_passed_over() -> None:
     objects = two_flavors(
         admitted("alpha-high", "multi", 2, flavor="alpha", priority=1),

@@ -4,7 +4,7 @@ stop at the first flavor that fits, keep looking past one that needs preemption)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -93,6 +93,15 @@ class Assignment:
         return ""
 
 
+Oracle = Callable[[dict[FlavorResource, int], set[FlavorResource]], str]
+"""Given a flavor's requests and the pairs needing preemption: "none", "preempt" (victims in the
+preemptor's own ClusterQueue) or "reclaim" (victims only in other ClusterQueues)."""
+
+# How good a flavor is, Kueue's granular modes: NoFit < NoCandidates < Preempt < Reclaim < Fit.
+_RANK = {Mode.NO_FIT: 0, Mode.PREEMPT: 2, Mode.FIT: 4}
+_RANK_BY_ORACLE = {"none": 1, "preempt": 2, "reclaim": 3}
+
+
 def uses_configurable_preemption(cq: ClusterQueueInfo) -> bool:
     return cq.preemption_config_name is not None
 
@@ -155,6 +164,7 @@ def assign_flavors(
     flavors: Mapping[str, ResourceFlavor],
     tas: TasState | None = None,
     node_usage: NodeUsage | None = None,
+    oracle: Oracle | None = None,
 ) -> Assignment:
     """Chooses flavors for every pod set of `wl` in `cq`, against the usage in `cq.node`'s tree;
     pod sets on a TAS flavor also get a placement on its nodes (against `node_usage`)."""
@@ -182,6 +192,8 @@ def assign_flavors(
             wanted = [r for r in group.covered_resources if totals.get(r, 0) > 0 or r == resource]
             handled.update(wanted)
             best: tuple[Mode, bool, str, dict[FlavorResource, Mode]] | None = None
+            best_rank: tuple[int, bool] = (-1, False)
+            several = len(group.flavors) > 1
             for flavor_name in group.flavors:
                 if not _flavor_matches(flavors.get(flavor_name), request):
                     result.reasons.append(f"flavor {flavor_name} doesn't match node affinity")
@@ -195,8 +207,16 @@ def assign_flavors(
                     modes[fr] = mode
                     flavor_borrow = flavor_borrow or borrow
                 flavor_mode = min(modes.values(), default=Mode.FIT)
-                if best is None or (flavor_mode, not flavor_borrow) > (best[0], not best[1]):
+                rank = _RANK[flavor_mode]
+                if flavor_mode == Mode.PREEMPT and oracle is not None and several:
+                    # Kueue's preemption oracle: a flavor where nobody could be preempted ranks
+                    # below one where someone could, and reclaiming from other queues above both.
+                    contested = {fr for fr, m in modes.items() if m == Mode.PREEMPT}
+                    wanted_usage = {(flavor_name, r): totals.get(r, 0) + usage.get((flavor_name, r), 0) for r in wanted}
+                    rank = _RANK_BY_ORACLE[oracle(wanted_usage, contested)]
+                if best is None or (rank, not flavor_borrow) > best_rank:
                     best = (flavor_mode, flavor_borrow, flavor_name, modes)
+                    best_rank = (rank, not flavor_borrow)
                 if flavor_mode == Mode.FIT and (not flavor_borrow or _stop_when_borrowing(cq)):
                     break
                 if flavor_mode == Mode.PREEMPT and _stop_when_preempting(cq):

@@ -16,6 +16,7 @@ from datetime import datetime
 from . import protection
 from .flavors import Assignment, Mode, assign_flavors
 from .preemption import CandidateRecord, ExtraCandidates, Target, find_targets
+from .quota import FlavorResource
 from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo
 
@@ -143,7 +144,14 @@ class Scheduler:
         self.extra = extra
 
     def _nominate(self, wl: WorkloadInfo, cq: ClusterQueueInfo, snapshot: Snapshot) -> _Entry:
-        assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage)
+        def oracle(requests: dict[FlavorResource, int], contested: set[FlavorResource]) -> str:
+            trial = Assignment([], dict(requests), False, set(contested))
+            targets, _ = find_targets(wl, cq, trial, snapshot, self.extra)
+            if not targets:
+                return "none"
+            return "preempt" if any(t.workload.cluster_queue == cq.name for t in targets) else "reclaim"
+
+        assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage, oracle)
         targets: list[Target] = []
         records: list[CandidateRecord] = []
         delayed_until: datetime | None = None
