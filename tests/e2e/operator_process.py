@@ -1,0 +1,713 @@
+"""`preemption-operator run` as a child process of the e2e tests, and what the operator tests share.
+
+- :class:`OperatorProcess`: one operator (its own free metrics port, log file and Lease identity),
+  started against a kubeconfig, waited for on ``/readyz``, stopped with SIGTERM or killed with
+  SIGKILL. :class:`OperatorPool` starts several and stops whatever is left at teardown.
+- :class:`Scenario`: one test's objects (namespace, uniquely named ClusterQueues, flavor, ...),
+  applied with kubectl and deleted afterwards, plus the reads the tests assert on.
+- :class:`WorkloadMonitor`: every state the API server stores for a namespace's Workloads, from a
+  ``kubectl get --watch``: invariants (quota never exceeded, no double eviction) hold at *every*
+  observed state, not only at the end.
+- :func:`wait_until`: polling with a timeout, never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from preemption_operator.api.quantity import parse_quantity
+
+from .controlplane import ControlPlane, _die_with_parent_hook, _free_port, _tail
+
+T = TypeVar("T")
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+KUEUE_ALPHA = "kueue.x-k8s.io/v1alpha1"
+CONFIG_ANNOTATION = "kueue.x-k8s.io/preemption-config-name"
+TEST_LABEL = "e2e.preemption-operator/test"
+
+
+# ---- waiting -----------------------------------------------------------------------------------
+
+
+def wait_until(
+    check: Callable[[], T],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.2,
+    what: str = "condition",
+    diagnostics: Callable[[], str] | None = None,
+) -> T:
+    """Calls ``check`` until it returns a truthy value (returned) or the timeout passes.
+
+    ``check`` may raise AssertionError to say why it is not there yet; the last reason and the
+    ``diagnostics`` (operator logs, say) are in the failure message."""
+    __tracebackhide__ = True
+    deadline = time.monotonic() + timeout
+    last = ""
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+            last = f"got {result!r}"
+        except AssertionError as exc:
+            last = str(exc)
+        if time.monotonic() > deadline:
+            extra = f"\n{diagnostics()}" if diagnostics is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {last}{extra}")
+        time.sleep(interval)
+
+
+# ---- the operator process ----------------------------------------------------------------------
+
+
+def operator_command() -> list[str]:
+    """`preemption-operator` from the running virtualenv (else `python -m preemption_operator`)."""
+    script = Path(sys.executable).parent / "preemption-operator"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "preemption_operator"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+class OperatorProcess:
+    """One `preemption-operator run`, its HTTP endpoints and its log."""
+
+    def __init__(
+        self,
+        name: str,
+        kubeconfig: Path,
+        workdir: Path,
+        *,
+        lease_name: str,
+        lease_namespace: str = "default",
+        lease_seconds: int = 4,
+        leader_election: bool = True,
+        base_env: dict[str, str] | None = None,
+        extra_args: Iterable[str] = (),
+    ) -> None:
+        self.name = name
+        self.kubeconfig = kubeconfig
+        self.lease_name = lease_name
+        self.lease_namespace = lease_namespace
+        self.port = _free_port()
+        self.log_path = workdir / f"operator-{name}.log"
+        self.argv = [
+            *operator_command(),
+            "run",
+            "--metrics-host=127.0.0.1",
+            f"--metrics-port={self.port}",
+            f"--lease-namespace={lease_namespace}",
+            f"--lease-name={lease_name}",
+            f"--lease-seconds={lease_seconds}",
+            *([] if leader_election else ["--no-leader-election"]),
+            *extra_args,
+        ]
+        env = dict(base_env if base_env is not None else os.environ)
+        for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE"):
+            env.pop(var, None)
+        env["KUBECONFIG"] = str(kubeconfig)
+        env["POD_NAME"] = name  # the Lease identity is "<POD_NAME>_<random>"
+        env["PYTHONUNBUFFERED"] = "1"
+        self.env = env
+        self.popen: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    # -- life cycle
+
+    def start(self) -> OperatorProcess:
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap()
+        self.popen = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent_hook(),  # dies with the test run
+        )
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> OperatorProcess:
+        """Until /readyz answers 200 (the cache is synced)."""
+
+        def ready() -> bool:
+            if not self.alive():
+                raise AssertionError(f"operator {self.name} exited with {self.returncode}")
+            return self.get("/readyz")[0] == 200
+
+        wait_until(ready, timeout=timeout, interval=0.1, what=f"operator {self.name} /readyz", diagnostics=self.tail)
+        return self
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.popen is None else self.popen.poll()
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, then wait; SIGKILL if it does not exit in time (and fail). Returns the exit status."""
+        assert self.popen is not None
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(
+                    f"operator {self.name} ignored SIGTERM for {timeout:.0f}s\n{self.tail()}"
+                ) from None
+        self._reap()
+        return self.popen.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs (the Lease is not released)."""
+        assert self.popen is not None
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(10)
+        self._reap()
+
+    def _reap(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    # -- what it says
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def tail(self, lines: int = 60) -> str:
+        state = "running" if self.alive() else f"exited {self.returncode}"
+        return f"--- operator {self.name} ({state}), last {lines} log lines:\n{_tail(self.log_path, lines)}"
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as resp:
+                return resp.status, resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+        except OSError as exc:
+            return 0, str(exc)
+
+    def samples(self) -> list[Sample]:
+        status, body = self.get("/metrics")
+        assert status == 200, f"/metrics of {self.name}: HTTP {status}: {body[:300]}"
+        return [
+            Sample(s.name, dict(s.labels), s.value)
+            for family in text_string_to_metric_families(body)
+            for s in family.samples
+        ]
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """The value of one sample (labels must match exactly), None when absent."""
+        for s in self.samples():
+            if s.name == name and s.labels == labels:
+                return s.value
+        return None
+
+    def cycles(self) -> int:
+        return int(self.metric("preemption_operator_scheduling_cycle_duration_seconds_count") or 0)
+
+
+class OperatorPool:
+    """The operators of one test: started on demand, all stopped at teardown."""
+
+    def __init__(self, cluster: ControlPlane, workdir: Path, lease_name: str | None = None) -> None:
+        self.cluster = cluster
+        self.workdir = workdir
+        self.lease_name = lease_name or f"e2e-{secrets.token_hex(4)}"
+        self.started: list[OperatorProcess] = []
+
+    def start(
+        self,
+        name: str = "op",
+        *,
+        kubeconfig: Path | None = None,
+        ready: bool = True,
+        **kwargs: Any,
+    ) -> OperatorProcess:
+        kwargs.setdefault("lease_name", self.lease_name)
+        op = OperatorProcess(
+            name, kubeconfig or self.cluster.kubeconfig, self.workdir, base_env=self.cluster.env, **kwargs
+        )
+        self.started.append(op)
+        op.start()
+        if ready:
+            op.wait_ready()
+        return op
+
+    def diagnostics(self) -> str:
+        return "\n".join(op.tail() for op in self.started)
+
+    def close(self) -> None:
+        for op in self.started:
+            if op.alive():
+                with contextlib.suppress(AssertionError):  # it was killed; the log says why
+                    op.stop()
+        for namespace, name in {(op.lease_namespace, op.lease_name) for op in self.started}:
+            self.cluster.kubectl("delete", "lease", name, "-n", namespace, "--ignore-not-found", "--wait=false")
+        # Shown by pytest for failing tests only ("Captured stdout teardown").
+        for op in self.started:
+            print(op.tail(200))
+
+
+# ---- objects -----------------------------------------------------------------------------------
+
+
+def cluster_queue(
+    name: str,
+    flavor: str,
+    cpu: str | int,
+    *,
+    cohort: str | None = None,
+    preemption: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": flavor, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
+            }
+        ],
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    if preemption is not None:
+        spec["preemption"] = preemption
+    meta: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": meta, "spec": spec}
+
+
+def workload(
+    name: str,
+    namespace: str,
+    queue: str,
+    cpu: str | int = "2",
+    priority: int = 0,
+    *,
+    labels: dict[str, str] | None = None,
+    count: int = 1,
+    topology_required: str | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = labels
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
+    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if node_selector:
+        pod["nodeSelector"] = node_selector
+    pod_set: dict[str, Any] = {"name": "main", "count": count, "template": {"spec": pod}}
+    if topology_required:
+        pod_set["topologyRequest"] = {"required": topology_required}
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": meta,
+        "spec": {"queueName": queue, "priority": priority, "podSets": [pod_set]},
+    }
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+def is_true(obj: dict[str, Any], kind: str) -> bool:
+    c = condition(obj, kind)
+    return c is not None and c.get("status") == "True"
+
+
+def admitted_cpu(obj: dict[str, Any]) -> tuple[str | None, float]:
+    """(ClusterQueue, cpu) a Workload holds quota for: (None, 0) without a reservation."""
+    status = obj.get("status") or {}
+    admission = status.get("admission")
+    if not admission or not is_true(obj, "QuotaReserved"):
+        return None, 0.0
+    total = 0.0
+    for psa in admission.get("podSetAssignments") or []:
+        usage = (psa.get("resourceUsage") or {}).get("cpu")
+        if usage is not None:
+            total += float(parse_quantity(usage))
+    return admission.get("clusterQueue"), total
+
+
+def eviction_count(obj: dict[str, Any]) -> int:
+    stats = (obj.get("status") or {}).get("schedulingStats") or {}
+    return sum(int(e.get("count", 0)) for e in stats.get("evictions") or [])
+
+
+def describe_conditions(text: str) -> list[dict[str, str]]:
+    """The Conditions of `kubectl describe` output, one dict per condition (keys as printed)."""
+    out: list[dict[str, str]] = []
+    inside = False
+    current: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped == "Conditions:":
+            inside = True
+            continue
+        if not inside:
+            continue
+        if not line.startswith("    ") or ":" not in stripped:
+            break  # the next field of Status
+        key, _, value = stripped.partition(":")
+        if key == "Last Transition Time" and current:
+            out.append(current)
+            current = {}
+        current[key] = value.strip()
+    if current:
+        out.append(current)
+    return out
+
+
+def describe_events(text: str) -> list[dict[str, str]]:
+    """The Events table of `kubectl describe` output: Type, Reason, Age, From, Message."""
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith("Events:"))
+    except StopIteration:
+        return []
+    rows = []
+    for line in lines[start + 3 :]:
+        if not line.startswith("  "):
+            break
+        parts = re.split(r"\s{2,}", line.strip(), maxsplit=4)
+        if len(parts) == 5:
+            rows.append(dict(zip(("Type", "Reason", "Age", "From", "Message"), parts, strict=True)))
+    return rows
+
+
+class Scenario:
+    """One test's objects. Cluster-scoped names are prefixed with the (unique) namespace and
+    labelled, so tests never share a queue; `cleanup` deletes them (the namespace itself only
+    goes Terminating: there is no namespace controller)."""
+
+    def __init__(self, cluster: ControlPlane, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.flavor = self.name("flavor")
+
+    def name(self, suffix: str) -> str:
+        return f"{self.namespace}-{suffix}"
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        __tracebackhide__ = True
+        return self.cluster.kubectl(*args, input=input, check=check)
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        """Creates or updates objects (client-side apply of a v1 List, in order)."""
+        __tracebackhide__ = True
+        for obj in objects:
+            meta = obj.setdefault("metadata", {})
+            if "namespace" not in meta and obj["kind"] not in ("Workload", "LocalQueue"):
+                meta.setdefault("labels", {})[TEST_LABEL] = self.namespace
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+
+    def get(self, resource: str, name: str | None = None, *, namespaced: bool = True) -> dict[str, Any]:
+        args = ["get", resource] + ([name] if name else [])
+        if namespaced:
+            args += ["-n", self.namespace]
+        result: dict[str, Any] = json.loads(self.kubectl(*args, "-o", "json").stdout)
+        return result
+
+    def workloads(self) -> dict[str, dict[str, Any]]:
+        return {wl["metadata"]["name"]: wl for wl in self.get("workloads")["items"]}
+
+    def workload(self, name: str) -> dict[str, Any]:
+        return self.get("workloads", name)
+
+    def describe(self, name: str) -> str:
+        return self.kubectl("describe", "workload", name, "-n", self.namespace).stdout
+
+    # -- common building blocks
+
+    def flavor_object(self) -> dict[str, Any]:
+        return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": self.flavor}, "spec": {}}
+
+    def queue(self, suffix: str, cpu: str | int, **kwargs: Any) -> tuple[str, str]:
+        """A ClusterQueue `<ns>-<suffix>` of `cpu` and a LocalQueue `<suffix>` pointing at it."""
+        cq = self.name(suffix)
+        self.apply(
+            self.flavor_object(),
+            cluster_queue(cq, self.flavor, cpu, **kwargs),
+            {
+                "apiVersion": KUEUE,
+                "kind": "LocalQueue",
+                "metadata": {"name": suffix, "namespace": self.namespace},
+                "spec": {"clusterQueue": cq},
+            },
+        )
+        return cq, suffix
+
+    def wait_admitted(
+        self, *names: str, timeout: float = 30.0, diagnostics: Callable[[], str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        def check() -> dict[str, dict[str, Any]]:
+            wls = self.workloads()
+            missing = [n for n in names if n not in wls or not is_true(wls[n], "Admitted")]
+            assert not missing, f"not admitted yet: {missing}; conditions: " + "; ".join(
+                f"{n}: {(wls.get(n, {}).get('status') or {}).get('conditions')}" for n in missing
+            )
+            return wls
+
+        return wait_until(check, timeout=timeout, what=f"{', '.join(names)} admitted", diagnostics=diagnostics)
+
+    def cleanup(self) -> None:
+        ns = self.namespace
+        for kind in ("workloads", "localqueues"):
+            self.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", "--ignore-not-found", check=False)
+        for kind in ("clusterqueues", "cohorts", "preemptionconfigs", "resourceflavors", "topologies", "nodes"):
+            self.kubectl(
+                "delete", kind, "-l", f"{TEST_LABEL}={ns}", "--wait=false", "--ignore-not-found", check=False
+            )  # fmt: skip
+        self.kubectl(
+            "delete", "validatingadmissionpolicybindings,validatingadmissionpolicies", "-l", f"{TEST_LABEL}={ns}",
+            "--wait=false", "--ignore-not-found", check=False,
+        )  # fmt: skip
+
+
+# ---- every stored state of a namespace's Workloads ---------------------------------------------
+
+
+@dataclass
+class WorkloadMonitor:
+    """Follows ``kubectl get workloads --watch`` in a thread and keeps every state it sees.
+
+    ``states`` holds, after each watch event, a copy of all Workloads of the namespace (name ->
+    object) as the API server stored them: the watch delivers every write in resourceVersion
+    order, so nothing in between is missed, unlike polling."""
+
+    cluster: ControlPlane
+    namespace: str
+    states: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._current: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> WorkloadMonitor:
+        self._proc = subprocess.Popen(
+            [
+                str(self.cluster.assets / "kubectl"),
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                "get", "workloads", "-n", self.namespace,
+                "--watch", "--output-watch-events", "-o", "json", "--request-timeout=0",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.cluster.env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent_hook(),
+        )  # fmt: skip
+        self._thread = threading.Thread(target=self._read, name=f"watch-{self.namespace}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(5)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        decoder = json.JSONDecoder()
+        buffer = ""
+        for chunk in iter(lambda: self._proc.stdout.readline(), ""):  # type: ignore[union-attr]
+            buffer += chunk
+            while True:
+                stripped = buffer.lstrip()
+                if not stripped:
+                    buffer = ""
+                    break
+                try:
+                    event, end = decoder.raw_decode(stripped)
+                except json.JSONDecodeError:
+                    buffer = stripped
+                    break
+                buffer = stripped[end:]
+                self._event(event)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        obj = event.get("object") or {}
+        name = (obj.get("metadata") or {}).get("name")
+        if not name:
+            self.errors.append(f"unexpected watch event: {event!r:.300}")
+            return
+        with self._lock:
+            if event.get("type") == "DELETED":
+                self._current.pop(name, None)
+            else:
+                self._current[name] = obj
+            self.states.append(dict(self._current))
+
+    def snapshot(self) -> list[dict[str, dict[str, Any]]]:
+        with self._lock:
+            return list(self.states)
+
+    def wait_seen(self, names: Iterable[str], timeout: float = 15.0) -> None:
+        """Until the watch has delivered every named Workload (it is listening)."""
+        wanted = set(names)
+
+        def seen() -> bool:
+            with self._lock:
+                return wanted <= set(self._current)
+
+        wait_until(
+            seen,
+            timeout=timeout,
+            what=f"the watch to see {sorted(wanted)}",
+        )
+
+    def max_admitted_cpu(self, *cluster_queues: str) -> float:
+        """The most cpu the ClusterQueues (together: a cohort) ever had reserved, over every observed state."""
+        most = 0.0
+        for state in self.snapshot():
+            used = sum(cpu for cq, cpu in map(admitted_cpu, state.values()) if cq in cluster_queues)
+            most = max(most, used)
+        return most
+
+    def max_evictions(self, name: str) -> int:
+        return max((eviction_count(s[name]) for s in self.snapshot() if name in s), default=0)
+
+    def ever_true(self, name: str, kind: str) -> bool:
+        return any(name in s and is_true(s[name], kind) for s in self.snapshot())
+
+
+# ---- the scenario both test modules run --------------------------------------------------------
+
+
+def within_cluster_queue_priority(sc: Scenario, diagnostics: Callable[[], str] | None = None) -> dict[str, Any]:
+    """Kueue's within-ClusterQueue priority preemption, end to end, with its outcome asserted.
+
+    ClusterQueue `<ns>-main` (6 cpu, withinClusterQueue LowerPriority) runs `low` (-1), `mid` (0)
+    and `high` (1), 2 cpu each; `incoming` (1, 2 cpu) arrives: `low` is preempted and requeued,
+    `incoming` is admitted. Returns names and uids for further checks."""
+    __tracebackhide__ = True
+    ns = sc.namespace
+    cq, lq = sc.queue("main", 6, preemption={"withinClusterQueue": "LowerPriority"})
+    with WorkloadMonitor(sc.cluster, ns) as monitor:
+        # On a live cluster status cannot be created with the object: the running workloads are
+        # admitted by the operator first, then the preemptor arrives.
+        sc.apply(workload("low", ns, lq, 2, -1), workload("mid", ns, lq, 2, 0), workload("high", ns, lq, 2, 1))
+        monitor.wait_seen(["low", "mid", "high"])  # the watch is live: it misses nothing from here on
+        sc.wait_admitted("low", "mid", "high", diagnostics=diagnostics)
+        sc.apply(workload("incoming", ns, lq, 2, 1))
+        wls = sc.wait_admitted("incoming", diagnostics=diagnostics)
+        wait_until(
+            lambda: not is_true(sc.workload("low"), "QuotaReserved") and is_true(sc.workload("low"), "Evicted"),
+            what="low evicted and requeued",
+            diagnostics=diagnostics,
+        )
+        # The state after the preemption is stored: the pending reason of `low` is rewritten once
+        # (PendingEvaluation -> the scheduler's reason); wait for it so callers see a settled cluster.
+        wait_until(
+            lambda: (condition(sc.workload("low"), "QuotaReserved") or {}).get("reason") != "PendingEvaluation",
+            what="low back in the queue",
+            diagnostics=diagnostics,
+        )
+    incoming_uid = wls["incoming"]["metadata"]["uid"]
+    low_uid = wls["low"]["metadata"]["uid"]
+    message = (
+        f"Preempted to accommodate a workload (UID: {incoming_uid}, JobUID: UNKNOWN) due to prioritization "
+        f"in the ClusterQueue; preemptor path: /{cq}; preemptee path: /{cq}"
+    )
+
+    # The victim's conditions, as `kubectl describe workload` prints them.
+    def victim_described() -> list[dict[str, str]]:
+        conditions = describe_conditions(sc.describe("low"))
+        by_type = {c.get("Type"): c for c in conditions}
+        assert "Evicted" in by_type and by_type["Evicted"]["Status"] == "True", conditions
+        return conditions
+
+    conditions = {c["Type"]: c for c in wait_until(victim_described, what="describe low", diagnostics=diagnostics)}
+    assert conditions["Evicted"]["Status"] == "True"
+    assert conditions["Evicted"]["Reason"] == "Preempted"
+    assert conditions["Evicted"]["Message"] == message
+    assert conditions["Preempted"]["Status"] == "True"
+    assert conditions["Preempted"]["Reason"] == "InClusterQueue"
+    assert conditions["Preempted"]["Message"] == message
+    assert conditions["QuotaReserved"]["Status"] == "False"
+    assert conditions["Admitted"]["Status"] == "False"
+    low = sc.workload("low")
+    assert low["status"]["schedulingStats"]["evictions"] == [{"reason": "Preempted", "underlyingCause": "", "count": 1}]
+    assert "admission" not in low["status"]
+
+    # Events: Preempted and EvictedDueToPreempted on the victim, PreemptedWorkload on the preemptor.
+    def victim_events() -> dict[str, dict[str, str]]:
+        events = {e["Reason"]: e for e in describe_events(sc.describe("low"))}
+        assert {"Preempted", "EvictedDueToPreempted"} <= set(events), events
+        return events
+
+    events = wait_until(victim_events, what="the victim's Events", diagnostics=diagnostics)
+    assert events["EvictedDueToPreempted"]["Message"] == message
+    assert events["Preempted"]["Message"].startswith(message + "; preemptor effective priority: 1")
+    assert events["Preempted"]["From"] == "preemption-operator"
+
+    def preemptor_events() -> dict[str, dict[str, str]]:
+        events = {e["Reason"]: e for e in describe_events(sc.describe("incoming"))}
+        assert "PreemptedWorkload" in events, events
+        return events
+
+    events = wait_until(preemptor_events, what="the preemptor's Events", diagnostics=diagnostics)
+    assert events["PreemptedWorkload"]["Message"].startswith(
+        f"Preempted workload {ns}/low (UID: {low_uid}) in ClusterQueue {cq}"
+    )
+
+    # The end state, and every state on the way there.
+    final = sc.workloads()
+    assert all(is_true(final[n], "Admitted") for n in ("incoming", "mid", "high")), final
+    assert not monitor.errors, monitor.errors
+    assert monitor.max_admitted_cpu(cq) <= 6, "the ClusterQueue was over-admitted at some point"
+    assert monitor.max_evictions("low") == 1
+    for name in ("mid", "high", "incoming"):
+        assert not monitor.ever_true(name, "Evicted"), f"{name} was evicted"
+    return {"cq": cq, "lq": lq, "incoming_uid": incoming_uid, "low_uid": low_uid, "message": message}

@@ -1,0 +1,188 @@
+"""The deployment manifests: config/ (kustomize) gives the operator exactly the access it needs.
+
+The Deployment never runs here (there is no kubelet); the operator runs as a local process with
+the ServiceAccount's token instead, which is what the API server authorizes either way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .controlplane import REPO_ROOT, ControlPlane
+from .operator_process import OperatorPool, Scenario, within_cluster_queue_priority
+
+CONFIG = REPO_ROOT / "config"
+SYSTEM_NAMESPACE = "preemption-operator-system"
+SERVICE_ACCOUNT = "preemption-operator"
+SA_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{SERVICE_ACCOUNT}"
+
+
+@pytest.fixture(scope="module")
+def deployed(cluster: ControlPlane) -> ControlPlane:
+    """config/ applied server-side, into its namespace (created first, as an admin would)."""
+    exists = cluster.kubectl("get", "namespace", SYSTEM_NAMESPACE).returncode == 0
+    if not exists:
+        cluster.kubectl("create", "namespace", SYSTEM_NAMESPACE, check=True)
+    cluster.kubectl("apply", "--server-side", "--field-manager=e2e-deploy", "-k", str(CONFIG), check=True)
+    return cluster
+
+
+@pytest.fixture
+def sa_kubeconfig(deployed: ControlPlane, tmp_path: Path) -> Path:
+    """A kubeconfig that authenticates as the operator's ServiceAccount (a bound token)."""
+    token = deployed.kubectl(
+        "create", "token", SERVICE_ACCOUNT, "-n", SYSTEM_NAMESPACE, "--duration=1h", check=True
+    ).stdout.strip()  # fmt: skip
+    config = json.loads(deployed.kubeconfig.read_text())
+    config["users"] = [{"name": "operator", "user": {"token": token}}]
+    config["contexts"][0]["context"]["user"] = "operator"
+    path = tmp_path / "operator-kubeconfig"
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def scenario(deployed: ControlPlane, namespace: str) -> Iterator[Scenario]:
+    sc = Scenario(deployed, namespace)
+    try:
+        yield sc
+    finally:
+        sc.cleanup()
+
+
+@pytest.fixture
+def operators(deployed: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
+    pool = OperatorPool(deployed, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def test_operator_runs_with_the_service_account(
+    deployed: ControlPlane, sa_kubeconfig: Path, scenario: Scenario, operators: OperatorPool
+) -> None:
+    op = operators.start(kubeconfig=sa_kubeconfig, lease_namespace=SYSTEM_NAMESPACE)
+    whoami = json.loads(
+        deployed.kubectl(f"--token={_token(sa_kubeconfig)}", "auth", "whoami", "-o", "json", check=True).stdout
+    )
+    assert whoami["status"]["userInfo"]["username"] == SA_USER
+
+    within_cluster_queue_priority(scenario, operators.diagnostics)
+
+    lease = json.loads(
+        deployed.kubectl("get", "lease", operators.lease_name, "-n", SYSTEM_NAMESPACE, "-o", "json", check=True).stdout
+    )
+    assert lease["spec"]["holderIdentity"].startswith(f"{op.name}_")
+    assert op.stop() == 0, op.tail()
+    log = op.log()
+    for denied in ("403", "Forbidden", "forbidden"):
+        assert denied not in log, op.tail()
+    assert "Traceback" not in log, op.tail()
+
+
+def _token(kubeconfig: Path) -> str:
+    token: str = json.loads(kubeconfig.read_text())["users"][0]["user"]["token"]
+    return token
+
+
+# verb, resource, extra kubectl args, allowed
+ACCESS = [
+    # What the operator does.
+    ("list", "workloads.kueue.x-k8s.io", ["-A"], True),
+    ("watch", "clusterqueues.kueue.x-k8s.io", [], True),
+    ("patch", "workloads.kueue.x-k8s.io", ["--subresource=status", "-n", "default"], True),
+    ("patch", "clusterqueues.kueue.x-k8s.io", ["--subresource=status"], True),
+    ("patch", "preemptionconfigs.kueue.x-k8s.io", ["--subresource=status"], True),
+    ("create", "events", ["-n", "default"], True),
+    ("list", "nodes", [], True),
+    ("update", "leases.coordination.k8s.io", ["-n", SYSTEM_NAMESPACE], True),
+    # What it must not be able to do.
+    ("update", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
+    ("patch", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
+    ("delete", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
+    ("create", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
+    ("patch", "clusterqueues.kueue.x-k8s.io", [], False),
+    ("update", "clusterqueues.kueue.x-k8s.io", [], False),
+    ("patch", "preemptionconfigs.kueue.x-k8s.io", [], False),
+    ("get", "secrets", ["-n", SYSTEM_NAMESPACE], False),
+    ("list", "secrets", ["-A"], False),
+    ("list", "pods", ["-A"], False),
+    ("delete", "events", ["-n", "default"], False),
+    ("update", "leases.coordination.k8s.io", ["-n", "default"], False),
+    ("create", "leases.coordination.k8s.io", ["-n", "kube-system"], False),
+    ("update", "nodes", [], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "extra", "allowed"),
+    ACCESS,
+    ids=[
+        f"{'can' if a else 'cannot'}-{v}-{r.split('.')[0]}{'-status' if '--subresource=status' in x else ''}"
+        for v, r, x, a in ACCESS
+    ],
+)
+def test_rbac_grants_exactly_what_is_needed(
+    deployed: ControlPlane, verb: str, resource: str, extra: list[str], allowed: bool
+) -> None:
+    proc = deployed.kubectl("auth", "can-i", verb, resource, *extra, f"--as={SA_USER}")
+    assert proc.stdout.strip() == ("yes" if allowed else "no"), (proc.stdout, proc.stderr)
+
+
+def test_kustomize_renders(deployed: ControlPlane) -> None:
+    rendered = deployed.kubectl("kustomize", str(CONFIG), check=True).stdout
+    objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+    assert kinds == sorted(
+        [
+            f"Namespace/{SYSTEM_NAMESPACE}",
+            f"ServiceAccount/{SERVICE_ACCOUNT}",
+            "ClusterRole/preemption-operator",
+            "ClusterRoleBinding/preemption-operator",
+            "Role/preemption-operator-leader-election",
+            "RoleBinding/preemption-operator-leader-election",
+            "Deployment/preemption-operator",
+            "Service/preemption-operator-metrics",
+        ]
+    )
+    for obj in objects:
+        if obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            assert obj["metadata"].get("namespace") == SYSTEM_NAMESPACE, obj["metadata"]
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT
+    assert deployment["spec"]["replicas"] == 2  # leader election makes two safe
+    # The Deployment is stored by the API server as written (nothing runs it here).
+    stored = json.loads(
+        deployed.kubectl(
+            "get", "deployment", "preemption-operator", "-n", SYSTEM_NAMESPACE, "-o", "json", check=True
+        ).stdout
+    )
+    assert stored["spec"]["template"]["spec"]["serviceAccountName"] == SERVICE_ACCOUNT
+
+
+KIND_UP = REPO_ROOT / "hack" / "kind-up.sh"
+
+
+def test_kind_up_script_parses() -> None:
+    proc = subprocess.run(["bash", "-n", str(KIND_UP)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_kind_up_script_passes_shellcheck() -> None:
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed")
+    proc = subprocess.run([shellcheck, str(KIND_UP)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not re.search(r"\S", proc.stdout), proc.stdout
