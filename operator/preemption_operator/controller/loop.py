@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +30,8 @@ from . import statuses
 log = logging.getLogger(__name__)
 
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
+WRITE_PARALLELISM = 8  # as Kueue issues preemptions
+STATUS_INTERVAL_SECONDS = 1.0
 
 
 def _priorities(wl: WorkloadInfo) -> str:
@@ -60,6 +62,10 @@ class SchedulingLoop:
         self.posted_notices: set[Notice] = set()
         self.cycles = 0
         self.last_cycle_at = 0.0
+        self.pending_queues: set[str] = set()
+        self.event_tasks: set[asyncio.Task[None]] = set()
+        self.event_limit = asyncio.Semaphore(4)
+        self.statuses_at = 0.0
 
     # -- triggers --------------------------------------------------------------------------
 
@@ -118,7 +124,11 @@ class SchedulingLoop:
         if result.preempted:
             self.state.quota_released(snapshot, {p.victim.cluster_queue or "" for p in result.preempted})
         await self._notices()
-        await self._queue_statuses(now)
+        # Queue statuses are for people: refresh them when the cluster settles, or at most once a
+        # second while admissions stream in, so they never take write capacity from workloads.
+        if not result.changed or time.monotonic() - self.statuses_at >= STATUS_INTERVAL_SECONDS:
+            self.statuses_at = time.monotonic()
+            await self._queue_statuses(now)
         self.cycles += 1
         self.last_cycle_at = time.monotonic()
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
@@ -144,15 +154,38 @@ class SchedulingLoop:
             log.error("the API returned an object the models reject: %s", exc)
 
     async def _apply(self, result: CycleResult, snapshot: Snapshot, now: datetime) -> None:
-        for preemption in result.preempted:
-            await self._preempt(preemption, now)
-        for admission in result.admitted:
-            await self._admit(admission, now)
-        for pending in result.pending:
-            await self._pending(pending, now)
+        """Evictions first, then admissions, then pending reasons; the writes of each kind go out
+        in parallel (they touch different objects), at most WRITE_PARALLELISM at a time."""
+        limit = asyncio.Semaphore(WRITE_PARALLELISM)
+
+        async def bounded(write: Awaitable[None]) -> None:
+            async with limit:
+                await write
+
+        await asyncio.gather(*(bounded(self._preempt(p, now)) for p in result.preempted))
+        await asyncio.gather(*(bounded(self._admit(a, now)) for a in result.admitted))
+        await asyncio.gather(*(bounded(self._pending(p, now)) for p in result.pending))
         counts: dict[str, int] = {name: len(queue) for name, queue in snapshot.pending.items()}
-        for name in snapshot.cluster_queues:
+        for name in self.pending_queues | set(counts):
             self.metrics.pending.labels(cluster_queue=name).set(counts.get(name, 0))
+        self.pending_queues = set(counts)
+
+    def _event(self, obj: dict[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str) -> None:
+        """Events go out in the background: they are best effort and must not slow admissions."""
+        task = asyncio.create_task(self._post_event(obj, kind, api_version, type_, reason, message))
+        self.event_tasks.add(task)
+        task.add_done_callback(self.event_tasks.discard)
+
+    async def _post_event(
+        self, obj: dict[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str
+    ) -> None:
+        async with self.event_limit:
+            await self.writer.event(obj, kind, api_version, type_, reason, message)
+
+    async def drain_events(self, timeout: float = 5.0) -> None:
+        """Waits (a little) for Events still being posted, at shutdown."""
+        if self.event_tasks:
+            await asyncio.wait(list(self.event_tasks), timeout=timeout)
 
     async def _preempt(self, p: Preemption, now: datetime) -> None:
         victim = p.victim
@@ -181,11 +214,9 @@ class SchedulingLoop:
             f"; preemptor effective priority: {_priorities(p.preemptor)}; "
             f"preemptee effective priority: {_priorities(victim)}"
         )
-        await self.writer.event(written, "Workload", KUEUE_V1BETA2, "Normal", "EvictedDueToPreempted", evicted_message)
-        await self.writer.event(
-            written, "Workload", KUEUE_V1BETA2, "Normal", "Preempted", preempted_message + priorities
-        )
-        await self.writer.event(
+        self._event(written, "Workload", KUEUE_V1BETA2, "Normal", "EvictedDueToPreempted", evicted_message)
+        self._event(written, "Workload", KUEUE_V1BETA2, "Normal", "Preempted", preempted_message + priorities)
+        self._event(
             p.preemptor.obj.to_wire(),
             "Workload",
             KUEUE_V1BETA2,
@@ -213,7 +244,7 @@ class SchedulingLoop:
         self._store(written)
         self.metrics.admitted.labels(cluster_queue=a.cluster_queue).inc()
         waited = int((now - wl.created).total_seconds())
-        await self.writer.event(
+        self._event(
             written,
             "Workload",
             KUEUE_V1BETA2,
@@ -221,7 +252,7 @@ class SchedulingLoop:
             "QuotaReserved",
             f"Quota reserved in ClusterQueue {a.cluster_queue}, wait time since queued was {waited}s",
         )
-        await self.writer.event(
+        self._event(
             written,
             "Workload",
             KUEUE_V1BETA2,
@@ -249,7 +280,7 @@ class SchedulingLoop:
             return
         self._store(written)
         if p.reason == "WaitingForPreemptedWorkloads":
-            await self.writer.event(written, "Workload", KUEUE_V1BETA2, "Warning", p.reason, p.message)
+            self._event(written, "Workload", KUEUE_V1BETA2, "Warning", p.reason, p.message)
 
     async def _notices(self) -> None:
         object_notices = [n for notices in self.cache.notices.values() for n in notices]
@@ -263,7 +294,7 @@ class SchedulingLoop:
             }.get(notice.kind, KUEUE_V1BETA2)
             obj = self.cache.objects.get(notice.kind, {}).get(notice.name)
             body = obj.to_wire() if obj is not None else {"metadata": {"name": notice.name}}
-            await self.writer.event(body, notice.kind, api_version, "Warning", notice.reason, notice.message)
+            self._event(body, notice.kind, api_version, "Warning", notice.reason, notice.message)
             log.warning("%s", notice.message)
 
     async def _queue_statuses(self, now: datetime) -> None:

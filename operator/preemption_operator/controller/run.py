@@ -151,6 +151,7 @@ async def operate(
             await task
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await asyncio.wait_for(kopf_task, timeout=10)
+    await loop.drain_events(timeout=3)
     await runner.cleanup()
     await client.close()
     log.info("stopped in %.1fs", time.monotonic() - started)
