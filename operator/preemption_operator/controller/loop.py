@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
 WRITE_PARALLELISM = 8  # as Kueue issues preemptions
-STATUS_INTERVAL_SECONDS = 1.0
+STATUS_INTERVAL_SECONDS = 5.0
+ROUNDS_PER_CYCLE = 64  # consecutive Kueue cycles decided before one batch of writes
 
 
 def _priorities(wl: WorkloadInfo) -> str:
@@ -56,7 +57,7 @@ class SchedulingLoop:
         self.resync_seconds = resync_seconds
         self.state = QueueState()
         self.configurable = ConfigurablePreemption()
-        self.scheduler = Scheduler(extra=self.configurable.candidates)
+        self.scheduler = Scheduler(extra=self.configurable.candidates, rounds=ROUNDS_PER_CYCLE)
         self.wake = asyncio.Event()
         self.released: set[str] = set()
         self.posted_notices: set[Notice] = set()
@@ -64,8 +65,9 @@ class SchedulingLoop:
         self.last_cycle_at = 0.0
         self.pending_queues: set[str] = set()
         self.event_tasks: set[asyncio.Task[None]] = set()
-        self.event_limit = asyncio.Semaphore(4)
+        self.event_limit = asyncio.Semaphore(2)  # Events must not crowd out decisions at the API server
         self.statuses_at = 0.0
+        self.busy = False
 
     # -- triggers --------------------------------------------------------------------------
 
@@ -97,7 +99,10 @@ class SchedulingLoop:
             except TimeoutError:
                 resync_at = time.monotonic() + self.resync_seconds
                 self.config_changed()
-            await asyncio.sleep(self.coalesce_seconds)
+            if not self.busy:
+                # Woken by the watches: let a burst of changes land before deciding. After a
+                # cycle that changed something, the next one starts at once.
+                await asyncio.sleep(self.coalesce_seconds)
             self.wake.clear()
             if not self.is_leader():
                 continue
@@ -124,14 +129,15 @@ class SchedulingLoop:
         if result.preempted:
             self.state.quota_released(snapshot, {p.victim.cluster_queue or "" for p in result.preempted})
         await self._notices()
-        # Queue statuses are for people: refresh them when the cluster settles, or at most once a
-        # second while admissions stream in, so they never take write capacity from workloads.
+        # Queue statuses are for people: refresh them when the cluster settles, or every few
+        # seconds while admissions stream in, so they never take write capacity from workloads.
         if not result.changed or time.monotonic() - self.statuses_at >= STATUS_INTERVAL_SECONDS:
             self.statuses_at = time.monotonic()
             await self._queue_statuses(now)
         self.cycles += 1
         self.last_cycle_at = time.monotonic()
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
+        self.busy = result.changed
         if result.changed:
             self.poke()
         if result.retry_at is not None:

@@ -26,6 +26,7 @@ NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 INADMISSIBLE = "Inadmissible"
 TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
+NODES = -1  # marks "an admission in this cycle placed pods on TAS nodes"
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,9 @@ def _pending_reason(assignment: Assignment) -> str:
 class Scheduler:
     """Runs cycles over snapshots. `extra` adds candidate streams (configurable preemption)."""
 
-    def __init__(self, extra: ExtraCandidates | None = None) -> None:
+    def __init__(self, extra: ExtraCandidates | None = None, rounds: int = 1) -> None:
         self.extra = extra
+        self.rounds = rounds
 
     def _nominate(self, wl: WorkloadInfo, cq: ClusterQueueInfo, snapshot: Snapshot) -> _Entry:
         def oracle(requests: dict[FlavorResource, int], contested: set[FlavorResource]) -> str:
@@ -170,15 +172,22 @@ class Scheduler:
         return _Entry(wl, cq, assignment, targets, records)
 
     def heads(
-        self, snapshot: Snapshot, state: QueueState, result: CycleResult
+        self,
+        snapshot: Snapshot,
+        state: QueueState,
+        result: CycleResult,
+        queues: set[str] | None = None,
+        decided: set[str] | frozenset[str] = frozenset(),
     ) -> list[tuple[WorkloadInfo, ClusterQueueInfo]]:
+        """One head per ClusterQueue (of `queues`, or all), skipping workloads decided earlier."""
         heads = []
-        for name in sorted(snapshot.pending):
+        for name in sorted(snapshot.pending if queues is None else queues & snapshot.pending.keys()):
             cq = snapshot.cluster_queues[name]
-            queue = snapshot.pending[name]
+            queue = [wl for wl in snapshot.pending[name] if wl.key not in decided]
             if not cq.active:
-                for wl in queue:
-                    result.pending.append(Pending(wl, name, INADMISSIBLE, f"ClusterQueue {name} is inactive"))
+                if queues is None:
+                    for wl in queue:
+                        result.pending.append(Pending(wl, name, INADMISSIBLE, f"ClusterQueue {name} is inactive"))
                 continue
             # A workload waiting for its victims heads its queue, so the quota (or nodes) they
             # free goes to it and not to an older workload of equal priority, such as a victim.
@@ -194,26 +203,43 @@ class Scheduler:
         return heads
 
     def cycle(self, snapshot: Snapshot, state: QueueState) -> CycleResult:
+        """Kueue's scheduling cycle. With `rounds` > 1, ClusterQueues whose head was admitted (or
+        parked) go on with their next head against the same snapshot, as consecutive cycles would
+        with nothing else changing in between; the operator uses this to write in larger batches."""
         result = CycleResult()
         for wl, reason, message in snapshot.unqueued:
             result.pending.append(Pending(wl, "", reason, message))
-        entries = [self._nominate(wl, cq, snapshot) for wl, cq in self.heads(snapshot, state, result)]
-        entries.sort(
-            key=lambda e: (
-                e.wl.key not in state.waiting,
-                e.assignment.borrowing,
-                -e.wl.priority,
-                e.wl.created,
-                e.wl.key,
-            )
-        )
         touched: set[int] = set()
         targeted: set[str] = set()
-        for entry in entries:
-            root = id(entry.cq.node.root())
-            if root in touched:
-                entry = self._nominate(entry.wl, entry.cq, snapshot)
-            self._process(entry, snapshot, state, result, targeted, touched, root)
+        decided: set[str] = set()
+        queues: set[str] | None = None
+        for _ in range(self.rounds):
+            heads = self.heads(snapshot, state, result, queues, decided)
+            if not heads:
+                break
+            entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
+            entries.sort(
+                key=lambda e: (
+                    e.wl.key not in state.waiting,
+                    e.assignment.borrowing,
+                    -e.wl.priority,
+                    e.wl.created,
+                    e.wl.key,
+                )
+            )
+            progressed: set[str] = set()
+            for entry in entries:
+                root = id(entry.cq.node.root())
+                # Quota is shared within a cohort tree; TAS nodes are shared across trees.
+                nodes_changed = NODES in touched and any(ps.view is not None for ps in entry.assignment.pod_sets)
+                if root in touched or nodes_changed:
+                    entry = self._nominate(entry.wl, entry.cq, snapshot)
+                decided.add(entry.wl.key)
+                if self._process(entry, snapshot, state, result, targeted, touched, root):
+                    progressed.add(entry.cq.name)
+            if not progressed:
+                break
+            queues = progressed
         return result
 
     def _process(
@@ -225,15 +251,20 @@ class Scheduler:
         targeted: set[str],
         touched: set[int],
         root: int,
-    ) -> None:
+    ) -> bool:
+        """Applies one entry's decision; True when its ClusterQueue may go on with its next head
+        (the entry was admitted, or parked as inadmissible)."""
         wl, cq, assignment = entry.wl, entry.cq, entry.assignment
         mode = assignment.mode
         if mode == Mode.FIT:
-            snapshot.assume(wl, cq, assignment.usage, assignment.node_usage())
+            nodes = assignment.node_usage()
+            snapshot.assume(wl, cq, assignment.usage, nodes)
             touched.add(root)
+            if nodes:
+                touched.add(NODES)
             state.waiting.pop(wl.key, None)
             result.admitted.append(Admission(wl, cq.name, _pod_set_assignments(assignment)))
-            return
+            return True
         message = assignment.message()
         if mode == Mode.PREEMPT and entry.targets:
             keys = {t.workload.key for t in entry.targets}
@@ -249,7 +280,7 @@ class Scheduler:
                         "Workload has overlapping preemption targets with another workload",
                     )
                 )
-                return
+                return False
             targeted.update(keys)
             touched.add(root)
             state.waiting[wl.key] = tuple(sorted(keys))
@@ -266,14 +297,14 @@ class Scheduler:
                     f"{message}. Pending the preemption of {len(entry.targets)} workload(s)",
                 )
             )
-            return
+            return False
         if entry.delayed_until is not None:
             # Not parked: it must come back when the delay is over.
             result.explanations.append(Explanation(wl.key, cq.name, message, [], [entry.delay_note]))
             result.pending.append(Pending(wl, cq.name, WAITING_FOR_QUOTA, f"{message}; {entry.delay_note}"))
             if result.retry_at is None or entry.delayed_until < result.retry_at:
                 result.retry_at = entry.delayed_until
-            return
+            return False
         if mode == Mode.PREEMPT:
             result.explanations.append(Explanation(wl.key, cq.name, message, entry.records, ["no victim set found"]))
         state.park(cq.name, wl.key)
@@ -282,3 +313,4 @@ class Scheduler:
         else:
             reason = _pending_reason(assignment)
         result.pending.append(Pending(wl, cq.name, reason, message))
+        return cq.queueing_strategy == "BestEffortFIFO"
