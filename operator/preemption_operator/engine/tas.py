@@ -37,6 +37,8 @@ class TasState:
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     usage: NodeUsage = field(default_factory=NodeUsage)
     by_workload: dict[str, NodeAmounts] = field(default_factory=dict)
+    hostnames: dict[str, str] = field(default_factory=dict)
+    """kubernetes.io/hostname label value -> Node name (assignments name nodes by the label)."""
 
     @classmethod
     def build(
@@ -60,7 +62,8 @@ class TasState:
             ]
             members.sort(key=lambda r: (tuple(r.labels[lv] for lv in levels), r.name))
             views[name] = TopologyView(name, topology.name, levels, tuple(members))
-        return cls(views, records)
+        hostnames = {r.labels.get(HOSTNAME, r.name): r.name for r in records.values()}
+        return cls(views, records, hostnames=hostnames)
 
     def view_for(self, flavors: Mapping[str, str]) -> TopologyView | None:
         for flavor in flavors.values():
@@ -87,7 +90,8 @@ class TasState:
         self, values: Mapping[str, str], pods: int, per_pod: Mapping[str, int], view: TopologyView | None
     ) -> list[tuple[str, int]]:
         if HOSTNAME in values:
-            return [(values[HOSTNAME], pods)]
+            # A hostname label value, not necessarily the Node's name.
+            return [(self.hostnames.get(values[HOSTNAME], values[HOSTNAME]), pods)]
         candidates = view.nodes if view is not None else tuple(self.nodes.values())
         members = [n for n in candidates if all(n.labels.get(k) == v for k, v in values.items())]
         placed: list[tuple[str, int]] = []

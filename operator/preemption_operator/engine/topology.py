@@ -57,7 +57,9 @@ class Placement:
         """(values per reported level, pods), in a stable order."""
         by_name = {n.name: n for n in self.view.nodes}
         if self.view.reports_hostname:
-            return sorted(((name,), pods) for name, pods in self.nodes)
+            # The hostname level's values are kubernetes.io/hostname label values (what Kueue writes
+            # and pods are pinned by), which need not equal the Node's name.
+            return sorted(((by_name[name].labels.get(HOSTNAME, name),), pods) for name, pods in self.nodes)
         counts: dict[tuple[str, ...], int] = {}
         for name, pods in self.nodes:
             key = self.view.domain(by_name[name], len(self.view.levels))
