@@ -1061,17 +1061,6 @@ def competing_tree() -> list[Obj]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open problem (engine/scheduler.py; not spelled out in the reference): an entry that preempts "
-        "reserves nothing for the rest of its cycle. o0 (another cohort tree) is admitted in that cycle "
-        "on r0-n0's free cpu, which the plan (evict s0, use all of rack-0) counted on; the next cycle "
-        "the job preempts s1 too and s0's eviction was wasted. (Kueue at least keeps a preempting "
-        "entry's quota for the rest of the cycle within its cohort, cycleCohortsUsage/resourcesToReserve; "
-        "whether it also holds TAS capacity across trees is not established.)"
-    ),
-)
 def test_competing_workload_does_not_take_the_room_freed_for_the_preemptor(tmp_path: Path) -> None:
     data = simulate_json(competing_tree(), tmp_path)
     assert [a["workload"] for a in preempted(data)] == ["default/s0"]

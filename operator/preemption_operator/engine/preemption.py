@@ -120,8 +120,20 @@ class Context:
         return self.fits_quota(allow_borrowing) and self.fits_topology()
 
     def fits_topology(self) -> bool:
+        """Every TAS pod set has a placement, each seeing the pods of the ones placed before it."""
         usage = self.snapshot.node_usage
-        return all(ps.place(usage) is not None for ps in self.assignment.pod_sets if ps.view is not None)
+        placed_any = False
+        for ps in self.assignment.pod_sets:
+            if ps.view is None or ps.request is None:
+                continue
+            placement = ps.place(usage)
+            if placement is None:
+                return False
+            if not placed_any:
+                usage = usage.copy()
+                placed_any = True
+            usage.add(placement.usage(ps.request.per_pod))
+        return True
 
     def fits_quota(self, allow_borrowing: bool) -> bool:
         node = self.cq.node

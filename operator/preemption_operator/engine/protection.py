@@ -106,7 +106,15 @@ def tolerates(victim: WorkloadInfo, preemptor: WorkloadInfo, now: datetime) -> s
     admitted_at = victim.reserved_at
     if admitted_at is None:
         return f"{cls.kind} {cls.name} tolerates preemption until its quota is reserved"
-    until = admitted_at + timedelta(seconds=policy.toleration_seconds)
+    try:
+        until = admitted_at + timedelta(seconds=policy.toleration_seconds)
+    except OverflowError:
+        # Fix (issue 7 tests): a valid int64 toleration-seconds past datetime's range (year 9999)
+        # crashed the cycle; such a window has not ended yet.
+        return (
+            f"{cls.kind} {cls.name} tolerates preemptors below priority {policy.minimum_preemptable_priority} "
+            f"for {policy.toleration_seconds}s (preemptor has {preemptor.priority})"
+        )
     if now < until:
         return (
             f"{cls.kind} {cls.name} tolerates preemptors below priority {policy.minimum_preemptable_priority} "
@@ -116,9 +124,11 @@ def tolerates(victim: WorkloadInfo, preemptor: WorkloadInfo, now: datetime) -> s
 
 
 def opted_out(wl: WorkloadInfo) -> bool:
-    """The workload's own annotation decides when present; else its priority class's. Only the
-    literal "false" opts out."""
-    if ALLOW_PREEMPTION in wl.annotations:
+    """The workload's own annotation decides when it is "true" or "false"; else its priority
+    class's. Only the literal "false" opts out."""
+    # Fix (issue 7 tests): any other value on the Workload (say "no") used to hide the class's
+    # "false"; YuniKorn (reference A.6) reads the class then, and so does this now.
+    if wl.annotations.get(ALLOW_PREEMPTION) in ("true", "false"):
         return wl.annotations[ALLOW_PREEMPTION] == "false"
     cls = wl.priority_class
     return cls is not None and cls.annotations.get(ALLOW_PREEMPTION) == "false"
@@ -135,15 +145,15 @@ def policy_of(node: QuotaNode) -> str | None:
 
 def victims_disabled(node: QuotaNode) -> QuotaNode | None:
     """The node (the ClusterQueue itself or an ancestor) whose `disabled` policy keeps this
-    ClusterQueue's workloads from being victims, if any. Only `disabled` is inherited; an explicit
-    `default` lower down overrides it."""
+    ClusterQueue's workloads from being victims, if any. Only `disabled` is inherited; a policy set
+    lower down overrides it, whatever its value."""
     current: QuotaNode | None = node
     while current is not None:
-        policy = policy_of(current)
-        if policy == "disabled":
-            return current
-        if policy == "default":
-            return None
+        # Fix (issue 7 tests): `fence`, or an unknown value (treated as `default`), set lower down
+        # used to let an ancestor's `disabled` through; in YuniKorn (reference A.4.2) a queue that
+        # sets the property itself inherits nothing.
+        if POLICY_ANNOTATION in current.annotations:
+            return current if policy_of(current) == "disabled" else None
         current = current.parent
     return None
 

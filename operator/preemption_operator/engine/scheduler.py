@@ -242,6 +242,29 @@ class Scheduler:
             queues = progressed
         return result
 
+    @staticmethod
+    def _reserve(entry: _Entry, snapshot: Snapshot, touched: set[int]) -> None:
+        """Holds the room the victims free for their preemptor for the rest of the cycle, so a later
+        entry cannot take it and waste the evictions (Kueue reserves a preemptor's quota in its
+        cohort for the cycle; here TAS node capacity is held too)."""
+        for target in entry.targets:
+            snapshot.remove_workload(target.workload)
+        usage = snapshot.node_usage
+        nodes: dict[str, dict[str, int]] = {}
+        for ps in entry.assignment.pod_sets:
+            if ps.view is None or ps.request is None:
+                continue
+            placement = ps.place(usage)
+            if placement is None:
+                continue
+            for node, amounts in placement.usage(ps.request.per_pod).items():
+                target_amounts = nodes.setdefault(node, {})
+                for resource, amount in amounts.items():
+                    target_amounts[resource] = target_amounts.get(resource, 0) + amount
+        snapshot.assume(entry.wl, entry.cq, entry.assignment.usage, nodes)
+        if nodes:
+            touched.add(NODES)
+
     def _process(
         self,
         entry: _Entry,
@@ -284,6 +307,7 @@ class Scheduler:
             targeted.update(keys)
             touched.add(root)
             state.waiting[wl.key] = tuple(sorted(keys))
+            self._reserve(entry, snapshot, touched)
             for target in entry.targets:
                 victim_cq = snapshot.cluster_queues[target.workload.cluster_queue or ""]
                 result.preempted.append(
