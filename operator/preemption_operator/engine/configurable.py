@@ -20,7 +20,7 @@ from ..api.v1alpha1 import CandidateSelector, NumericLabelConstraint, Preemption
 from . import protection
 from .notices import Notice
 from .ordering import candidate_key
-from .preemption import CONFIGURABLE_PREEMPTION, Candidate, Context, RuleMatch
+from .preemption import CONFIGURABLE_PREEMPTION, Candidate, CandidateRecord, Context, RuleMatch
 from .quota import QuotaNode
 from .selectors import EVERYTHING, Selector, SelectorError, build
 from .snapshot import ClusterQueueInfo, Snapshot
@@ -425,8 +425,14 @@ class ConfigurablePreemption:
                 raise BuildError(f"{where}: {exc}") from None
             waiting = self._not_yet_active(ctx, rule)
             if waiting is not None:
-                ctx.record(
-                    ctx.preemptor, "rule-skipped", f"rule {rule.name}: {waiting}", f"preemption config {config.name}"
+                ctx.records.append(
+                    CandidateRecord(
+                        ctx.preemptor.key,
+                        ctx.cq.name,
+                        "rule-skipped",
+                        f"rule {rule.name}: {waiting}",
+                        f"preemption config {config.name}",
+                    )
                 )
                 continue
             selectors = []
@@ -454,6 +460,7 @@ class ConfigurablePreemption:
         if required:
             since = protection.pending_since(ctx.preemptor)
             if ctx.snapshot.now - since < required:
+                ctx.wake_no_later_than(since + required)
                 until = (since + required).strftime("%Y-%m-%dT%H:%M:%SZ")
                 return f"minTriggerRequiredDuration {policy.min_trigger_required_duration} not reached (until {until})"
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 
 from . import protection
@@ -103,6 +104,13 @@ class Context:
     snapshot: Snapshot
     assignment: Assignment
     records: list[CandidateRecord] = field(default_factory=list)
+    wake_at: datetime | None = None
+    """The earliest time a protection that held now runs out (a toleration window, a rule's
+    minTriggerRequiredDuration): the decision may change then with nothing else changing."""
+
+    def wake_no_later_than(self, moment: datetime) -> None:
+        if self.wake_at is None or moment < self.wake_at:
+            self.wake_at = moment
 
     @property
     def frs(self) -> set[FlavorResource]:
@@ -302,6 +310,9 @@ def _admissible(ctx: Context, cand: Candidate, pass_: _Pass) -> bool:
     if reason is not None:
         pass_.protected.add(wl.key)
         ctx.record(wl, "excluded", reason, cand.source)
+        ends = protection.toleration_ends(wl, ctx.preemptor, ctx.snapshot.now)
+        if ends is not None:
+            ctx.wake_no_later_than(ends)
         return False
     if protection.opted_out(wl) and not pass_.last_resort:
         pass_.opted_out.append(cand)
@@ -375,13 +386,23 @@ def _fill_back(ctx: Context, targets: list[Candidate], borrowing: bool) -> list[
     return targets
 
 
+@dataclass
+class Search:
+    """The outcome of a victim search: the victims (none if the preemptor cannot fit), what
+    became of every candidate, and when a protection that held runs out."""
+
+    targets: list[Target]
+    records: list[CandidateRecord]
+    wake_at: datetime | None = None
+
+
 def find_targets(
     preemptor: WorkloadInfo,
     cq: ClusterQueueInfo,
     assignment: Assignment,
     snapshot: Snapshot,
     extra: ExtraCandidates | None = None,
-) -> tuple[list[Target], list[CandidateRecord]]:
+) -> Search:
     """The smallest set of workloads whose preemption lets `preemptor` fit, or none.
     The snapshot is left as it was found."""
     ctx = Context(preemptor, cq, snapshot, assignment)
@@ -392,7 +413,7 @@ def find_targets(
     if targets is None and first.opted_out:
         # YuniKorn's law 1: an opt-out is a strong suggestion, not a guarantee.
         targets = _search(ctx, classic, attempts, extra, _Pass(last_resort=True))
-    return targets or [], ctx.records
+    return Search(targets or [], ctx.records, ctx.wake_at)
 
 
 def _search(

@@ -88,6 +88,23 @@ def toleration_of(cls: PriorityClassInfo) -> tuple[Toleration | None, str | None
     return Toleration(minimum, seconds), None
 
 
+def toleration_ends(victim: WorkloadInfo, preemptor: WorkloadInfo, now: datetime) -> datetime | None:
+    """When a time-limited toleration of `victim` against `preemptor` ends, if it is running now."""
+    cls = victim.priority_class
+    if cls is None or victim.reserved_at is None:
+        return None
+    policy, error = toleration_of(cls)
+    if policy is None or error is not None or policy.toleration_seconds < 0:
+        return None
+    if preemptor.priority >= policy.minimum_preemptable_priority:
+        return None
+    try:
+        until = victim.reserved_at + timedelta(seconds=policy.toleration_seconds)
+    except OverflowError:
+        return None
+    return until if now < until else None
+
+
 def tolerates(victim: WorkloadInfo, preemptor: WorkloadInfo, now: datetime) -> str | None:
     """Why `victim` is exempt from `preemptor` under PreemptionToleration, or None."""
     cls = victim.priority_class

@@ -109,6 +109,7 @@ class _Entry:
     records: list[CandidateRecord]
     delayed_until: datetime | None = None
     delay_note: str = ""
+    wake_at: datetime | None = None
 
 
 def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...]:
@@ -148,15 +149,12 @@ class Scheduler:
     def _nominate(self, wl: WorkloadInfo, cq: ClusterQueueInfo, snapshot: Snapshot) -> _Entry:
         def oracle(requests: dict[FlavorResource, int], contested: set[FlavorResource]) -> str:
             trial = Assignment([], dict(requests), False, set(contested))
-            targets, _ = find_targets(wl, cq, trial, snapshot, self.extra)
+            targets = find_targets(wl, cq, trial, snapshot, self.extra).targets
             if not targets:
                 return "none"
             return "preempt" if any(t.workload.cluster_queue == cq.name for t in targets) else "reclaim"
 
         assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage, oracle)
-        targets: list[Target] = []
-        records: list[CandidateRecord] = []
-        delayed_until: datetime | None = None
         if assignment.mode == Mode.PREEMPT:
             delay, source = protection.preemption_delay(cq.node)
             if delay and snapshot.now < protection.pending_since(wl) + delay:
@@ -168,8 +166,9 @@ class Scheduler:
                     f"({protection.DELAY_ANNOTATION} of {kind} {name})"
                 )
                 return _Entry(wl, cq, assignment, [], [], delayed_until, delay_note)
-            targets, records = find_targets(wl, cq, assignment, snapshot, self.extra)
-        return _Entry(wl, cq, assignment, targets, records)
+            search = find_targets(wl, cq, assignment, snapshot, self.extra)
+            return _Entry(wl, cq, assignment, search.targets, search.records, wake_at=search.wake_at)
+        return _Entry(wl, cq, assignment, [], [])
 
     def heads(
         self,
@@ -278,6 +277,8 @@ class Scheduler:
         """Applies one entry's decision; True when its ClusterQueue may go on with its next head
         (the entry was admitted, or parked as inadmissible)."""
         wl, cq, assignment = entry.wl, entry.cq, entry.assignment
+        if entry.wake_at is not None and (result.retry_at is None or entry.wake_at < result.retry_at):
+            result.retry_at = entry.wake_at
         mode = assignment.mode
         if mode == Mode.FIT:
             nodes = assignment.node_usage()

@@ -102,6 +102,12 @@ def evicted(
         # (Kueue counts it as done); only the quota is given back.
         return released(out, previous.get("message", ""), now, generation)
     evicted_message, preempted_message = eviction_messages(decision)
+    reserved = get_condition(out, "QuotaReserved")
+    if reserved is not None and reserved.get("status") == "True" and reserved.get("lastTransitionTime"):
+        # As Kueue does: the time it ran counts towards its accumulated execution time.
+        started = datetime.fromisoformat(str(reserved["lastTransitionTime"]).replace("Z", "+00:00"))
+        ran = max(0, int((now - started).total_seconds()))
+        out["accumulatedPastExecutionTimeSeconds"] = int(out.get("accumulatedPastExecutionTimeSeconds") or 0) + ran
     set_condition(out, "Evicted", "True", "Preempted", evicted_message, now, generation)
     set_condition(out, "Preempted", "True", decision.target.reason, preempted_message, now, generation)
     cause = decision.target.rule.config if decision.target.rule is not None else ""
