@@ -23,7 +23,7 @@ from ..engine.scheduler import Admission, CycleResult, Pending, Preemption, Queu
 from ..engine.snapshot import Snapshot
 from ..engine.workload import WorkloadInfo
 from ..k8s import resources
-from ..k8s.writer import StatusWriter
+from ..k8s.writer import StatusFn, StatusWriter
 from ..metrics import Metrics
 from . import statuses
 
@@ -151,6 +151,13 @@ class SchedulingLoop:
 
     # -- writing decisions -------------------------------------------------------------------
 
+    async def _write(self, wl: WorkloadInfo, compute: StatusFn) -> dict[str, Any] | None:
+        """Writes a Workload's status from the version the decision saw (retried from a fresh read
+        on conflict) and puts the result in the cache at once."""
+        written = await self.writer.update_status(resources.Workload, wl.name, wl.namespace, compute, wl.obj.to_wire())
+        self._store(written)
+        return written
+
     def _store(self, written: dict[str, Any] | None) -> None:
         if written is None:
             return
@@ -204,12 +211,9 @@ class SchedulingLoop:
                 return None  # no longer holds that quota: nothing to evict
             return wl_status.evicted(status, p, now, current["metadata"].get("generation"))
 
-        written = await self.writer.update_status(
-            resources.Workload, victim.name, victim.namespace, compute, current=victim.obj.to_wire()
-        )
+        written = await self._write(victim, compute)
         if written is None:
             return
-        self._store(written)
         evicted_message, preempted_message = wl_status.eviction_messages(p)
         cause = p.target.rule.config if p.target.rule is not None else ""
         self.metrics.preempted.labels(preempting_cluster_queue=p.preemptor_cluster_queue, reason=p.target.reason).inc()
@@ -242,12 +246,9 @@ class SchedulingLoop:
                 return None  # someone admitted it already
             return wl_status.admitted(status, a, now, current["metadata"].get("generation"))
 
-        written = await self.writer.update_status(
-            resources.Workload, wl.name, wl.namespace, compute, current=wl.obj.to_wire()
-        )
+        written = await self._write(wl, compute)
         if written is None:
             return
-        self._store(written)
         self.metrics.admitted.labels(cluster_queue=a.cluster_queue).inc()
         waited = int((now - wl.created).total_seconds())
         self._event(
@@ -279,12 +280,9 @@ class SchedulingLoop:
                 return None
             return wl_status.pending(status, p, now, current["metadata"].get("generation"))
 
-        written = await self.writer.update_status(
-            resources.Workload, wl.name, wl.namespace, compute, current=wl.obj.to_wire()
-        )
+        written = await self._write(wl, compute)
         if written is None:
             return
-        self._store(written)
         if p.reason == "WaitingForPreemptedWorkloads":
             self._event(written, "Workload", KUEUE_V1BETA2, "Warning", p.reason, p.message)
 
