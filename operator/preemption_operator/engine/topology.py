@@ -38,6 +38,19 @@ class TopologyView:
     def domain(self, node: NodeRecord, depth: int) -> tuple[str, ...]:
         return tuple(node.labels[level] for level in self.levels[:depth])
 
+    def domains(self, depth: int) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
+        """The domains of a level (by depth, 1 = widest) with the indexes of their nodes; computed
+        once per view, as placement asks for them at every fit check of a victim search."""
+        cache = self.__dict__.setdefault("_domains", {})
+        found: list[tuple[tuple[str, ...], tuple[int, ...]]] | None = cache.get(depth)
+        if found is None:
+            groups: dict[tuple[str, ...], list[int]] = {}
+            for i, node in enumerate(self.nodes):
+                groups.setdefault(self.domain(node, depth), []).append(i)
+            found = [(key, tuple(members)) for key, members in sorted(groups.items())]
+            cache[depth] = found
+        return found
+
     @property
     def reports_hostname(self) -> bool:
         return self.levels[-1] == HOSTNAME
@@ -165,10 +178,13 @@ def place(
     """A placement for `count` pods, or None. With `usage` None the nodes count as empty."""
     used = usage.used if usage is not None else {}
     selector = node_selector or {}
+    nodes = view.nodes
+    if selector:
+        keep = [all(n.labels.get(k) == v for k, v in selector.items()) for n in nodes]
+    empty: Mapping[str, int] = {}
     capacities = [
-        (node, node_capacity(node, used.get(node.name, {}), per_pod))
-        for node in view.nodes
-        if all(node.labels.get(k) == v for k, v in selector.items())
+        node_capacity(node, used.get(node.name, empty), per_pod) if not selector or keep[i] else 0
+        for i, node in enumerate(nodes)
     ]
     level = required or preferred
     if level is not None:
@@ -182,25 +198,25 @@ def place(
                 return Placement(view, found)
         if required:
             return None
-    spread = _fill(capacities, count)
+    spread = _fill(((node, capacities[i]) for i, node in enumerate(nodes)), count)
     return Placement(view, spread) if spread is not None else None
 
 
 def _best_domain(
-    view: TopologyView, capacities: list[tuple[NodeRecord, int]], count: int, depth: int
+    view: TopologyView, capacities: list[int], count: int, depth: int
 ) -> tuple[tuple[str, int], ...] | None:
-    domains: dict[tuple[str, ...], list[tuple[NodeRecord, int]]] = {}
-    for node, capacity in capacities:
-        domains.setdefault(view.domain(node, depth), []).append((node, capacity))
-    fitting = [
-        (min(sum(c for _, c in members), UNBOUNDED), key, members)
-        for key, members in domains.items()
-        if sum(c for _, c in members) >= count
-    ]
-    if not fitting:
+    """The tightest domain of `depth` that holds `count` pods (least capacity left, then name)."""
+    best: tuple[int, tuple[str, ...]] | None = None
+    best_members: tuple[int, ...] = ()
+    for key, members in view.domains(depth):
+        total = 0
+        for i in members:
+            total += capacities[i]
+        if total >= count and (best is None or (min(total, UNBOUNDED), key) < best):
+            best, best_members = (min(total, UNBOUNDED), key), members
+    if best is None:
         return None
-    _, _, members = min(fitting, key=lambda item: (item[0], item[1]))
-    return _fill(members, count)
+    return _fill(((view.nodes[i], capacities[i]) for i in best_members), count)
 
 
 def fit_message(
