@@ -90,8 +90,11 @@ def run(objects: list[Any], now: datetime, max_cycles: int = 100) -> Simulation:
         for warning in [*object_notices, *configurable.warnings]:
             if warning not in sim.warnings:
                 sim.warnings.append(warning)
-        if result.preempted:
-            state.quota_released(snapshot, {p.victim.cluster_queue or "" for p in result.preempted})
+        freed = {p.victim.cluster_queue or "" for p in result.preempted} | {
+            e.workload.cluster_queue or "" for e in result.evicted
+        }
+        if freed:
+            state.quota_released(snapshot, freed)
         parked_after = sum(len(keys) for keys in state.inadmissible.values())
         if not result.changed and not pending_changed and parked_after <= parked_before:
             break
@@ -119,6 +122,20 @@ def _apply(cache: Cache, sim: Simulation, cycle: int, result: CycleResult, now: 
                 "clusterQueue": p.victim.cluster_queue,
                 "reason": p.target.reason,
                 "message": message.get("message", ""),
+            }
+        )
+    for e in result.evicted:
+        info = cache.infos[e.workload.key]
+        new = wl_status.drained(_status(info), e, now, info.obj.metadata.generation)
+        cache.upsert(_with_status(info, new))
+        sim.actions.append(
+            {
+                "cycle": cycle,
+                "action": "Evicted",
+                "workload": e.workload.key,
+                "clusterQueue": e.workload.cluster_queue,
+                "reason": e.reason,
+                "message": e.message,
             }
         )
     for a in result.admitted:

@@ -19,7 +19,7 @@ from ..engine import status as wl_status
 from ..engine.cache import Cache, ObjectError, parse_object
 from ..engine.configurable import ConfigurablePreemption
 from ..engine.notices import Notice
-from ..engine.scheduler import Admission, CycleResult, Pending, Preemption, QueueState, Scheduler
+from ..engine.scheduler import Admission, CycleResult, Eviction, Pending, Preemption, QueueState, Scheduler
 from ..engine.snapshot import Snapshot
 from ..engine.workload import WorkloadInfo
 from ..k8s import resources
@@ -126,8 +126,11 @@ class SchedulingLoop:
         result = self.scheduler.cycle(snapshot, self.state)
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         await self._apply(result, snapshot, now)
-        if result.preempted:
-            self.state.quota_released(snapshot, {p.victim.cluster_queue or "" for p in result.preempted})
+        freed = {p.victim.cluster_queue or "" for p in result.preempted} | {
+            e.workload.cluster_queue or "" for e in result.evicted
+        }
+        if freed:
+            self.state.quota_released(snapshot, freed)
         await self._notices()
         # Queue statuses are for people: refresh them when the cluster settles, or every few
         # seconds while admissions stream in, so they never take write capacity from workloads.
@@ -175,6 +178,7 @@ class SchedulingLoop:
             async with limit:
                 await write
 
+        await asyncio.gather(*(bounded(self._drain(e, now)) for e in result.evicted))
         await asyncio.gather(*(bounded(self._preempt(p, now)) for p in result.preempted))
         await asyncio.gather(*(bounded(self._admit(a, now)) for a in result.admitted))
         await asyncio.gather(*(bounded(self._pending(p, now)) for p in result.pending))
@@ -199,6 +203,22 @@ class SchedulingLoop:
         """Waits (a little) for Events still being posted, at shutdown."""
         if self.event_tasks:
             await asyncio.wait(list(self.event_tasks), timeout=timeout)
+
+    async def _drain(self, e: Eviction, now: datetime) -> None:
+        wl = e.workload
+
+        def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+            status = current.get("status") or {}
+            reserved = wl_status.get_condition(status, "QuotaReserved")
+            if not reserved or reserved["status"] != "True":
+                return None
+            return wl_status.drained(status, e, now, current["metadata"].get("generation"))
+
+        written = await self._write(wl, compute)
+        if written is None:
+            return
+        self.metrics.evicted.labels(cluster_queue=wl.cluster_queue or "", reason=e.reason, underlying_cause="").inc()
+        self._event(written, "Workload", KUEUE_V1BETA2, "Normal", f"EvictedDueTo{e.reason}", e.message)
 
     async def _preempt(self, p: Preemption, now: datetime) -> None:
         victim = p.victim

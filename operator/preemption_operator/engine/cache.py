@@ -91,6 +91,8 @@ class _Tree:
 
     cluster_queues: dict[str, ClusterQueueInfo]
     cohorts: dict[str, QuotaNode]
+    draining: list[str]
+    """ClusterQueues stopped with HoldAndDrain."""
 
 
 class Cache:
@@ -103,6 +105,9 @@ class Cache:
         self._tree: _Tree | None = None
         self._pending_by_queue: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
         self._versions: dict[tuple[str, str], str] = {}
+        self._draining_local_queues: set[str] = set()
+        self._deactivated: set[str] = set()
+        """Workloads holding quota although `spec.active` is false: the next cycle evicts them."""
         self._tas: TasState | None = None
         self.notices: dict[tuple[str, str], list[Notice]] = {}
         """Problems found in objects as they came in (kind, name) -> notices; they stay until fixed."""
@@ -131,6 +136,11 @@ class Cache:
             self._add_workload(build_info(obj, self._priority_classes))
             return True
         self.objects[kind][key] = obj
+        if kind == "LocalQueue":
+            if obj.spec.stop_policy == "HoldAndDrain":
+                self._draining_local_queues.add(key)
+            else:
+                self._draining_local_queues.discard(key)
         self._check(kind, key, obj)
         self._changed(kind)
         return True
@@ -156,6 +166,8 @@ class Cache:
 
     def delete(self, kind: str, key: str) -> None:
         self._versions.pop((kind, key), None)
+        if kind == "LocalQueue":
+            self._draining_local_queues.discard(key)
         self.notices.pop((kind, key), None)
         if kind == "Workload":
             self._remove_workload(key)
@@ -197,6 +209,8 @@ class Cache:
         if info.finished:
             return
         if info.cluster_queue is not None:
+            if not info.active:
+                self._deactivated.add(info.key)
             if self._tas is not None:
                 self._tas.add(info)
             if self._tree is not None:
@@ -211,6 +225,7 @@ class Cache:
         info = self.infos.pop(key, None)
         if info is None:
             return
+        self._deactivated.discard(key)
         if self._tas is not None:
             self._tas.discard(info.key)
         if info.cluster_queue is not None:
@@ -307,7 +322,8 @@ class Cache:
                 if target is not None:
                     target.workloads[info.key] = info
                     target.node.add(info.usage)
-        return _Tree(cluster_queues, cohorts)
+        draining = sorted(n for n, cq in cluster_queues.items() if cq.stop_policy == "HoldAndDrain")
+        return _Tree(cluster_queues, cohorts, draining)
 
     def tree(self) -> _Tree:
         if self._tree is None:
@@ -342,6 +358,9 @@ class Cache:
                 if lq is None:
                     unqueued.append((info, "Inadmissible", f"LocalQueue {queue_name} doesn't exist"))
                     continue
+                if lq.spec.stop_policy != "None":
+                    unqueued.append((info, "Inadmissible", f"LocalQueue {queue_name} is inactive"))
+                    continue
                 cq_name = lq.spec.cluster_queue
                 if cq_name not in queue_names:
                     unqueued.append((info, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist"))
@@ -352,12 +371,28 @@ class Cache:
                 pending.setdefault(cq_name, []).append(info)
         for infos_list in pending.values():
             infos_list.sort(key=queue_order)
+        drains = [(self.infos[key], "Deactivated", "The workload is deactivated") for key in sorted(self._deactivated)]
+        for name in tree.draining:  # queues stopped with HoldAndDrain: rare, kept in a list
+            cq = tree.cluster_queues[name]
+            drained = sorted(k for k in cq.workloads if k not in self._deactivated)
+            drains += [(cq.workloads[k], "ClusterQueueStopped", "The ClusterQueue is stopped") for k in drained]
+        for key in sorted(self._draining_local_queues):
+            lq = local_queues.get(key)
+            target = tree.cluster_queues.get(lq.spec.cluster_queue) if lq is not None else None
+            if target is None or target.stop_policy == "HoldAndDrain":
+                continue
+            drains += [
+                (wl, "LocalQueueStopped", "The LocalQueue is stopped")
+                for _, wl in sorted(target.workloads.items())
+                if f"{wl.namespace}/{wl.queue_name}" == key and wl.key not in self._deactivated
+            ]
         unqueued.sort(key=lambda item: item[0].key)
         return Snapshot(
             now=now,
             trees=trees,
             pending=pending,
             unqueued=unqueued,
+            drains=drains,
             workloads=self.infos,
             flavors=dict(self.objects["ResourceFlavor"]),
             tas=self.tas(),

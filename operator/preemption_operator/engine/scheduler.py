@@ -48,6 +48,15 @@ class Preemption:
 
 
 @dataclass(frozen=True)
+class Eviction:
+    """An eviction that is not a preemption: the workload was deactivated or its queue drained."""
+
+    workload: WorkloadInfo
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Pending:
     workload: WorkloadInfo
     cluster_queue: str
@@ -71,13 +80,14 @@ class CycleResult:
     admitted: list[Admission] = field(default_factory=list)
     preempted: list[Preemption] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
+    evicted: list[Eviction] = field(default_factory=list)
     explanations: list[Explanation] = field(default_factory=list)
     retry_at: datetime | None = None
     """The earliest time a decision may change with nothing else changing (a preemption delay ends)."""
 
     @property
     def changed(self) -> bool:
-        return bool(self.admitted or self.preempted)
+        return bool(self.admitted or self.preempted or self.evicted)
 
 
 @dataclass
@@ -208,6 +218,10 @@ class Scheduler:
         result = CycleResult()
         for wl, reason, message in snapshot.unqueued:
             result.pending.append(Pending(wl, "", reason, message))
+        for wl, reason, message in snapshot.drains:
+            # Their quota is free for this cycle's decisions already.
+            snapshot.remove_workload(wl)
+            result.evicted.append(Eviction(wl, reason, message))
         touched: set[int] = set()
         targeted: set[str] = set()
         decided: set[str] = set()

@@ -140,6 +140,9 @@ class Snapshot:
     """Pending workloads per ClusterQueue, in queue order."""
     unqueued: list[tuple[WorkloadInfo, str, str]]
     """Pending workloads that cannot reach a ClusterQueue, with a reason and message."""
+    drains: list[tuple[WorkloadInfo, str, str]]
+    """Admitted workloads that must give their quota back (deactivated, or their queue is
+    stopped with HoldAndDrain), with the Evicted reason and message."""
     workloads: dict[str, WorkloadInfo]
     flavors: dict[str, ResourceFlavor]
     preemption_configs: dict[str, PreemptionConfig]

@@ -13,7 +13,7 @@ from typing import Any
 
 from .preemption import CONFIGURABLE_PREEMPTION, preemption_message
 from .protection import LAST_RESORT_SUFFIX
-from .scheduler import Admission, Pending, Preemption
+from .scheduler import Admission, Eviction, Pending, Preemption
 
 MAX_MESSAGE = 32 * 1024
 
@@ -111,15 +111,33 @@ def evicted(
     set_condition(out, "Evicted", "True", "Preempted", evicted_message, now, generation)
     set_condition(out, "Preempted", "True", decision.target.reason, preempted_message, now, generation)
     cause = decision.target.rule.config if decision.target.rule is not None else ""
-    stats = out.setdefault("schedulingStats", {})
+    _count_eviction(out, "Preempted", cause)
+    return released(out, evicted_message, now, generation)
+
+
+def drained(status: dict[str, Any] | None, decision: Eviction, now: datetime, generation: int | None) -> dict[str, Any]:
+    """A workload evicted because it was deactivated or its queue is draining; it gives its quota
+    back at once (no job to stop). A deactivated workload is not requeued."""
+    out = copy.deepcopy(status or {})
+    set_condition(out, "Evicted", "True", decision.reason, decision.message, now, generation)
+    _count_eviction(out, decision.reason, "")
+    out = released(out, decision.message, now, generation)
+    if decision.reason == "Deactivated":
+        set_condition(out, "Requeued", "False", "Deactivated", decision.message, now, generation)
+        set_condition(out, "QuotaReserved", "False", "Inactive", decision.message, now, generation)
+    else:
+        set_condition(out, "Requeued", "True", decision.reason, decision.message, now, generation)
+    return out
+
+
+def _count_eviction(status: dict[str, Any], reason: str, cause: str) -> None:
+    stats = status.setdefault("schedulingStats", {})
     evictions: list[dict[str, Any]] = stats.setdefault("evictions", [])
     for entry in evictions:
-        if entry.get("reason") == "Preempted" and entry.get("underlyingCause", "") == cause:
+        if entry.get("reason") == reason and entry.get("underlyingCause", "") == cause:
             entry["count"] = int(entry.get("count", 0)) + 1
-            break
-    else:
-        evictions.append({"reason": "Preempted", "underlyingCause": cause, "count": 1})
-    return released(out, evicted_message, now, generation)
+            return
+    evictions.append({"reason": reason, "underlyingCause": cause, "count": 1})
 
 
 def released(status: dict[str, Any], message: str, now: datetime, generation: int | None) -> dict[str, Any]:
