@@ -113,6 +113,27 @@ def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cyc
     click.echo(report.render(result, output), nl=False)
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--workload", "-w", required=True, metavar="NAMESPACE/NAME", help="The workload to explain.")
+@click.option("--now", "now_text", metavar="RFC3339", help="The time the cycles run at (default: the current time).")
+@click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
+def explain(paths: tuple[Path, ...], workload: str, now_text: str | None, max_cycles: int) -> None:
+    """Explain one workload: its conditions, every decision about it, and for each victim search
+    it took part in, what became of each candidate and why."""
+    from . import manifests, report
+    from . import simulate as simulation
+
+    now = _parse_now(now_text)
+    try:
+        objects = manifests.parse(manifests.read(paths))
+    except manifests.ManifestError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    result = simulation.run(objects, now, max_cycles)
+    click.echo(report.explain(result.to_dict(), workload), nl=False)
+
+
 def _parse_now(text: str | None) -> datetime:
     if text is None:
         return datetime.now(UTC).replace(microsecond=0)

@@ -75,3 +75,54 @@ def text(data: dict[str, Any], cycles: int) -> str:
                     f"      {cand['outcome']:<9} {cand['workload']} ({cand['clusterQueue']}): {cand['detail']}{source}"
                 )
     return "\n".join(lines) + "\n"
+
+
+def explain(data: dict[str, Any], workload: str) -> str:
+    """Everything a simulation decided about one workload (`namespace/name`), for people."""
+    lines = [f"Workload {workload}"]
+    final = next((w for w in data["workloads"] if f"{w['namespace']}/{w['name']}" == workload), None)
+    if final is None:
+        return f"no workload {workload} in the input\n"
+    status = final["status"]
+    for condition in status.get("conditions", []):
+        lines.append(
+            f"  {condition['type']:<14} {condition['status']:<6} {condition.get('reason', '')}: {condition.get('message', '')}"
+        )
+    cq = (status.get("admission") or {}).get("clusterQueue")
+    if cq:
+        lines.append(f"  admitted in ClusterQueue {cq}")
+    lines.append("")
+    lines.append("What happened:")
+    for action in data["actions"]:
+        if workload not in (action["workload"], action.get("preemptor")):
+            continue
+        if action["action"] == "Preempted" and action["workload"] != workload:
+            lines.append(f"  [{action['cycle']}] preempted {action['workload']} ({action['reason']})")
+        elif action["action"] == "Preempted":
+            lines.append(
+                f"  [{action['cycle']}] preempted by {action['preemptor']} ({action['reason']}): {action['message']}"
+            )
+        elif action["action"] == "Admitted":
+            lines.append(f"  [{action['cycle']}] admitted in {action['clusterQueue']}")
+        else:
+            lines.append(
+                f"  [{action['cycle']}] {action['action']} ({action.get('reason', '')}): {action.get('message', '')}"
+            )
+    for exp in data["explanations"]:
+        as_preemptor = exp["preemptor"] == workload
+        mine = [c for c in exp["candidates"] if c["workload"] == workload and not as_preemptor]
+        if not as_preemptor and not mine:
+            continue
+        lines.append("")
+        if as_preemptor:
+            lines.append(f"Cycle {exp['cycle']}, as preemptor in {exp['clusterQueue']}: {exp['message']}")
+            for note in exp["notes"]:
+                lines.append(f"  note: {note}")
+            records = exp["candidates"]
+        else:
+            lines.append(f"Cycle {exp['cycle']}, as a candidate for {exp['preemptor']}:")
+            records = mine
+        for cand in records:
+            source = f" [{cand['source']}]" if cand.get("source") else ""
+            lines.append(f"  {cand['outcome']:<12} {cand['workload']}: {cand['detail']}{source}")
+    return "\n".join(lines) + "\n"

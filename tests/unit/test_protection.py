@@ -1442,7 +1442,11 @@ def test_guaranteed_queues_example() -> None:
         "team-b/batch-3": f"Pending({WAITING_FOR_QUOTA})",
         "team-c/sandbox-2": f"Pending({WAITING_FOR_QUOTA})",
     }
-    fenced = [r for r in explanation_records(data, "team-c/sandbox-2") if r["outcome"] == "excluded"]
+    fenced = [
+        r
+        for r in explanation_records(data, "team-c/sandbox-2")
+        if r["outcome"] == "excluded" and r["detail"].startswith("outside the preemption fence")
+    ]
     assert "team-b/batch-1" in {r["workload"] for r in fenced}
     assert {r["workload"].split("/")[0] for r in fenced} == {"team-b"}
     assert {r["detail"] for r in fenced} == {"outside the preemption fence of Cohort sandbox"}

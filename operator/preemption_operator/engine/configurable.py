@@ -78,6 +78,10 @@ def _selector(filter_name: str, raw: object, nil: Selector) -> Selector:
         raise BuildError(f"building {filter_name} filter (InvalidSelector): {exc}") from None
 
 
+def in_scope_of(selector: BuiltSelector, preemptor: ClusterQueueInfo, candidate: ClusterQueueInfo) -> bool:
+    return in_scope(selector.scope, preemptor, candidate)
+
+
 def in_scope(scope: str, preemptor: ClusterQueueInfo, candidate: ClusterQueueInfo) -> bool:
     if scope == "AnyClusterQueue":
         return True
@@ -361,19 +365,31 @@ class ConfigurablePreemption:
         if not built:
             return True
         found: dict[str, tuple[WorkloadInfo, dict[str, list[BuiltSelector]]]] = {}
+        # Why in-scope workloads were not selected, by UID: "rule/selector field" per selector.
+        misses: dict[str, tuple[WorkloadInfo, list[str]]] = {}
         for cq in self._cluster_queues(ctx, built):
             for rule, selectors in built:
-                live = [s for s in selectors if s.cq_matches(ctx.cq, cq) is None]
-                if not live:
+                in_scope = [s for s in selectors if in_scope_of(s, ctx.cq, cq)]
+                if not in_scope:
                     continue
                 for wl in ctx.snapshot.admitted(cq):
                     if not self._contested(ctx, wl, trigger):
                         continue
-                    for selector in live:
-                        if selector.workload_matches(wl) is not None or selector.quota_matches(ctx, wl) is not None:
+                    for selector in in_scope:
+                        failed = (
+                            selector.cq_matches(ctx.cq, cq)
+                            or selector.workload_matches(wl)
+                            or selector.quota_matches(ctx, wl)
+                        )
+                        if failed is not None:
+                            misses.setdefault(wl.uid, (wl, []))[1].append(f"{rule.name}/{selector.index} {failed}")
                             continue
                         entry = found.setdefault(wl.uid, (wl, {}))
                         entry[1].setdefault(rule.name, []).append(selector)
+        source = f"preemption config {config.name} ({trigger})"
+        for uid, (wl, reasons) in sorted(misses.items(), key=lambda item: item[1][0].key):
+            if uid not in found:
+                ctx.record(wl, "excluded", "not selected: " + "; ".join(f"{r} does not match" for r in reasons), source)
         order = {rule.name: i for i, rule in enumerate(config.rules)}
         now, name = ctx.snapshot.now, ctx.cq.name
         for wl, matches in sorted(found.values(), key=lambda item: candidate_key(item[0], name, now)):

@@ -413,7 +413,15 @@ def find_targets(
     if targets is None and first.opted_out:
         # YuniKorn's law 1: an opt-out is a strong suggestion, not a guarantee.
         targets = _search(ctx, classic, attempts, extra, _Pass(last_resort=True))
-    return Search(targets or [], ctx.records, ctx.wake_at)
+    # Later attempts and the last-resort pass revisit candidates: keep each line once.
+    seen: set[tuple[str, str, str, str]] = set()
+    records = []
+    for rec in ctx.records:
+        line = (rec.workload, rec.outcome, rec.detail, rec.source)
+        if line not in seen:
+            seen.add(line)
+            records.append(rec)
+    return Search(targets or [], records, ctx.wake_at)
 
 
 def _search(
