@@ -15,7 +15,7 @@ from enum import Enum
 from . import protection
 from .flavors import Assignment
 from .ordering import candidate_key
-from .quota import FlavorResource, quantities_fit_in_quota
+from .quota import FlavorResource, QuotaNode, quantities_fit_in_quota
 from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo
 
@@ -84,7 +84,8 @@ class Candidate:
     workload: WorkloadInfo
     reason: str
     variant: Variant | None = None
-    lca: object | None = None
+    lca: QuotaNode | None = None
+    """The lowest common ancestor with the preemptor's ClusterQueue (for other queues' workloads)."""
     rule: RuleMatch | None = None
     last_resort: bool = False
 
@@ -202,7 +203,7 @@ def _classify(ctx: Context, wl: WorkloadInfo, hierarchical_advantage: bool) -> V
     return Variant.RECLAIM_WHILE_BORROWING
 
 
-def _from_cq(ctx: Context, cq: ClusterQueueInfo, lca: object | None, advantage: bool) -> list[Candidate]:
+def _from_cq(ctx: Context, cq: ClusterQueueInfo, lca: QuotaNode | None, advantage: bool) -> list[Candidate]:
     found = []
     for wl in ctx.snapshot.admitted(cq):
         variant = _classify(ctx, wl, advantage)
@@ -212,11 +213,15 @@ def _from_cq(ctx: Context, cq: ClusterQueueInfo, lca: object | None, advantage: 
 
 
 def _collect_in_subtree(
-    ctx: Context, cohort: object, subtree_root: object, skip: object, advantage: bool, result: list[Candidate]
+    ctx: Context,
+    cohort: QuotaNode,
+    subtree_root: QuotaNode,
+    skip: QuotaNode | None,
+    advantage: bool,
+    result: list[Candidate],
 ) -> None:
-    from .quota import QuotaNode
-
-    assert isinstance(cohort, QuotaNode)
+    """Candidates of the ClusterQueues below `cohort` that use more than their quota, skipping
+    the subtree already searched and subtrees within their nominal quota."""
     for child in cohort.child_cohorts:
         if child is skip or child.within_nominal(ctx.frs):
             continue

@@ -83,7 +83,6 @@ class WorkloadInfo:
     usage: Mapping[FlavorResource, int]
     reserved_at: datetime | None
     evicted: bool
-    requeued_at: datetime | None
     accumulated_execution_seconds: int = 0
     """status.accumulatedPastExecutionTimeSeconds: time run before earlier evictions."""
 
@@ -226,7 +225,6 @@ def build_info(
                 usage[fr] = usage.get(fr, 0) + amount
         admitted = tuple(psa_list)
 
-    requeued = find_condition(obj, "Requeued")
     created = meta.creation_timestamp or datetime.fromtimestamp(0).astimezone()
     return WorkloadInfo(
         obj=obj,
@@ -249,6 +247,5 @@ def build_info(
         usage=usage,
         reserved_at=reserved_at,
         evicted=is_true(obj, "Evicted"),
-        requeued_at=requeued.last_transition_time if requeued is not None and requeued.status == "True" else None,
         accumulated_execution_seconds=(obj.status.accumulated_past_execution_time_seconds or 0) if obj.status else 0,
     )
