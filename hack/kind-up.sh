@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the operator in a local kind cluster: creates the cluster (or reuses it), builds the
 # operator image from the Dockerfile, loads it into the cluster's nodes, installs crds/,
-# deploys config/ (kustomize) with that image, and applies examples/hero-job/.
+# deploys config/ (kustomize) with that image, and runs examples/hero-job/ as its README does.
 #
 # Usage: hack/kind-up.sh
 # Needs: docker, kind, kubectl (kubectl's built-in kustomize renders config/).
@@ -126,10 +126,23 @@ else
   log "no config/ folder yet: the operator itself is not deployed"
 fi
 
-# 5. The example.
-if [ "${SKIP_EXAMPLES:-}" != 1 ] && [ -d "$ROOT/examples/hero-job" ]; then
-  log "applying examples/hero-job/"
-  render "$ROOT/examples/hero-job" | apply_stream | sed 's/^/  /' >&2
+# 5. The example, as its README runs it: the running workloads first, the hero once they are in.
+example="$ROOT/examples/hero-job"
+if [ "${SKIP_EXAMPLES:-}" != 1 ] && [ -d "$example" ]; then
+  log "applying examples/hero-job/ (all but pending.yaml)"
+  for file in "$example"/*.yaml; do
+    [ "$(basename "$file")" = pending.yaml ] && continue
+    apply_stream <"$file" | sed 's/^/  /' >&2
+  done
+  if [ -n "$config" ]; then
+    log "waiting for the operator to admit them"
+    kc wait --for=condition=Admitted workload --all -A --timeout=180s >&2
+  fi
+  if [ -f "$example/pending.yaml" ]; then
+    log "applying examples/hero-job/pending.yaml"
+    apply_stream <"$example/pending.yaml" | sed 's/^/  /' >&2
+  fi
+  log "then: kubectl --context $CONTEXT describe workload -n research train-a"
 fi
 
 log "done: kubectl --context $CONTEXT get pods -A"
