@@ -13,7 +13,7 @@ from ..api.v1beta2 import ResourceFlavor
 from .quota import FlavorResource, QuotaNode
 from .snapshot import ClusterQueueInfo
 from .tas import TasState
-from .topology import NodeUsage, Placement, TopologyView, fit_message, place
+from .topology import CapacityMemo, NodeUsage, Placement, TopologyView, fit_message, place
 from .workload import PodSetRequest, WorkloadInfo
 
 
@@ -38,6 +38,7 @@ class PodSetFlavors:
     """The TAS flavor's nodes, when the pod set must be placed on a topology."""
     placement: Placement | None = None
     topology_failed: bool = False
+    memo: CapacityMemo = field(default_factory=CapacityMemo, repr=False)
 
     def place(self, usage: NodeUsage | None) -> Placement | None:
         assert self.view is not None and self.request is not None
@@ -49,6 +50,7 @@ class PodSetFlavors:
             required=self.request.required_topology,
             preferred=self.request.preferred_topology,
             node_selector=self.request.node_selector,
+            memo=self.memo,
         )
 
     def message(self) -> str:

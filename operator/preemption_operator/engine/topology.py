@@ -134,21 +134,48 @@ def node_capacity(node: NodeRecord, used: Mapping[str, int], per_pod: Mapping[st
 
 @dataclass
 class NodeUsage:
-    """Resources in use per node; a snapshot copies it before changing it."""
+    """Resources in use per node; a snapshot copies it before changing it. Each node's revision
+    counts its changes, so placements can reuse what they computed for unchanged nodes."""
 
     used: dict[str, dict[str, int]] = field(default_factory=dict)
+    revisions: dict[str, int] = field(default_factory=dict)
 
     def add(self, usage: Mapping[str, Mapping[str, int]], sign: int = 1) -> None:
         for node, amounts in usage.items():
             current = self.used.setdefault(node, {})
             for resource, amount in amounts.items():
                 current[resource] = current.get(resource, 0) + sign * amount
+            self.revisions[node] = self.revisions.get(node, 0) + 1
 
     def remove(self, usage: Mapping[str, Mapping[str, int]]) -> None:
         self.add(usage, -1)
 
     def copy(self) -> NodeUsage:
-        return NodeUsage({node: dict(amounts) for node, amounts in self.used.items()})
+        return NodeUsage({node: dict(amounts) for node, amounts in self.used.items()}, dict(self.revisions))
+
+
+class CapacityMemo:
+    """Pods of one shape that fit on each node, remembered per node revision: a victim search
+    checks placement after every removal, and a removal changes only the victim's nodes."""
+
+    def __init__(self) -> None:
+        self._usage: NodeUsage | None = None
+        self._caps: dict[str, tuple[int, int]] = {}
+
+    def capacities(self, view: TopologyView, usage: NodeUsage, per_pod: Mapping[str, int]) -> list[int]:
+        if usage is not self._usage:
+            self._usage, self._caps = usage, {}
+        caps, revisions, used = self._caps, usage.revisions, usage.used
+        out = []
+        empty: Mapping[str, int] = {}
+        for node in view.nodes:
+            revision = revisions.get(node.name, 0)
+            hit = caps.get(node.name)
+            if hit is None or hit[0] != revision:
+                hit = (revision, node_capacity(node, used.get(node.name, empty), per_pod))
+                caps[node.name] = hit
+            out.append(hit[1])
+        return out
 
 
 def _fill(nodes: Iterable[tuple[NodeRecord, int]], count: int) -> tuple[tuple[str, int], ...] | None:
@@ -174,18 +201,22 @@ def place(
     required: str | None = None,
     preferred: str | None = None,
     node_selector: Mapping[str, str] | None = None,
+    memo: CapacityMemo | None = None,
 ) -> Placement | None:
     """A placement for `count` pods, or None. With `usage` None the nodes count as empty."""
     used = usage.used if usage is not None else {}
     selector = node_selector or {}
     nodes = view.nodes
-    if selector:
-        keep = [all(n.labels.get(k) == v for k, v in selector.items()) for n in nodes]
     empty: Mapping[str, int] = {}
-    capacities = [
-        node_capacity(node, used.get(node.name, empty), per_pod) if not selector or keep[i] else 0
-        for i, node in enumerate(nodes)
-    ]
+    if memo is not None and usage is not None:
+        capacities = memo.capacities(view, usage, per_pod)
+    else:
+        capacities = [node_capacity(node, used.get(node.name, empty), per_pod) for node in nodes]
+    if selector:
+        capacities = [
+            cap if all(n.labels.get(k) == v for k, v in selector.items()) else 0
+            for n, cap in zip(nodes, capacities, strict=True)
+        ]
     level = required or preferred
     if level is not None:
         if level not in view.levels:
