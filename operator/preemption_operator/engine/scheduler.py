@@ -216,6 +216,10 @@ class Scheduler:
         parked) go on with their next head against the same snapshot, as consecutive cycles would
         with nothing else changing in between; the operator uses this to write in larger batches."""
         result = CycleResult()
+        for key in list(state.waiting):  # preemptors admitted, finished or deleted meanwhile
+            info = snapshot.workloads.get(key)
+            if info is None or info.reserves_quota or info.finished:
+                del state.waiting[key]
         for wl, reason, message in snapshot.unqueued:
             result.pending.append(Pending(wl, "", reason, message))
         for wl, reason, message in snapshot.drains:
