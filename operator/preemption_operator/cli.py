@@ -104,12 +104,14 @@ def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cyc
     from . import simulate as simulation
 
     now = _parse_now(now_text)
+    skipped: list[str] = []
     try:
-        objects = manifests.parse(manifests.read(paths))
+        objects = manifests.parse(manifests.read(paths), skipped)
     except manifests.ManifestError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     result = simulation.run(objects, now, max_cycles)
+    result.warnings[:0] = skipped
     click.echo(report.render(result, output), nl=False)
 
 

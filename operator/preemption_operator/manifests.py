@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from .engine.cache import ObjectError, parse_object
+from .engine.cache import ObjectError, is_read, object_ref, parse_object
 
 
 class ManifestError(ValueError):
@@ -57,9 +57,17 @@ def read(paths: Iterable[str | Path]) -> list[Manifest]:
     return manifests
 
 
-def parse(manifests: Iterable[Manifest]) -> list[Any]:
+def parse(manifests: Iterable[Manifest], skipped: list[str] | None = None) -> list[Any]:
+    """The objects the engine reads. Objects of other kinds (a Job, a Deployment) are left out,
+    each noted in `skipped` when given; a kind the engine reads that does not validate is an error."""
     objects = []
     for manifest in manifests:
+        if not is_read(manifest.body):
+            if skipped is not None:
+                skipped.append(
+                    f"{manifest.source}: {object_ref(manifest.body)} ({manifest.body.get('apiVersion')}) is not read; skipped"
+                )
+            continue
         try:
             objects.append(parse_object(manifest.body))
         except ObjectError as exc:

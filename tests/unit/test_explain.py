@@ -56,3 +56,21 @@ def test_invalid_input_exits_2_with_the_file_named(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["explain", str(bad), "-w", "a/b"])
     assert result.exit_code == 2
     assert str(bad) in result.output and "ClusterQueue x" in result.output and "cohortName" in result.output
+
+
+def test_simulate_skips_kinds_it_does_not_read_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: ns}\n")
+    result = CliRunner().invoke(cli, ["simulate", HERO, str(tmp_path), "--now", NOW, "--output", "json"])
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path / 'job.yaml'}: Job ns/j (batch/v1) is not read; skipped" in result.output
+
+
+def test_field_paths_are_written_the_kubernetes_way(tmp_path: Path) -> None:
+    bad = tmp_path / "w.yaml"
+    bad.write_text(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w, namespace: ns}\n"
+        "spec:\n  podSets:\n  - name: main\n    count: -1\n    template: {spec: {containers: []}}\n"
+    )
+    result = CliRunner().invoke(cli, ["simulate", str(bad)])
+    assert result.exit_code == 2
+    assert "Workload ns/w: spec.podSets[0].count: Input should be greater than or equal to 0" in result.output

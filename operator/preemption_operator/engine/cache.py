@@ -71,10 +71,23 @@ def parse_object(body: dict[str, Any]) -> Any:
     try:
         return model.model_validate(body)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{field_path(err['loc'])}: {err['msg']}" for err in exc.errors())
         raise ObjectError(f"{object_ref(body)}: {problems}") from None
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as Kubernetes writes field paths: spec.podSets[0].count."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "<root>"
+
+
+def is_read(body: dict[str, Any]) -> bool:
+    """Whether the engine reads objects of this kind (in any version of its group)."""
+    api_version = body.get("apiVersion")
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    return (group, body.get("kind")) in KINDS
 
 
 def _supported(group: str) -> str:
