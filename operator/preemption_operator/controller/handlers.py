@@ -36,6 +36,8 @@ class CacheFeeder:
         if event_type == "DELETED":
             self._forget(kind, key)
             return
+        if self.cache.holds(kind, key, (body.get("metadata") or {}).get("resourceVersion")):
+            return  # the echo of our own write: already in the cache
         try:
             obj = parse_object(body)
         except ObjectError as exc:

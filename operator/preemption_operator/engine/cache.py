@@ -125,6 +125,11 @@ class Cache:
         self.notices: dict[tuple[str, str], list[Notice]] = {}
         """Problems found in objects as they came in (kind, name) -> notices; they stay until fixed."""
 
+    def holds(self, kind: str, key: str, resource_version: str | None) -> bool:
+        """Whether the cache already has exactly this version of the object (e.g. our own write,
+        stored from the API's answer before its watch event arrived)."""
+        return bool(resource_version) and self._versions.get((kind, key)) == resource_version
+
     def is_stale(self, obj: Any) -> bool:
         """Whether `obj` is older than what the cache holds (a late watch event after our own write)."""
         version = obj.metadata.resource_version
