@@ -14,8 +14,6 @@ from .loop import SchedulingLoop
 
 log = logging.getLogger(__name__)
 
-QUEUE_KINDS = {"ClusterQueue", "Cohort", "ResourceFlavor", "Namespace", "PreemptionConfig", "Topology", "Node"}
-
 
 def _key(body: dict[str, Any]) -> str:
     meta = body.get("metadata") or {}
@@ -60,7 +58,7 @@ class CacheFeeder:
             ):
                 self.loop.quota_released(previous.cluster_queue)
             self.loop.poke()
-        elif kind in QUEUE_KINDS or kind in ("LocalQueue", "WorkloadPriorityClass", "PriorityClass"):
+        else:  # queues, cohorts, flavors, configs, classes, nodes: parked workloads get another look
             self.loop.config_changed()
 
     def _forget(self, kind: str, key: str) -> None:

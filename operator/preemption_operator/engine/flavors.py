@@ -77,15 +77,11 @@ class Assignment:
 
     def node_usage(self) -> dict[str, dict[str, int]]:
         """Per node, what the placed pod sets will use."""
-        total: dict[str, dict[str, int]] = {}
+        total = NodeUsage()
         for ps in self.pod_sets:
-            if ps.placement is None or ps.request is None:
-                continue
-            for node, amounts in ps.placement.usage(ps.request.per_pod).items():
-                target = total.setdefault(node, {})
-                for resource, amount in amounts.items():
-                    target[resource] = target.get(resource, 0) + amount
-        return total
+            if ps.placement is not None and ps.request is not None:
+                total.add(ps.placement.usage(ps.request.per_pod))
+        return total.used
 
     def message(self) -> str:
         """Kueue's message for the first pod set that does not fit as it is."""

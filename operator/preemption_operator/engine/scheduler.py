@@ -13,11 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..api.quantity import format_amount
 from . import protection
 from .flavors import Assignment, Mode, assign_flavors
 from .preemption import CandidateRecord, ExtraCandidates, Target, find_targets
 from .quota import FlavorResource
 from .snapshot import ClusterQueueInfo, Snapshot
+from .topology import NodeUsage
 from .workload import WorkloadInfo
 
 WAITING_FOR_QUOTA = "WaitingForQuota"
@@ -123,8 +125,6 @@ class _Entry:
 
 
 def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...]:
-    from ..api.quantity import format_amount
-
     out = []
     for ps in assignment.pod_sets:
         entry: dict[str, object] = {
@@ -267,19 +267,15 @@ class Scheduler:
         for target in entry.targets:
             snapshot.remove_workload(target.workload)
         usage = snapshot.node_usage
-        nodes: dict[str, dict[str, int]] = {}
+        reserved = NodeUsage()
         for ps in entry.assignment.pod_sets:
             if ps.view is None or ps.request is None:
                 continue
             placement = ps.place(usage)
-            if placement is None:
-                continue
-            for node, amounts in placement.usage(ps.request.per_pod).items():
-                target_amounts = nodes.setdefault(node, {})
-                for resource, amount in amounts.items():
-                    target_amounts[resource] = target_amounts.get(resource, 0) + amount
-        snapshot.assume(entry.wl, entry.cq, entry.assignment.usage, nodes)
-        if nodes:
+            if placement is not None:
+                reserved.add(placement.usage(ps.request.per_pod))
+        snapshot.assume(entry.wl, entry.cq, entry.assignment.usage, reserved.used)
+        if reserved.used:
             touched.add(NODES)
 
     def _process(
