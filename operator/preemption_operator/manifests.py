@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from .engine.cache import ObjectError, is_read, object_ref, parse_object
+from .engine.objects import ObjectError, is_read, object_ref, parse_object
 
 
 class ManifestError(ValueError):

@@ -28,9 +28,10 @@ from hypothesis import strategies as st
 from preemption_operator import simulate as simulation
 from preemption_operator.cli import cli
 from preemption_operator.engine import status as wl_status
-from preemption_operator.engine.cache import Cache, parse_object
+from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
+from preemption_operator.engine.objects import parse_object
 from preemption_operator.engine.preemption import Candidate, Context
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 

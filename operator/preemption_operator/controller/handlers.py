@@ -8,7 +8,8 @@ from typing import Any
 
 import kopf
 
-from ..engine.cache import Cache, ObjectError, parse_object
+from ..engine.cache import Cache
+from ..engine.objects import ObjectError, parse_object
 from ..k8s.resources import WATCHED
 from .loop import SchedulingLoop
 

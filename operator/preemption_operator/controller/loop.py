@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..engine import status as wl_status
-from ..engine.cache import Cache, ObjectError, parse_object
+from ..engine.cache import Cache
 from ..engine.configurable import ConfigurablePreemption
 from ..engine.notices import Notice
+from ..engine.objects import ObjectError, parse_object
 from ..engine.scheduler import Admission, CycleResult, Eviction, Pending, Preemption, QueueState, Scheduler
 from ..engine.snapshot import Snapshot
 from ..engine.workload import WorkloadInfo

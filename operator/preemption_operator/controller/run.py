@@ -17,7 +17,8 @@ import kopf
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core.exceptions import ApiError
 
-from ..engine.cache import Cache, ObjectError, parse_object
+from ..engine.cache import Cache
+from ..engine.objects import ObjectError, parse_object
 from ..k8s.resources import WATCHED
 from ..k8s.writer import COMPONENT, FIELD_MANAGER, StatusWriter
 from ..metrics import Metrics
