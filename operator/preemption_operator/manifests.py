@@ -46,13 +46,25 @@ def read(paths: Iterable[str | Path]) -> list[Manifest]:
             raise ManifestError(f"{path}:{where}: invalid YAML: {problem}") from None
         except OSError as exc:
             raise ManifestError(f"{path}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start + 1})") from None
+        except ValueError as exc:
+            # PyYAML builds integers with int(), which Python refuses past 4300 digits.
+            problem = "a number has more than 4300 digits" if "digits" in str(exc) else str(exc)
+            raise ManifestError(f"{path}: invalid YAML: {problem}") from None
+        except RecursionError:
+            raise ManifestError(f"{path}: invalid YAML: nested too deeply") from None
         for index, doc in enumerate(documents):
             if doc is None:
                 continue
             if not isinstance(doc, dict):
                 raise ManifestError(f"{path}: document {index + 1} is not a Kubernetes object")
             items = doc.get("items") if doc.get("kind") == "List" else [doc]
-            for item in items or []:
+            if items is not None and not isinstance(items, list):
+                raise ManifestError(f"{path}: document {index + 1}: items of a List must be a list")
+            for position, item in enumerate(items or []):
+                if not isinstance(item, dict):
+                    raise ManifestError(f"{path}: document {index + 1}: items[{position}] is not a Kubernetes object")
                 manifests.append(Manifest(str(path), item))
     return manifests
 

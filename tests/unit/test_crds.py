@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from preemption_operator.api import core, crdgen, v1alpha1, v1beta2
 from preemption_operator.api.meta import LabelSelector
+from preemption_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
 from preemption_operator.cli import cli
 from preemption_operator.engine.selectors import NOTHING
 from preemption_operator.engine.selectors import build as build_selector
@@ -842,6 +843,21 @@ def _selector(doc: dict[str, Any]) -> dict[str, Any]:
     return selector
 
 
+def _quota(doc: dict[str, Any]) -> dict[str, Any]:
+    resource: dict[str, Any] = doc["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    return resource
+
+
+def _container(doc: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = doc["spec"]["podSets"][0]["template"]["spec"]["containers"][0]
+    return container
+
+
+def _requests(doc: dict[str, Any]) -> dict[str, Any]:
+    requests: dict[str, Any] = _container(doc)["resources"]["requests"]
+    return requests
+
+
 BAD: list[tuple[str, dict[str, Any], str]] = [
     # (case, object, JSON path of the expected schema error)
     ("unknown field in spec", edit(BASE_CONFIG, lambda d: d["spec"].update(ordering=[])), "$.spec"),
@@ -896,6 +912,21 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("Workload priorityClassRef group unknown", edit(BASE_WORKLOAD, lambda d: d["spec"].update(priorityClassRef={"group": "example.com", "kind": "PriorityClass", "name": "x"})), "$.spec.priorityClassRef.group"),
     ("Workload condition status unknown", edit(BASE_WORKLOAD, lambda d: d.update(status={"conditions": [{"type": "Admitted", "status": "Yes", "reason": "Admitted", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})), "$.status.conditions[0].status"),
     ("Workload condition time not RFC 3339", edit(BASE_WORKLOAD, lambda d: d.update(status={"conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": "yesterday"}]})), "$.status.conditions[0].lastTransitionTime"),
+    # Issue 11: negative quotas, requests and usage; int32 fields past their type.
+    ("ClusterQueue nominalQuota -3", edit(BASE_QUEUE, lambda d: _quota(d).update(nominalQuota="-3")), "$.spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"),
+    ("ClusterQueue nominalQuota integer -3", edit(BASE_QUEUE, lambda d: _quota(d).update(nominalQuota=-3)), "$.spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"),
+    ("ClusterQueue nominalQuota -0", edit(BASE_QUEUE, lambda d: _quota(d).update(nominalQuota="-0")), "$.spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"),
+    ("ClusterQueue borrowingLimit -1", edit(BASE_QUEUE, lambda d: _quota(d).update(borrowingLimit="-1")), "$.spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit"),
+    ("ClusterQueue lendingLimit -500m", edit(BASE_QUEUE, lambda d: _quota(d).update(lendingLimit="-500m")), "$.spec.resourceGroups[0].flavors[0].resources[0].lendingLimit"),
+    ("Workload request -1", edit(BASE_WORKLOAD, lambda d: _requests(d).update(cpu="-1")), "$.spec.podSets[0].template.spec.containers[0].resources.requests.cpu"),
+    ("Workload request integer -1", edit(BASE_WORKLOAD, lambda d: _requests(d).update(memory=-1)), "$.spec.podSets[0].template.spec.containers[0].resources.requests.memory"),
+    ("Workload limit -2Gi", edit(BASE_WORKLOAD, lambda d: _container(d)["resources"].update(limits={"memory": "-2Gi"})), "$.spec.podSets[0].template.spec.containers[0].resources.limits.memory"),
+    ("Workload overhead -1", edit(BASE_WORKLOAD, lambda d: d["spec"]["podSets"][0]["template"]["spec"].update(overhead={"cpu": "-100m"})), "$.spec.podSets[0].template.spec.overhead.cpu"),
+    ("Workload usage -1", edit(BASE_WORKLOAD, lambda d: d.update(status={"admission": {"clusterQueue": "a", "podSetAssignments": [{"name": "main", "resourceUsage": {"cpu": "-1"}}]}})), "$.status.admission.podSetAssignments[0].resourceUsage.cpu"),
+    ("Workload count 2^31", edit(BASE_WORKLOAD, lambda d: d["spec"]["podSets"][0].update(count=2**31)), "$.spec.podSets[0].count"),
+    ("Workload minCount 2^31", edit(BASE_WORKLOAD, lambda d: d["spec"]["podSets"][0].update(minCount=2**31)), "$.spec.podSets[0].minCount"),
+    ("Workload maximumExecutionTimeSeconds 2^31", edit(BASE_WORKLOAD, lambda d: d["spec"].update(maximumExecutionTimeSeconds=2**31)), "$.spec.maximumExecutionTimeSeconds"),
+    ("Workload assignment count 2^31", edit(BASE_WORKLOAD, lambda d: d.update(status={"admission": {"clusterQueue": "a", "podSetAssignments": [{"name": "main", "count": 2**31}]}})), "$.status.admission.podSetAssignments[0].count"),
 ]  # fmt: skip
 
 
@@ -950,6 +981,86 @@ def test_wrong_types_rejected_by_schema(case: str, doc: dict[str, Any]) -> None:
 def test_wrong_types_rejected_by_models(case: str, doc: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         model_for(doc).model_validate(doc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantities (issue 11): what the API server can check of them, and that the models check more
+# ---------------------------------------------------------------------------------------------
+
+SIGNED_QUANTITIES = {
+    # Status the operator writes and Kueue's fair-sharing weight: no sign rule (Kueue has none).
+    ("ClusterQueue", ".status.flavorsReservation[].resources[].total"),
+    ("ClusterQueue", ".status.flavorsReservation[].resources[].borrowed"),
+    ("ClusterQueue", ".status.flavorsUsage[].resources[].total"),
+    ("ClusterQueue", ".status.flavorsUsage[].resources[].borrowed"),
+    ("LocalQueue", ".status.flavorsReservation[].resources[].total"),
+    ("LocalQueue", ".status.flavorsReservation[].resources[].borrowed"),
+    ("LocalQueue", ".status.flavorsUsage[].resources[].total"),
+    ("LocalQueue", ".status.flavorsUsage[].resources[].borrowed"),
+    ("ClusterQueue", ".spec.fairSharing.weight"),
+    ("Cohort", ".spec.fairSharing.weight"),
+    ("LocalQueue", ".spec.fairSharing.weight"),
+}
+
+
+def test_quantities_the_scheduler_counts_cannot_be_negative() -> None:
+    signed, unsigned = set(), set()
+    for kind in sorted(crds()):
+        for path, node in walk(openapi(kind)):
+            if not node.get("x-kubernetes-int-or-string"):
+                continue
+            if node.get("pattern") == NON_NEGATIVE_QUANTITY_PATTERN:
+                assert node.get("minimum") == 0, f"{kind}{path}: integers may be negative"
+                unsigned.add((kind, path))
+            else:
+                assert node.get("pattern") == QUANTITY_PATTERN, f"{kind}{path}"
+                signed.add((kind, path))
+    assert signed == SIGNED_QUANTITIES
+    assert {
+        ("ClusterQueue", ".spec.resourceGroups[].flavors[].resources[].nominalQuota"),
+        ("ClusterQueue", ".spec.resourceGroups[].flavors[].resources[].borrowingLimit"),
+        ("ClusterQueue", ".spec.resourceGroups[].flavors[].resources[].lendingLimit"),
+        ("Cohort", ".spec.resourceGroups[].flavors[].resources[].nominalQuota"),
+        ("Workload", ".spec.podSets[].template.spec.containers[].resources.requests{}"),
+        ("Workload", ".spec.podSets[].template.spec.containers[].resources.limits{}"),
+        ("Workload", ".spec.podSets[].template.spec.initContainers[].resources.requests{}"),
+        ("Workload", ".spec.podSets[].template.spec.overhead{}"),
+        ("Workload", ".status.admission.podSetAssignments[].resourceUsage{}"),
+    } <= unsigned
+
+
+def test_non_negative_pattern_is_kubernetes_pattern_without_the_minus() -> None:
+    assert QUANTITY_PATTERN.startswith(r"^(\+|-)?")
+    assert r"^(\+)?" + QUANTITY_PATTERN.removeprefix(r"^(\+|-)?") == NON_NEGATIVE_QUANTITY_PATTERN
+
+
+@pytest.mark.parametrize(
+    "value", [0, "0", 5, "+1", "500m", "1e-3", "1.5Gi", ".5", "1.", "1.5k", "9223372036854775807m"]
+)
+def test_non_negative_quantities_are_accepted_by_both(value: Any) -> None:
+    doc = edit(BASE_QUEUE, lambda d: _quota(d).update(nominalQuota=value))
+    assert schema_errors(doc) == []
+    model_for(doc).model_validate(doc)
+
+
+@pytest.mark.parametrize("value", ["1e1.5", "1e99999999999", "9223372036854775808m", "1e18"])
+def test_the_server_stores_quantities_only_the_models_reject(value: str) -> None:
+    """Kubernetes' pattern admits a fractional exponent apimachinery cannot parse, and has no
+    bound: the models (parse_object) are the safety net."""
+    doc = edit(BASE_QUEUE, lambda d: _quota(d).update(nominalQuota=value))
+    assert schema_errors(doc) == []
+    with pytest.raises(ValidationError):
+        model_for(doc).model_validate(doc)
+
+
+@given(st.one_of(st.text(alphabet="0123456789.+-eEkmMGiu", max_size=8), st.integers(-(10**6), 10**6)))
+def test_models_are_at_least_as_strict_as_the_schema_on_requests(value: str | int) -> None:
+    doc = edit(BASE_WORKLOAD, lambda d: _requests(d).update(cpu=value))
+    try:
+        model_for(doc).model_validate(doc)
+    except ValidationError:
+        return
+    assert schema_errors(doc) == [], value
 
 
 # ---------------------------------------------------------------------------------------------

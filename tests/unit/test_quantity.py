@@ -11,8 +11,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from preemption_operator.api.quantity import (
+    INT64_MAX,
+    INT64_MIN,
     QUANTITY_PATTERN,
     QuantityError,
+    checked_amount,
     format_amount,
     parse_quantity,
     to_amount,
@@ -231,3 +234,91 @@ def test_to_amount_rounds_up(number: Decimal, resource: str) -> None:
 def test_integers_and_their_strings_agree(number: int) -> None:
     assert to_amount("cpu", number) == to_amount("cpu", str(number)) == number * 1000
     assert to_amount("memory", number) == to_amount("memory", str(number)) == number
+
+
+# ---------------------------------------------------------------------------------------------
+# Limits (issue 11): amounts as Kueue counts them fit in int64; errors show the value
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "amount"),
+    [
+        ("cpu", "9223372036854775807m", INT64_MAX),
+        ("cpu", "9223372036854775.807", INT64_MAX),
+        ("cpu", "9223372036854775.8065", INT64_MAX),  # rounds up to the limit, not past it
+        ("memory", "9223372036854775807", INT64_MAX),
+        ("memory", "7Ei", 7 * 2**60),
+        ("cpu", "1e-99999999999", 1),  # a sliver rounds up to one milli-unit
+        ("cpu", "-1e-99999999999", 0),
+        ("cpu", "1." + "0" * 5000, 1000),  # many digits: exact, and no int() of a long string
+        ("cpu", "0.0000000000000000000000000000001234567", 1),
+        ("memory", "123456789012345678.0000000000000000000000000001", 123456789012345679),
+    ],
+)
+def test_amounts_up_to_int64(resource: str, value: str, amount: int) -> None:
+    assert checked_amount(resource, value) == amount
+    assert to_amount(resource, value) == amount
+
+
+@pytest.mark.parametrize(
+    ("resource", "value"),
+    [
+        ("cpu", "9223372036854775808m"),
+        ("cpu", "9223372036854775.8071"),
+        ("cpu", "1e18"),
+        ("cpu", 10**16),
+        ("memory", "8Ei"),
+        ("memory", "9223372036854775808"),
+        ("memory", "1e99999999999"),
+        ("cpu", "-1e99999999999"),
+    ],
+)
+def test_amounts_past_int64(resource: str, value: str | int) -> None:
+    assert checked_amount(resource, value) is None
+    with pytest.raises(QuantityError, match="is too large: the scheduler counts"):
+        to_amount(resource, value)
+
+
+def test_too_large_names_the_value_and_the_limit() -> None:
+    with pytest.raises(QuantityError) as raised:
+        to_amount("cpu", "1e18")
+    assert str(raised.value) == (
+        '"1e18" is too large: the scheduler counts cpu in millicores as a 64-bit integer, '
+        "so cpu can be at most 9223372036854775807m"
+    )
+    with pytest.raises(QuantityError) as raised:
+        to_amount("memory", "8Ei")
+    assert str(raised.value).endswith(
+        "counts memory in units as a 64-bit integer, so memory can be at most 9223372036854775807"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("1e1.5", '"1e1.5" is not a valid quantity: the exponent must be a whole number'),
+        ("two", '"two" is not a valid quantity: write a number with an optional suffix, such as 2, 500m, 1.5Gi or 1e3'),
+        ("1e999999999999999999999", '"1e999999999999999999999" is not a valid quantity: its exponent is out of range'),
+        (True, "true is not a quantity"),
+        (None, "null is not a quantity"),
+        ("9" * 99 + "x", '"' + "9" * 33 + '..." (100 characters) is not a valid quantity'),
+    ],
+)
+def test_parse_errors_show_the_value_not_the_pattern(value: object, message: str) -> None:
+    with pytest.raises(QuantityError) as raised:
+        parse_quantity(value)  # type: ignore[arg-type]
+    assert message in str(raised.value)
+    assert "[0-9]" not in str(raised.value)
+
+
+@given(
+    st.one_of(st.text(max_size=30), st.from_regex(_PATTERN, fullmatch=True), st.integers(), st.floats()),
+    st.sampled_from(["cpu", "memory"]),
+)
+def test_to_amount_raises_only_quantity_errors(value: str | int | float, resource: str) -> None:
+    try:
+        amount = to_amount(resource, value)
+    except QuantityError:
+        return
+    assert INT64_MIN <= amount <= INT64_MAX

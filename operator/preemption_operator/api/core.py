@@ -5,17 +5,24 @@ They are served by Kubernetes itself, so no CRD is generated for them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any, Self
 
-from pydantic import Field, Strict
+from pydantic import Field, model_validator
 
-from .meta import ObjectMeta, OpenModel, Quantity
+from .meta import Int32, ObjectMeta, OpenModel, ResourceList, name_problem
 
 
 class CoreObject(OpenModel):
     api_version: str
     kind: str
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @model_validator(mode="after")
+    def _valid_name(self) -> Self:
+        found = name_problem(self.metadata, dns_label=self.kind == "Namespace")
+        if found is not None:
+            raise found
+        return self
 
     @property
     def name(self) -> str:
@@ -30,7 +37,7 @@ class Namespace(CoreObject):
 
 
 class PriorityClass(CoreObject):
-    value: Annotated[int, Strict(), Field(ge=-(2**31), le=2**31 - 1)]
+    value: Int32
     global_default: bool | None = None
     description: str | None = None
     preemption_policy: str | None = None
@@ -42,8 +49,9 @@ class NodeSpec(OpenModel):
 
 
 class NodeStatus(OpenModel):
-    allocatable: dict[str, Quantity] | None = None
-    capacity: dict[str, Quantity] | None = None
+    # The API server rejects negative node resources; the scheduler counts them in int64.
+    allocatable: ResourceList | None = None
+    capacity: ResourceList | None = None
 
 
 class Node(CoreObject):

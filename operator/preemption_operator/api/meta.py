@@ -3,17 +3,58 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel, to_snake
 from pydantic.config import JsonDict
+from pydantic_core import PydanticCustomError
 
-from .quantity import QUANTITY_PATTERN, QuantityError, parse_quantity
+from .duration import MAX_DURATION, MAX_DURATION_TEXT
+from .quantity import (
+    NON_NEGATIVE_QUANTITY_PATTERN,
+    QUANTITY_PATTERN,
+    QuantityError,
+    checked_amount,
+    parse_quantity,
+    show,
+    too_large,
+)
 
 GROUP = "kueue.x-k8s.io"
+
+
+def problem(message: str) -> PydanticCustomError:
+    """A validation error whose message is `message` as it is (no "Value error, " prefix)."""
+    return PydanticCustomError("kube_value", "{problem}", {"problem": message})
+
+
+def field_problem(subpath: str, message: str) -> PydanticCustomError:
+    """An error about a field below the one being validated (`requests.cpu`, `count`), for checks
+    that need a whole object: parse_object appends `subpath` to the error's location."""
+    return PydanticCustomError("kube_field", "{field}: {problem}", {"field": subpath, "problem": message})
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def path_part(key: str | int) -> str:
+    """One step of a field path as Kubernetes writes it: `.name`, `[0]`, and a map key that is not a
+    plain word in brackets: `requests[nvidia.com/gpu]`."""
+    return f"[{key}]" if isinstance(key, int) or not _PLAIN_KEY.fullmatch(key) else f".{key}"
 
 
 class KubeModel(BaseModel):
@@ -91,39 +132,120 @@ def list_map(*keys: str) -> dict[str, Any]:
 LIST_SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
 LIST_ATOMIC: dict[str, Any] = {"x-kubernetes-list-type": "atomic"}
 
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # A reference to a cluster object by name (a DNS subdomain), as Kueue's *Reference types.
-DNSName = Annotated[
-    str, Field(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-]
+DNSName = Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
 LABEL_KEY_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 
-Int32 = Annotated[int, Strict(), Field(ge=-(2**31), le=2**31 - 1, json_schema_extra={"format": "int32"})]
+# What each pattern means, for error messages (a regular expression is no help to a user).
+PATTERN_WORDS = {
+    DNS_SUBDOMAIN_PATTERN: "a DNS subdomain: lowercase letters, digits, '-' and '.', "
+    "starting and ending with a letter or digit",
+    DNS_LABEL_PATTERN: "a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit",
+    LABEL_KEY_PATTERN: "a label key such as example.com/tier: an optional DNS prefix and '/', then letters, "
+    "digits, '-', '_' and '.', starting and ending with a letter or digit",
+    CONDITION_REASON_PATTERN: "a CamelCase reason: letters, digits, '_', ',' and ':', starting with a letter",
+}
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _int32_range(value: Any) -> Any:
+    # Before the bounds of the schema, so the message says why (an int32 field), not just the bound.
+    if isinstance(value, int) and not isinstance(value, bool) and not INT32_MIN <= value <= INT32_MAX:
+        raise problem(f"{show(value)} does not fit in a 32-bit integer ({INT32_MIN} to {INT32_MAX})")
+    return value
+
+
+def int32(*, ge: int = INT32_MIN) -> Any:
+    """The Field of an int32 (Kueue's type): the type's bounds go into the CRD, as `maximum` and
+    (unless `ge` is stricter) `minimum`; the API server does not check `format: int32` itself."""
+    return Field(ge=ge, le=INT32_MAX, json_schema_extra={"format": "int32"})
+
+
+# The range check comes last, so it runs first (before the bounds and strictness).
+Int32 = Annotated[int, Strict(), int32(), BeforeValidator(_int32_range)]
 Int64 = Annotated[int, Strict(), Field(json_schema_extra={"format": "int64"})]
 
 
+def _count(ge: int) -> Any:
+    return Annotated[int, Strict(), int32(ge=ge), BeforeValidator(_int32_range)]
+
+
+NonNegativeInt32 = _count(0)
+PositiveInt32 = _count(1)
+
+
 def _quantity(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError("must be a quantity such as 2, 500m or 4Gi")
     try:
         parse_quantity(value)
     except QuantityError as exc:
-        raise ValueError(str(exc)) from exc
+        raise problem(str(exc)) from None
     return value
 
+
+def _non_negative_quantity(value: Any) -> Any:
+    _quantity(value)
+    # A leading "-" is refused even on zero, as the CRD's pattern refuses it.
+    if (isinstance(value, str) and value.startswith("-")) or parse_quantity(value) < 0:
+        raise problem(f"{show(value)} is negative: it must be zero or more")
+    return value
+
+
+_INT_OR_STRING: dict[str, Any] = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "x-kubernetes-int-or-string": True,
+}
 
 Quantity = Annotated[
     int | float | str,
     BeforeValidator(_quantity),
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY_PATTERN,
-            "x-kubernetes-int-or-string": True,
-        }
-    ),
+    WithJsonSchema({**_INT_OR_STRING, "pattern": QUANTITY_PATTERN}),
 ]
+# Quotas, requests, limits, overhead, usage: the API server rejects a negative one with the
+# pattern (strings) and `minimum` (integers); both are allowed on an int-or-string field.
+NonNegativeQuantity = Annotated[
+    int | float | str,
+    BeforeValidator(_non_negative_quantity),
+    WithJsonSchema({**_INT_OR_STRING, "pattern": NON_NEGATIVE_QUANTITY_PATTERN, "minimum": 0}),
+]
+
+
+def _amounts_fit(resources: dict[str, Any]) -> dict[str, Any]:
+    for resource, value in resources.items():
+        if checked_amount(resource, value) is None:
+            raise field_problem(path_part(resource).removeprefix("."), too_large(resource, value))
+    return resources
+
+
+# A corev1.ResourceList as the scheduler reads it: every amount non-negative and within int64.
+ResourceList = Annotated[dict[str, NonNegativeQuantity], AfterValidator(_amounts_fit)]
+
+# The engine adds durations of up to Go's longest (about 292 years) to timestamps, and Python's
+# datetime ends with the year 9999: later timestamps could not take them.
+LATEST_TIME = datetime.max.replace(tzinfo=UTC) - MAX_DURATION
+
+
+def _time_in_range(value: datetime) -> datetime:
+    shown = value.isoformat().replace("+00:00", "Z")
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise problem(f"{shown} is out of range once converted to UTC") from None
+    if utc > LATEST_TIME:
+        raise problem(
+            f"{shown} is too far in the future: durations of up to {MAX_DURATION_TEXT} are added "
+            f"to times, so they must be before {LATEST_TIME.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        )
+    return value
+
+
+# A metav1.Time: RFC 3339, so always with a time zone (a naive time cannot be compared with one).
+Time = Annotated[AwareDatetime, AfterValidator(_time_in_range)]
 
 
 class ObjectMeta(OpenModel):
@@ -134,9 +256,29 @@ class ObjectMeta(OpenModel):
     uid: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
-    creation_timestamp: datetime | None = None
+    creation_timestamp: Time | None = None
     generation: int | None = None
     resource_version: str | None = None
+
+
+def name_problem(meta: ObjectMeta, *, dns_label: bool = False) -> PydanticCustomError | None:
+    """What is wrong with an object's name and namespace, as the API server validates them: a
+    name is a DNS subdomain (253 characters at most), or a DNS label (63) for Namespaces; a
+    namespace is a DNS label."""
+    if not meta.name:
+        return field_problem("metadata.name", "required: every object needs a name")
+    limit, pattern = (63, DNS_LABEL_PATTERN) if dns_label else (253, DNS_SUBDOMAIN_PATTERN)
+    for where, value, most, form in (
+        ("metadata.name", meta.name, limit, pattern),
+        ("metadata.namespace", meta.namespace, 63, DNS_LABEL_PATTERN),
+    ):
+        if value is None:
+            continue
+        if len(value) > most:
+            return field_problem(where, f"{show(value)} is too long: at most {most} characters")
+        if not re.fullmatch(form, value):  # not re.match: "$" would let a trailing newline through
+            return field_problem(where, f"{show(value)} is not {PATTERN_WORDS[form]}")
+    return None
 
 
 class LabelSelectorRequirement(KubeModel):
@@ -164,13 +306,13 @@ class Condition(KubeModel):
         str,
         Field(
             max_length=316,
-            pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+            pattern=LABEL_KEY_PATTERN,
         ),
     ]
     status: ConditionStatus
-    reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
+    reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN)]
     message: Annotated[str, Field(max_length=32768)]
-    last_transition_time: datetime
+    last_transition_time: Time
     observed_generation: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int64"})] = None
 
 
@@ -210,6 +352,13 @@ class TopLevel(KubeModel):
     api_version: str
     kind: str
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @model_validator(mode="after")
+    def _valid_name(self) -> Self:
+        found = name_problem(self.metadata)
+        if found is not None:
+            raise found
+        return self
 
     @property
     def name(self) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, Strict
+from pydantic import BeforeValidator, Field
 
+from .duration import DURATION_PATTERN, DurationError, parse_nanoseconds
 from .meta import (
     LIST_ATOMIC,
     LIST_SET,
@@ -14,12 +16,15 @@ from .meta import (
     Int32,
     KubeModel,
     LabelSelector,
+    NonNegativeInt32,
     PrinterColumn,
     TopLevel,
     cel,
     crd_default,
     list_map,
+    problem,
 )
+from .quantity import show
 
 VERSION = "v1alpha1"
 API_VERSION = f"kueue.x-k8s.io/{VERSION}"
@@ -70,12 +75,25 @@ class NumericLabelConstraint(
     fallback_value: Int32 | None = None
     """Used when the label is missing or not an integer; without it such workloads never match."""
     comparison: Comparison | None = None
-    min_value: Annotated[Int32 | None, Field(ge=0)] = None
-    max_value: Annotated[Int32 | None, Field(ge=0)] = None
+    min_value: NonNegativeInt32 | None = None
+    max_value: NonNegativeInt32 | None = None
+
+
+def _duration(value: Any) -> Any:
+    # The CRD's pattern cannot bound the value: a Go time.Duration holds about 292 years, and
+    # longer ones (which the pattern admits) would overflow wherever the engine uses them.
+    if isinstance(value, str) and len(value) <= 64:
+        if not re.match(DURATION_PATTERN, value):
+            raise problem(f"{show(value)} is not a duration such as 30s, 1m30s or 2h")
+        try:
+            parse_nanoseconds(value)
+        except DurationError as exc:
+            raise problem(str(exc)) from None
+    return value
 
 
 # A Go duration, as metav1.Duration is written: "30s", "1m30s", "2h".
-Duration = Annotated[str, Field(max_length=64, pattern=r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$")]
+Duration = Annotated[str, Field(max_length=64, pattern=DURATION_PATTERN), BeforeValidator(_duration)]
 
 QuotaPolicy = Literal[
     "BorrowingCapacityFromPreemptor",
@@ -164,7 +182,7 @@ class PreemptionConfigStatus(KubeModel):
     """Written by the operator (beyond Kueue): whether the config can be used, and by whom."""
 
     conditions: Conditions = None
-    rule_count: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = None
+    rule_count: NonNegativeInt32 | None = None
     cluster_queues: Annotated[list[str] | None, Field(json_schema_extra=LIST_SET)] = None
     """The ClusterQueues whose annotation names this config."""
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, Strict
+from pydantic import Field, Strict, model_validator
 
 from .meta import (
     LABEL_KEY_PATTERN,
@@ -16,15 +15,22 @@ from .meta import (
     Int32,
     KubeModel,
     LabelSelector,
+    NonNegativeInt32,
+    NonNegativeQuantity,
     ObjectMeta,
     OpenModel,
+    PositiveInt32,
     PrinterColumn,
     Quantity,
+    ResourceList,
+    Time,
     TopLevel,
     cel,
     crd_default,
+    field_problem,
     list_map,
 )
+from .quantity import INT64_MAX, checked_amount, fits_int64, to_amount, too_large, unit
 
 VERSION = "v1beta2"
 API_VERSION = f"kueue.x-k8s.io/{VERSION}"
@@ -42,11 +48,22 @@ StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 
 class ResourceQuota(KubeModel):
     name: Name
-    nominal_quota: Quantity
-    borrowing_limit: Quantity | None = None
+    nominal_quota: NonNegativeQuantity
+    borrowing_limit: NonNegativeQuantity | None = None
     """How much more than its nominal quota the queue may borrow; unset means no limit."""
-    lending_limit: Quantity | None = None
+    lending_limit: NonNegativeQuantity | None = None
     """How much of its nominal quota the queue lends to its cohort; unset means all of it."""
+
+    @model_validator(mode="after")
+    def _amounts_fit(self) -> Self:
+        for field, value in (
+            ("nominalQuota", self.nominal_quota),
+            ("borrowingLimit", self.borrowing_limit),
+            ("lendingLimit", self.lending_limit),
+        ):
+            if value is not None and checked_amount(self.name, value) is None:
+                raise field_problem(field, too_large(self.name, value))
+        return self
 
 
 class FlavorQuotas(KubeModel):
@@ -377,8 +394,8 @@ class WorkloadPriorityClass(TopLevel):
 
 
 class ResourceRequirements(OpenModel):
-    requests: dict[str, Quantity] | None = None
-    limits: dict[str, Quantity] | None = None
+    requests: ResourceList | None = None
+    limits: ResourceList | None = None
 
 
 class Container(OpenModel):
@@ -391,7 +408,41 @@ class PodSpec(OpenModel):
     init_containers: list[Container] | None = None
     node_selector: dict[str, str] | None = None
     priority_class_name: str | None = None
-    overhead: dict[str, Quantity] | None = None
+    overhead: ResourceList | None = None
+
+    def amounts_per_pod(self) -> dict[str, int]:
+        """What one pod requests, as Kubernetes sums it: containers added up, the largest init
+        container as a floor, plus overhead; a container's limit stands in for a missing request,
+        as Kubernetes defaults it. CPU in milli-units, the rest in units (Kueue's amounts)."""
+        total: dict[str, int] = {}
+        for container in self.containers:
+            for resource, amount in _container_amounts(container).items():
+                total[resource] = total.get(resource, 0) + amount
+        for container in self.init_containers or []:
+            for resource, amount in _container_amounts(container).items():
+                total[resource] = max(total.get(resource, 0), amount)
+        for resource, quantity in (self.overhead or {}).items():
+            total[resource] = total.get(resource, 0) + to_amount(resource, quantity)
+        return total
+
+
+def _container_amounts(container: Container) -> dict[str, int]:
+    if container.resources is None:
+        return {}
+    requests = dict(container.resources.requests or {})
+    for resource, quantity in (container.resources.limits or {}).items():
+        requests.setdefault(resource, quantity)
+    return {resource: to_amount(resource, quantity) for resource, quantity in requests.items()}
+
+
+def total_problem(pods: int, resource: str, per_pod: int) -> str | None:
+    """Why `pods` pods of `per_pod` cannot be counted (Kueue sums in int64), or None."""
+    if fits_int64(pods * per_pod):
+        return None
+    return (
+        f"{pods} pods of {per_pod} {unit(resource)} of {resource} each need {pods * per_pod} in all, "
+        f"more than {INT64_MAX}, the most the scheduler counts (a 64-bit integer)"
+    )
 
 
 class PodTemplateSpec(OpenModel):
@@ -419,9 +470,24 @@ class PodSet(
 ):
     name: Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = crd_default("main")
     template: PodTemplateSpec = Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
-    count: Annotated[int, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = crd_default(1)
-    min_count: Annotated[int | None, Strict(), Field(ge=1, json_schema_extra={"format": "int32"})] = None
+    count: NonNegativeInt32 = crd_default(1)
+    """Pods in the set; 0 is allowed (as in Kueue) and requests nothing."""
+    min_count: PositiveInt32 | None = None
     topology_request: PodSetTopologyRequest | None = None
+
+    @model_validator(mode="after")
+    def _totals_fit(self) -> Self:
+        for resource, per_pod in self.template.spec.amounts_per_pod().items():
+            if not fits_int64(per_pod):
+                raise field_problem(
+                    "template.spec",
+                    f"one pod's {resource} adds up to {per_pod} {unit(resource)}, more than {INT64_MAX}, "
+                    "the most the scheduler counts (a 64-bit integer)",
+                )
+            found = total_problem(self.count, resource, per_pod)
+            if found is not None:
+                raise field_problem("count", found)
+        return self
 
 
 class PriorityClassRef(
@@ -449,9 +515,7 @@ class WorkloadSpec(KubeModel):
     priority: Int32 | None = None
     active: Annotated[bool, Strict()] = crd_default(True)
     """false deactivates the workload: it is evicted and not admitted again."""
-    maximum_execution_time_seconds: Annotated[
-        int | None, Strict(), Field(ge=1, json_schema_extra={"format": "int32"})
-    ] = None
+    maximum_execution_time_seconds: PositiveInt32 | None = None
 
 
 class ValuesPerLevel(
@@ -490,13 +554,13 @@ class TopologySlice(
         ),
     ),
 ):
-    domain_count: Annotated[int, Strict(), Field(ge=1, json_schema_extra={"format": "int32"})]
+    domain_count: PositiveInt32
     values_per_level: Annotated[list[ValuesPerLevel], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)]
     pod_counts: Annotated[
-        list[Annotated[int, Strict(), Field(ge=1, json_schema_extra={"format": "int32"})]] | None,
+        list[PositiveInt32] | None,
         Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
     ] = None
-    universal_pod_count: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = None
+    universal_pod_count: NonNegativeInt32 | None = None
 
 
 class TopologyAssignment(
@@ -518,8 +582,8 @@ class PodSetAssignment(KubeModel):
     name: Annotated[str, Field(max_length=63)] = crd_default("main")
     flavors: dict[str, DNSName] | None = None
     """Resource name to the flavor it was assigned."""
-    resource_usage: dict[str, Quantity] | None = None
-    count: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = None
+    resource_usage: ResourceList | None = None
+    count: NonNegativeInt32 | None = None
     topology_assignment: TopologyAssignment | None = None
     delayed_topology_request: Literal["Pending", "Ready"] | None = None
 
@@ -532,14 +596,14 @@ class Admission(KubeModel):
 
 
 class RequeueState(KubeModel):
-    count: Annotated[int | None, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})] = None
-    requeue_at: datetime | None = None
+    count: NonNegativeInt32 | None = None
+    requeue_at: Time | None = None
 
 
 class EvictionCount(KubeModel):
     reason: Annotated[str, Field(max_length=316)]
     underlying_cause: Annotated[str, Field(max_length=316)] = crd_default("")
-    count: Annotated[int, Strict(), Field(ge=0, json_schema_extra={"format": "int32"})]
+    count: NonNegativeInt32
 
 
 class SchedulingStats(KubeModel):
@@ -615,6 +679,23 @@ class Workload(
 
     spec: WorkloadSpec
     status: WorkloadStatus | None = None
+
+    @model_validator(mode="after")
+    def _admitted_totals_fit(self) -> Self:
+        """An assignment without resourceUsage counts as its count times the pod set's requests."""
+        admission = self.status.admission if self.status else None
+        if admission is None:
+            return self
+        pod_sets = {ps.name: ps for ps in self.spec.pod_sets}
+        for index, psa in enumerate(admission.pod_set_assignments):
+            pod_set = pod_sets.get(psa.name)
+            if psa.resource_usage or psa.count is None or pod_set is None:
+                continue
+            for resource, per_pod in pod_set.template.spec.amounts_per_pod().items():
+                found = total_problem(psa.count, resource, per_pod)
+                if found is not None:
+                    raise field_problem(f"status.admission.podSetAssignments[{index}].count", found)
+        return self
 
 
 KINDS: tuple[type[TopLevel], ...] = (

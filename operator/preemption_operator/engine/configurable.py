@@ -27,7 +27,7 @@ from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo
 
 TIERS = ("Always", "InsufficientQuota", "QuotaFeasibleAndInsufficientTopology")
-_INT32 = re.compile(r"^[+-]?[0-9]+$")
+_INT32 = re.compile(r"[+-]?[0-9]+")
 
 WorkloadTest = Callable[[WorkloadInfo], str | None]
 """Returns None when the workload passes, else the name of the field that excluded it."""
@@ -56,10 +56,14 @@ def compare(op: str, candidate: _Ordered, preemptor: _Ordered) -> bool:
 
 
 def parse_int32(value: str | None) -> int | None:
-    """Go's strconv.ParseInt(value, 10, 32): an optional sign and digits, in range."""
-    if value is None or not _INT32.match(value):
+    """Go's strconv.ParseInt(value, 10, 32): an optional sign and digits, in range; None for any
+    other string (label values are unchecked in simulate's YAML), which §2.7 sends to the fallback."""
+    if value is None or not _INT32.fullmatch(value):  # fullmatch: "5\n" is no integer to Go
         return None
-    number = int(value)
+    digits = value.lstrip("+-").lstrip("0")  # Go reads any number of leading zeros
+    if len(digits) > 10:  # out of range; Python's int() refuses strings past 4300 digits
+        return None
+    number = int(digits or "0") * (-1 if value.startswith("-") else 1)
     return number if -(2**31) <= number <= 2**31 - 1 else None
 
 

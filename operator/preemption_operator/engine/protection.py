@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..api import duration
 from .quota import QuotaNode
 from .workload import PriorityClassInfo, WorkloadInfo
 
@@ -31,30 +32,43 @@ DELAY_ANNOTATION = "preemption-operator.io/preemption-delay"
 POLICIES = ("default", "fence", "disabled")
 LAST_RESORT_SUFFIX = " (opted out of preemption; chosen as last resort)"
 
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Annotations reach the engine unvalidated (the API server only checks their size): every parser
+# here returns a value or None for any string, and never raises.
 
 
 def parse_duration(text: str) -> timedelta | None:
-    """Go's time.ParseDuration for non-negative values ("30s", "1m30s", "0"); None if invalid."""
-    text = text.strip()
-    if text == "0":
-        return timedelta(0)
-    pos, total = 0, 0.0
-    while pos < len(text):
-        match = _DURATION_PART.match(text, pos)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    return timedelta(seconds=total) if text else None
+    """Go's time.ParseDuration for non-negative values ("30s", "1m30s", "0"); None if invalid or
+    longer than a Go duration holds (about 292 years)."""
+    try:
+        return duration.parse_duration(text.strip())
+    except duration.DurationError:
+        return None
+
+
+def _duration_problem(text: str) -> str | None:
+    try:
+        duration.parse_nanoseconds(text.strip())
+    except duration.DurationError:
+        if re.fullmatch(duration.DURATION_PATTERN, text.strip()):
+            return f"{_show(text)} is longer than {duration.MAX_DURATION_TEXT}, the longest duration"
+        return f"{_show(text)} is not a duration such as 30s or 1m30s"
+    return None
 
 
 def _int(text: str, bits: int) -> int | None:
+    """Go's strconv.ParseInt(text, 10, bits): an optional sign and decimal digits, in range."""
     if not re.fullmatch(r"[+-]?[0-9]+", text):
         return None
-    value = int(text)
+    digits = text.lstrip("+-").lstrip("0")  # Go reads any number of leading zeros
+    if len(digits) > 20:  # out of any int64 range; Python's int() refuses strings past 4300 digits
+        return None
+    value = int(digits or "0") * (-1 if text.startswith("-") else 1)
     return value if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else None
+
+
+def _show(text: str, limit: int = 60) -> str:
+    """repr() of an annotation value, cut when long."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -78,12 +92,14 @@ def toleration_of(cls: PriorityClassInfo) -> tuple[Toleration | None, str | None
     if raw_min is not None:
         parsed = _int(raw_min, 32)
         if parsed is None:
-            return None, f"{MIN_PREEMPTABLE} {raw_min!r} is not a 32-bit integer"
+            return None, f"{MIN_PREEMPTABLE} {_show(raw_min)} is not a 32-bit integer"
         minimum = parsed
     if raw_seconds is not None:
         parsed = _int(raw_seconds, 64)
         if parsed is None:
-            return None, f"{TOLERATION_SECONDS} {raw_seconds!r} is not an integer"
+            if re.fullmatch(r"[+-]?[0-9]+", raw_seconds):
+                return None, f"{TOLERATION_SECONDS} {_show(raw_seconds)} does not fit in a 64-bit integer"
+            return None, f"{TOLERATION_SECONDS} {_show(raw_seconds)} is not an integer"
         seconds = parsed
     return Toleration(minimum, seconds), None
 
@@ -214,11 +230,12 @@ def annotation_problems(node: QuotaNode) -> list[str]:
     raw = node.annotations.get(POLICY_ANNOTATION)
     if raw is not None and (raw.strip().lower() or "default") not in POLICIES:
         problems.append(
-            f"{POLICY_ANNOTATION}: unknown value {raw!r} (use default, fence or disabled); treated as default"
+            f"{POLICY_ANNOTATION}: unknown value {_show(raw)} (use default, fence or disabled); treated as default"
         )
     raw = node.annotations.get(DELAY_ANNOTATION)
-    if raw is not None and parse_duration(raw) is None:
-        problems.append(f"{DELAY_ANNOTATION}: {raw!r} is not a duration such as 30s or 1m30s; treated as 0")
+    found = _duration_problem(raw) if raw is not None else None
+    if found is not None:
+        problems.append(f"{DELAY_ANNOTATION}: {found}; treated as 0")
     return problems
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -125,41 +126,30 @@ def is_true(obj: Workload, kind: str) -> bool:
     return condition is not None and condition.status == "True"
 
 
+_SIGNED = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_boost(annotations: Mapping[str, str]) -> int:
-    """The priority-boost annotation as a signed int32; anything else counts as 0, as Kueue does."""
+    """The priority-boost annotation as a signed int32; anything else counts as 0, as Kueue does.
+    Never raises: annotations are not validated by the API server."""
     raw = annotations.get(PRIORITY_BOOST_ANNOTATION)
     if raw is None:
         return 0
-    try:
-        value = int(raw.strip(), 10)
-    except ValueError:
+    text = raw.strip()
+    # Decimal ASCII digits only (Python's int() would also take "1_0" and other scripts' digits),
+    # and no int() of a long string, which Python refuses past 4300 digits.
+    digits = text.lstrip("+-").lstrip("0")
+    if not _SIGNED.fullmatch(text) or len(digits) > 10:
         return 0
+    value = int(digits or "0") * (-1 if text.startswith("-") else 1)
     return value if INT32_MIN <= value <= INT32_MAX else 0
 
 
 def pod_requests(pod_set: PodSet) -> dict[str, int]:
     """Per-pod requests: containers summed, the largest init container as a floor, plus overhead.
-    A container's limit stands in for a missing request, as Kubernetes defaults it."""
-    spec = pod_set.template.spec
-    total: dict[str, int] = {}
-    for container in spec.containers:
-        for resource, amount in _container_requests(container.resources).items():
-            total[resource] = total.get(resource, 0) + amount
-    for container in spec.init_containers or []:
-        for resource, amount in _container_requests(container.resources).items():
-            total[resource] = max(total.get(resource, 0), amount)
-    for resource, quantity in (spec.overhead or {}).items():
-        total[resource] = total.get(resource, 0) + to_amount(resource, quantity)
-    return total
-
-
-def _container_requests(resources: object) -> dict[str, int]:
-    if resources is None:
-        return {}
-    requests = dict(getattr(resources, "requests", None) or {})
-    for resource, quantity in (getattr(resources, "limits", None) or {}).items():
-        requests.setdefault(resource, quantity)
-    return {resource: to_amount(resource, quantity) for resource, quantity in requests.items()}
+    A container's limit stands in for a missing request, as Kubernetes defaults it. parse_object
+    has checked that each fits in int64, and so does count times each."""
+    return pod_set.template.spec.amounts_per_pod()
 
 
 def build_info(
