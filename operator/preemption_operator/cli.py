@@ -57,6 +57,13 @@ def crds(output_dir: Path, check: bool) -> None:
 )
 @click.option("--lease-seconds", type=click.IntRange(min=2), default=8, show_default=True, help="Lease duration.")
 @click.option("--no-leader-election", is_flag=True, help="Act as the only replica.")
+@click.option(
+    "--liveness-seconds",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    show_default=True,
+    help="/healthz fails when the scheduling loop has not completed a pass for this long.",
+)
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
 def run(
@@ -66,23 +73,35 @@ def run(
     lease_name: str,
     lease_seconds: int,
     no_leader_election: bool,
+    liveness_seconds: float,
     log_format: str,
     verbose: bool,
 ) -> None:
     """Run the operator against the cluster of the current kubeconfig (or in-cluster config)."""
-    import kopf
+    from lightkube.core.exceptions import ConfigError
 
+    from . import logs
     from .controller import run as operator
+    from .controller.faults import Faults, FaultSpecError
+    from .k8s.api import load_config
 
-    kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.PLAIN)
+    logs.configure(log_format, verbose)
+    try:
+        config = load_config()
+        faults = Faults.from_env()
+    except (ConfigError, FaultSpecError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
     operator.run(
+        config,
         host=metrics_host,
         port=metrics_port,
         lease_namespace=lease_namespace,
         lease_name=lease_name,
         leader_election=not no_leader_election,
         lease_seconds=lease_seconds,
-        verbose=verbose,
+        liveness_seconds=liveness_seconds,
+        faults=faults,
     )
 
 
@@ -139,12 +158,21 @@ def explain(paths: tuple[Path, ...], workload: str, now_text: str | None, max_cy
 def _parse_now(text: str | None) -> datetime:
     if text is None:
         return datetime.now(UTC).replace(microsecond=0)
+    from .api.meta import LATEST_TIME
+
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        in_range = moment.astimezone(UTC) <= LATEST_TIME
+    except (ValueError, OverflowError):
         click.echo(f"error: --now: {text!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z", err=True)
         sys.exit(2)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if not in_range:
+        # As for the times in objects: the engine adds durations of up to ~292 years to it.
+        latest = LATEST_TIME.strftime("%Y-%m-%dT%H:%M:%SZ")
+        click.echo(f"error: --now: {text!r} is too far in the future: it must be before {latest}", err=True)
+        sys.exit(2)
+    return moment
 
 
 def main() -> None:

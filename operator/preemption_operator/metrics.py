@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 
 class Metrics:
@@ -48,3 +52,47 @@ class Metrics:
             registry=self.registry,
         )
         self.leader = Gauge(f"{prefix}_leader", "1 while this replica holds the lease.", registry=self.registry)
+        self.failed_writes = Counter(
+            f"{prefix}_failed_writes_total",
+            "Decisions not written: the API refused or did not answer (failed), or the lease deadline "
+            "had passed (fenced). Each is forgotten and decided again.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.api_requests = Counter(
+            f"{prefix}_api_requests_total",
+            "Requests to the API server, by method and answer code (none: no answer).",
+            ["method", "code"],
+            registry=self.registry,
+        )
+        self._queues: set[str] = set()
+
+    def count_request(self, method: str, code: str) -> None:
+        self.api_requests.labels(method=method, code=code).inc()
+
+    def watch_events(self, counters: Callable[[], dict[str, int]]) -> None:
+        """Exposes the Event recorder's own counters (posted, patched, dropped, ...)."""
+        registry = self.registry
+
+        class EventCounters(Collector):
+            def collect(self) -> Iterable[Metric]:
+                family = CounterMetricFamily(
+                    "preemption_operator_events",
+                    "Events recorded, by what became of them: posted, patched (a repeat counted up), "
+                    "dropped (queue full), filtered (spam filter), fenced (not leading), failed.",
+                    labels=["outcome"],
+                )
+                for outcome, value in sorted(counters().items()):
+                    family.add_metric([outcome], value)
+                yield family
+
+        registry.register(EventCounters())
+
+    def forget_cluster_queues(self, existing: set[str]) -> None:
+        """Removes the series of ClusterQueues that no longer exist, as Kueue does on deletion."""
+        for name in self._queues - existing:
+            self.pending.remove_by_labels({"cluster_queue": name})
+            self.admitted.remove_by_labels({"cluster_queue": name})
+            self.evicted.remove_by_labels({"cluster_queue": name})
+            self.preempted.remove_by_labels({"preempting_cluster_queue": name})
+        self._queues = set(existing)

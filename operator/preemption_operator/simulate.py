@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from .api.v1beta2 import Workload
+from .engine import changes
 from .engine import status as wl_status
 from .engine.cache import Cache
 from .engine.configurable import ConfigurablePreemption
@@ -68,10 +69,6 @@ def _with_status(info: WorkloadInfo, new_status: dict[str, Any]) -> Workload:
     return Workload.model_validate(body)
 
 
-def _status(info: WorkloadInfo) -> dict[str, Any] | None:
-    return info.obj.status.to_wire() if info.obj.status is not None else None
-
-
 def run(objects: list[Any], now: datetime, max_cycles: int = 100) -> Simulation:
     cache = Cache()
     cache.load(objects)
@@ -106,72 +103,20 @@ def run(objects: list[Any], now: datetime, max_cycles: int = 100) -> Simulation:
 
 
 def _apply(cache: Cache, sim: Simulation, cycle: int, result: CycleResult, now: datetime) -> bool:
+    """Writes the cycle's status changes into the cache (as the operator writes them to the API);
+    True when a pending reason changed."""
     for exp in result.explanations:
         sim.explanations.append((cycle, exp))
-    for p in result.preempted:
-        info = cache.infos[p.victim.key]
-        new = wl_status.evicted(_status(info), p, now, info.obj.metadata.generation)
-        cache.upsert(_with_status(info, new))
-        message = wl_status.get_condition(new, "Preempted") or {}
-        sim.actions.append(
-            {
-                "cycle": cycle,
-                "action": "Preempted",
-                "workload": p.victim.key,
-                "preemptor": p.preemptor.key,
-                "clusterQueue": p.victim.cluster_queue,
-                "reason": p.target.reason,
-                "message": message.get("message", ""),
-            }
-        )
-    for e in result.evicted:
-        info = cache.infos[e.workload.key]
-        new = wl_status.drained(_status(info), e, now, info.obj.metadata.generation)
-        cache.upsert(_with_status(info, new))
-        sim.actions.append(
-            {
-                "cycle": cycle,
-                "action": "Evicted",
-                "workload": e.workload.key,
-                "clusterQueue": e.workload.cluster_queue,
-                "reason": e.reason,
-                "message": e.message,
-            }
-        )
-    for a in result.admitted:
-        info = cache.infos[a.workload.key]
-        new = wl_status.admitted(_status(info), a, now, info.obj.metadata.generation)
-        cache.upsert(_with_status(info, new))
-        sim.actions.append(
-            {"cycle": cycle, "action": "Admitted", "workload": a.workload.key, "clusterQueue": a.cluster_queue}
-        )
-    changed = False
-    for pend in result.pending:
-        info = cache.infos[pend.workload.key]
-        old = _status(info) or {}
-        before = wl_status.get_condition(old, "QuotaReserved")
-        new = wl_status.pending(old, pend, now, info.obj.metadata.generation)
-        after = wl_status.get_condition(new, "QuotaReserved")
-        if (
-            before is not None
-            and after is not None
-            and (before["reason"], before["message"])
-            == (
-                after["reason"],
-                after["message"],
-            )
-        ):
+    pending_changed = False
+    for change in changes.status_changes(result, now):
+        info = cache.infos[change.key]
+        new = change.compute(info.obj.to_wire())
+        if new is None:
             continue
-        changed = True
         cache.upsert(_with_status(info, new))
-        sim.actions.append(
-            {
-                "cycle": cycle,
-                "action": "Pending",
-                "workload": pend.workload.key,
-                "clusterQueue": pend.cluster_queue,
-                "reason": pend.reason,
-                "message": pend.message,
-            }
-        )
-    return changed
+        record = {"cycle": cycle, **change.record}
+        if change.action == changes.PREEMPTED:
+            record["message"] = (wl_status.get_condition(new, "Preempted") or {}).get("message", "")
+        sim.actions.append(record)
+        pending_changed = pending_changed or change.action == changes.PENDING
+    return pending_changed

@@ -104,6 +104,7 @@ ACCESS = [
     ("patch", "clusterqueues.kueue.x-k8s.io", ["--subresource=status"], True),
     ("patch", "preemptionconfigs.kueue.x-k8s.io", ["--subresource=status"], True),
     ("create", "events", ["-n", "default"], True),
+    ("patch", "events", ["-n", "default"], True),  # a repeated Event counts up instead of piling up
     ("list", "nodes", [], True),
     ("update", "leases.coordination.k8s.io", ["-n", SYSTEM_NAMESPACE], True),
     # What it must not be able to do.

@@ -27,6 +27,7 @@ from .operator_process import (
     cluster_queue,
     condition,
     describe_conditions,
+    describe_events,
     is_true,
     operator_command,
     wait_until,
@@ -579,15 +580,15 @@ def test_invalid_objects_do_not_stop_the_operator(scenario: Scenario, operators:
     bad_cq, bad_lq = sc.queue("bad", HUGE)
     sc.apply(workload("in-bad-queue", ns, bad_lq, 1, 0))
     op = operators.start()
-    assert f"ignoring invalid object: Workload {ns}/bad-at-start" in op.log(), op.tail()
-    assert f"ignoring invalid object: ClusterQueue {bad_cq}" in op.log(), op.tail()
+    assert f"invalid object: Workload {ns}/bad-at-start" in op.log(), op.tail()
+    assert f"invalid object: ClusterQueue {bad_cq}" in op.log(), op.tail()
 
     sc.apply(workload("ok-1", ns, lq, 1, 0))
     sc.wait_admitted("ok-1", diagnostics=op.tail)
     # Arriving through the watch.
     sc.apply(workload("bad-later", ns, lq, HUGE, 0))
     wait_until(
-        lambda: f"ignoring invalid object: Workload {ns}/bad-later" in op.log(),
+        lambda: f"invalid object: Workload {ns}/bad-later" in op.log(),
         what="the watch to report the invalid workload",
         diagnostics=op.tail,
     )
@@ -598,6 +599,13 @@ def test_invalid_objects_do_not_stop_the_operator(scenario: Scenario, operators:
     for name in ("bad-at-start", "bad-later"):
         assert not wls[name].get("status"), f"{name} was written: {wls[name].get('status')}"
     assert not is_true(wls["in-bad-queue"], "QuotaReserved")
+    # People see why on the object itself, not only in the operator's log.
+    warning = wait_until(
+        lambda: [e for e in describe_events(sc.describe("bad-later")) if e["Reason"] == "InvalidObject"],
+        what="a Warning Event on the invalid workload",
+        diagnostics=op.tail,
+    )
+    assert warning[0]["Type"] == "Warning" and "is not a valid quantity" in warning[0]["Message"], warning
     assert op.alive() and op.get("/healthz")[0] == 200
     assert op.metric(ADMITTED, cluster_queue=cq) == 2
     assert "Traceback" not in op.log(), op.tail()

@@ -1,43 +1,50 @@
 """The scheduling loop: one cycle at a time, woken by changes and coalesced under load.
 
-Each cycle cuts a snapshot from the cache, lets the engine decide, and writes the decisions.
-Every object written is put back into the cache from the API's answer at once, so the next
-cycle never acts on a state older than its own writes (Kueue's expectations): a victim is not
-evicted twice and no ClusterQueue is admitted past its quota while the watch catches up.
+Each cycle cuts a snapshot from the cache (what the API says, plus the decisions whose writes are
+in flight), lets the engine decide, and writes the decisions. Every decision is assumed in the
+cache before its write is sent and forgotten when the write ends: a written one is then in the
+cache from the API's answer, a failed one gives its quota back. So no cycle can hand out quota
+that a write in flight is taking, and a victim is not evicted twice (Kueue's assume/forget and
+expectations).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from ..engine import status as wl_status
+from ..api.v1beta2 import Workload
 from ..engine.cache import Cache
+from ..engine.changes import PREEMPTED, EventNote, StatusChange, status_changes
 from ..engine.configurable import ConfigurablePreemption
 from ..engine.notices import Notice
-from ..engine.objects import ObjectError, parse_object
-from ..engine.scheduler import Admission, CycleResult, Eviction, Pending, Preemption, QueueState, Scheduler
-from ..engine.snapshot import Snapshot
-from ..engine.workload import WorkloadInfo
+from ..engine.scheduler import CycleResult, QueueState, Scheduler
 from ..k8s import resources
-from ..k8s.writer import StatusFn, StatusWriter
+from ..k8s.api import Kind
+from ..k8s.writer import Outcome, StatusWriter, WriteResult
 from ..metrics import Metrics
 from . import statuses
+from .faults import Faults
+from .feeder import CacheFeeder
 
 log = logging.getLogger(__name__)
 
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
+API_VERSIONS = {"PreemptionConfig": "kueue.x-k8s.io/v1alpha1", "PriorityClass": "scheduling.k8s.io/v1", "Node": "v1"}
 WRITE_PARALLELISM = 8  # as Kueue issues preemptions
 STATUS_INTERVAL_SECONDS = 5.0
 ROUNDS_PER_CYCLE = 64  # consecutive Kueue cycles decided before one batch of writes
+RETRY_START, RETRY_MAX = 1.0, 30.0
 
 
-def _priorities(wl: WorkloadInfo) -> str:
-    return f"{wl.priority} (base: {wl.base_priority}, boost: {wl.boost})"
+class EventSink(Protocol):
+    def record(self, obj: dict[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str) -> None:
+        """Never blocks, never raises."""
 
 
 class SchedulingLoop:
@@ -45,30 +52,42 @@ class SchedulingLoop:
         self,
         cache: Cache,
         writer: StatusWriter,
+        events: EventSink,
         metrics: Metrics,
-        is_leader: Callable[[], bool],
+        leading: Callable[[], bool],
+        *,
+        relist: Callable[[], Awaitable[None]] | None = None,
+        faults: Faults | None = None,
         coalesce_seconds: float = 0.05,
         resync_seconds: float = 30.0,
+        rounds: int = ROUNDS_PER_CYCLE,
     ) -> None:
         self.cache = cache
+        self.feeder = CacheFeeder(cache, self)
         self.writer = writer
+        self.events = events
         self.metrics = metrics
-        self.is_leader = is_leader
+        self.leading = leading
+        self.relist = relist
+        self.faults = faults or Faults()
         self.coalesce_seconds = coalesce_seconds
         self.resync_seconds = resync_seconds
         self.state = QueueState()
         self.configurable = ConfigurablePreemption()
-        self.scheduler = Scheduler(extra=self.configurable.candidates, rounds=ROUNDS_PER_CYCLE)
+        self.scheduler = Scheduler(extra=self.configurable.candidates, rounds=rounds)
         self.wake = asyncio.Event()
         self.released: set[str] = set()
-        self.posted_notices: set[Notice] = set()
+        self.posted: set[Notice] = set()
         self.cycles = 0
-        self.last_cycle_at = 0.0
+        self.heartbeat = time.monotonic()
+        """When the loop last completed a pass (a cycle, or a standby's check): liveness reads it."""
         self.pending_queues: set[str] = set()
-        self.event_tasks: set[asyncio.Task[None]] = set()
-        self.event_limit = asyncio.Semaphore(2)  # Events must not crowd out decisions at the API server
         self.statuses_at = 0.0
         self.busy = False
+        self.failed_writes = 0
+        self._was_leading = False
+        self._wake_deadline = math.inf
+        self._retry_delay = RETRY_START
 
     # -- triggers --------------------------------------------------------------------------
 
@@ -85,36 +104,61 @@ class SchedulingLoop:
         self.state.inadmissible.clear()
         self.poke()
 
+    def _wake_in(self, seconds: float) -> None:
+        """One pending wake-up, the earliest asked for (not one timer per request)."""
+        self._wake_deadline = min(self._wake_deadline, time.monotonic() + max(0.0, seconds))
+
+    def _wake_at(self, moment: datetime) -> None:
+        """Runs a cycle when a preemption delay or a protection ends, even if nothing else changes."""
+        self._wake_in(min(self.resync_seconds, (moment - datetime.now(UTC)).total_seconds() + 0.5))
+
     # -- the loop ----------------------------------------------------------------------------
 
     async def run(self, synced: asyncio.Event) -> None:
         await synced.wait()
-        # The periodic resync is a deadline on the wait, not a task of its own: kopf cancels the
-        # tasks created after it started as "hung" when it stops, and waits 5 s for them first,
-        # which made every SIGTERM take 5 s more.
         resync_at = time.monotonic() + self.resync_seconds
         while True:
+            deadline = min(resync_at, self._wake_deadline)
             try:
-                async with asyncio.timeout(max(0.0, resync_at - time.monotonic())):
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                     await self.wake.wait()
             except TimeoutError:
-                resync_at = time.monotonic() + self.resync_seconds
+                pass
+            moment = time.monotonic()
+            if moment >= self._wake_deadline:
+                self._wake_deadline = math.inf
+            if moment >= resync_at:
+                resync_at = moment + self.resync_seconds
                 self.config_changed()
             if not self.busy:
                 # Woken by the watches: let a burst of changes land before deciding. After a
                 # cycle that changed something, the next one starts at once.
                 await asyncio.sleep(self.coalesce_seconds)
             self.wake.clear()
-            if not self.is_leader():
+            if not self.leading():
+                self._was_leading = False
+                self.heartbeat = time.monotonic()
                 continue
             try:
+                if not self._was_leading:
+                    await self._take_over()
                 await self.cycle()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("scheduling cycle failed; retrying on the next change")
-                await asyncio.sleep(1)
-                self.poke()
+                log.exception("scheduling cycle failed; retrying")
+                self._wake_in(RETRY_START)
+                continue
+            self.heartbeat = time.monotonic()
+
+    async def _take_over(self) -> None:
+        """A new leader starts from a fresh list, not from what its watches delivered so far: the
+        previous leader's last writes may still be on their way."""
+        if self.relist is not None:
+            await self.relist()
+        self.state = QueueState()
+        self.posted = set()
+        self._was_leading = True
 
     async def cycle(self) -> CycleResult:
         started = time.perf_counter()
@@ -126,201 +170,155 @@ class SchedulingLoop:
         self.configurable.begin_cycle(snapshot)
         result = self.scheduler.cycle(snapshot, self.state)
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
-        await self._apply(result, snapshot, now)
-        freed = {p.victim.cluster_queue or "" for p in result.preempted} | {
-            e.workload.cluster_queue or "" for e in result.evicted
-        }
+        if result.retry_at is not None:
+            self._wake_at(result.retry_at)
+        changes = status_changes(result, now)
+        written = await self._apply(changes)
+        freed = {c.workload.cluster_queue or "" for c in written if c.releases_quota}
         if freed:
             self.state.quota_released(snapshot, freed)
-        await self._notices()
+        self._post_notices()
+        counts = {name: len(queue) for name, queue in snapshot.pending.items()}
+        for name in self.pending_queues | set(counts):
+            self.metrics.pending.labels(cluster_queue=name).set(counts.get(name, 0))
+        self.pending_queues = set(counts)
         # Queue statuses are for people: refresh them when the cluster settles, or every few
         # seconds while admissions stream in, so they never take write capacity from workloads.
         if not result.changed or time.monotonic() - self.statuses_at >= STATUS_INTERVAL_SECONDS:
             self.statuses_at = time.monotonic()
             await self._queue_statuses(now)
         self.cycles += 1
-        self.last_cycle_at = time.monotonic()
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
         self.busy = result.changed
         if result.changed:
             self.poke()
-        if result.retry_at is not None:
-            self._wake_at(result.retry_at)
         return result
-
-    def _wake_at(self, moment: datetime) -> None:
-        """Runs a cycle when a preemption delay ends, even if nothing else changes."""
-        delay = max(0.0, (moment - datetime.now(UTC)).total_seconds())
-        asyncio.get_running_loop().call_later(delay + 0.5, self.poke)
 
     # -- writing decisions -------------------------------------------------------------------
 
-    async def _write(self, wl: WorkloadInfo, compute: StatusFn) -> dict[str, Any] | None:
-        """Writes a Workload's status from the version the decision saw (retried from a fresh read
-        on conflict) and puts the result in the cache at once."""
-        written = await self.writer.update_status(resources.Workload, wl.name, wl.namespace, compute, wl.obj.to_wire())
-        self._store(written)
+    async def _apply(self, changes: Sequence[StatusChange]) -> list[StatusChange]:
+        """Assumes every decision, then writes: evictions first; admissions only if every eviction
+        of the batch was written (an admission may use quota a drained workload gave back); then
+        pending reasons. Returns the changes written."""
+        for change in changes:
+            if change.holds_quota:
+                wire = change.workload.obj.to_wire()
+                new = change.compute(wire)
+                if new is not None:
+                    self.cache.assume_admission(Workload.model_validate({**wire, "status": new}))
+            elif change.releases_quota:
+                self.cache.assume_eviction(change.key)
+        self.faults.before_writes(changes)
+        releases = [c for c in changes if c.releases_quota]
+        takes = [c for c in changes if c.holds_quota]
+        others = [c for c in changes if not c.releases_quota and not c.holds_quota]
+        written, failed = await self._write_all(releases)
+        if failed:
+            for change in takes:
+                self.cache.forget(change.key)
+            log.warning("%d eviction(s) not written; their cycle's %d admission(s) are retried", failed, len(takes))
+        else:
+            more, failed = await self._write_all(takes)
+            written += more
+        more, failed_others = await self._write_all(others)
+        written += more
+        if not self.leading():
+            log.warning(
+                "the lease deadline passed with decisions in hand: %d write(s) not sent", len(changes) - len(written)
+            )
+        if failed or failed_others:
+            self._wake_in(self._retry_delay)
+            self._retry_delay = min(RETRY_MAX, self._retry_delay * 2)
+        else:
+            self._retry_delay = RETRY_START
         return written
 
-    def _store(self, written: dict[str, Any] | None) -> None:
-        if written is None:
-            return
-        try:
-            self.cache.upsert(parse_object(written))
-        except ObjectError as exc:  # pragma: no cover - we wrote it from a valid object
-            log.error("the API returned an object the models reject: %s", exc)
-
-    async def _apply(self, result: CycleResult, snapshot: Snapshot, now: datetime) -> None:
-        """Evictions first, then admissions, then pending reasons; the writes of each kind go out
-        in parallel (they touch different objects), at most WRITE_PARALLELISM at a time."""
+    async def _write_all(self, changes: Sequence[StatusChange]) -> tuple[list[StatusChange], int]:
         limit = asyncio.Semaphore(WRITE_PARALLELISM)
 
-        async def bounded(write: Awaitable[None]) -> None:
+        async def bounded(change: StatusChange) -> WriteResult:
             async with limit:
-                await write
+                return await self._write(change)
 
-        await asyncio.gather(*(bounded(self._drain(e, now)) for e in result.evicted))
-        await asyncio.gather(*(bounded(self._preempt(p, now)) for p in result.preempted))
-        await asyncio.gather(*(bounded(self._admit(a, now)) for a in result.admitted))
-        await asyncio.gather(*(bounded(self._pending(p, now)) for p in result.pending))
-        counts: dict[str, int] = {name: len(queue) for name, queue in snapshot.pending.items()}
-        for name in self.pending_queues | set(counts):
-            self.metrics.pending.labels(cluster_queue=name).set(counts.get(name, 0))
-        self.pending_queues = set(counts)
+        results = await asyncio.gather(*(bounded(c) for c in changes))
+        written = [c for c, r in zip(changes, results, strict=True) if r.outcome is Outcome.WRITTEN]
+        failed = sum(r.outcome in (Outcome.FAILED, Outcome.FENCED) for r in results)
+        return written, failed
 
-    def _event(self, obj: dict[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str) -> None:
-        """Events go out in the background: they are best effort and must not slow admissions."""
-        task = asyncio.create_task(self._post_event(obj, kind, api_version, type_, reason, message))
-        self.event_tasks.add(task)
-        task.add_done_callback(self.event_tasks.discard)
+    async def _write(self, change: StatusChange) -> WriteResult:
+        wl = change.workload
+        try:
+            result = await self.writer.update_status(
+                resources.Workload, wl.name, wl.namespace, change.compute, wl.obj.to_wire()
+            )
+        except Exception as exc:  # the writer classifies what it knows; anything else fails this write only
+            result = WriteResult(Outcome.FAILED, error=repr(exc))
+        if result.outcome is Outcome.GONE:
+            self.feeder.gone("Workload", wl.key)
+            return result
+        if result.body is not None:
+            self.feeder.ingest("Workload", result.body)  # before forgetting: no gap without the quota
+        self.cache.forget(wl.key)
+        if result.outcome is Outcome.WRITTEN:
+            assert result.body is not None
+            self._report(change, result.body)
+        elif result.outcome in (Outcome.FAILED, Outcome.FENCED):
+            self.failed_writes += 1
+            self.metrics.failed_writes.labels(outcome=result.outcome.value).inc()
+            if result.outcome is Outcome.FAILED:
+                log.warning("%s of %s not written: %s", change.action, wl.key, result.error)
+            else:
+                log.debug("%s of %s not sent: the lease deadline has passed", change.action, wl.key)
+        return result
 
-    async def _post_event(
-        self, obj: dict[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str
-    ) -> None:
-        async with self.event_limit:
-            await self.writer.event(obj, kind, api_version, type_, reason, message)
+    def _report(self, change: StatusChange, body: dict[str, Any]) -> None:
+        """Events and metrics for a change that was written."""
+        for note in change.events:
+            self._event(note, body, change)
+        if change.holds_quota:
+            self.metrics.admitted.labels(cluster_queue=change.cluster_queue).inc()
+        elif change.action == PREEMPTED:
+            self.metrics.preempted.labels(
+                preempting_cluster_queue=change.preemptor_cluster_queue, reason=change.reason
+            ).inc()
+            self.metrics.evicted.labels(
+                cluster_queue=change.cluster_queue, reason="Preempted", underlying_cause=change.underlying_cause
+            ).inc()
+            preemptor = change.preemptor.key if change.preemptor is not None else ""
+            log.info("preempted %s for %s: %s", change.key, preemptor, change.record.get("message", ""))
+        elif change.releases_quota:
+            self.metrics.evicted.labels(
+                cluster_queue=change.cluster_queue, reason=change.reason, underlying_cause=""
+            ).inc()
 
-    async def drain_events(self, timeout: float = 5.0) -> None:
-        """Waits (a little) for Events still being posted, at shutdown."""
-        if self.event_tasks:
-            await asyncio.wait(list(self.event_tasks), timeout=timeout)
+    def _event(self, note: EventNote, body: dict[str, Any], change: StatusChange) -> None:
+        obj = body
+        if note.about == "preemptor" and change.preemptor is not None:
+            held = self.cache.objects["Workload"].get(change.preemptor.key)
+            obj = held.to_wire() if held is not None else change.preemptor.obj.to_wire()
+        self.events.record(obj, "Workload", KUEUE_V1BETA2, note.type, note.reason, note.message)
 
-    async def _drain(self, e: Eviction, now: datetime) -> None:
-        wl = e.workload
-
-        def compute(current: dict[str, Any]) -> dict[str, Any] | None:
-            status = current.get("status") or {}
-            reserved = wl_status.get_condition(status, "QuotaReserved")
-            if not reserved or reserved["status"] != "True":
-                return None
-            return wl_status.drained(status, e, now, current["metadata"].get("generation"))
-
-        written = await self._write(wl, compute)
-        if written is None:
-            return
-        self.metrics.evicted.labels(cluster_queue=wl.cluster_queue or "", reason=e.reason, underlying_cause="").inc()
-        self._event(written, "Workload", KUEUE_V1BETA2, "Normal", f"EvictedDueTo{e.reason}", e.message)
-
-    async def _preempt(self, p: Preemption, now: datetime) -> None:
-        victim = p.victim
-
-        def compute(current: dict[str, Any]) -> dict[str, Any] | None:
-            status = current.get("status") or {}
-            admission = status.get("admission") or {}
-            reserved = wl_status.get_condition(status, "QuotaReserved")
-            if admission.get("clusterQueue") != victim.cluster_queue or not reserved or reserved["status"] != "True":
-                return None  # no longer holds that quota: nothing to evict
-            return wl_status.evicted(status, p, now, current["metadata"].get("generation"))
-
-        written = await self._write(victim, compute)
-        if written is None:
-            return
-        evicted_message, preempted_message = wl_status.eviction_messages(p)
-        cause = p.target.rule.config if p.target.rule is not None else ""
-        self.metrics.preempted.labels(preempting_cluster_queue=p.preemptor_cluster_queue, reason=p.target.reason).inc()
-        self.metrics.evicted.labels(
-            cluster_queue=victim.cluster_queue or "", reason="Preempted", underlying_cause=cause
-        ).inc()
-        priorities = (
-            f"; preemptor effective priority: {_priorities(p.preemptor)}; "
-            f"preemptee effective priority: {_priorities(victim)}"
-        )
-        self._event(written, "Workload", KUEUE_V1BETA2, "Normal", "EvictedDueToPreempted", evicted_message)
-        self._event(written, "Workload", KUEUE_V1BETA2, "Normal", "Preempted", preempted_message + priorities)
-        self._event(
-            p.preemptor.obj.to_wire(),
-            "Workload",
-            KUEUE_V1BETA2,
-            "Normal",
-            "PreemptedWorkload",
-            f"Preempted workload {victim.key} (UID: {victim.uid}) in ClusterQueue {victim.cluster_queue}{priorities}",
-        )
-        log.info("preempted %s for %s: %s", victim.key, p.preemptor.key, preempted_message)
-
-    async def _admit(self, a: Admission, now: datetime) -> None:
-        wl = a.workload
-
-        def compute(current: dict[str, Any]) -> dict[str, Any] | None:
-            status = current.get("status") or {}
-            reserved = wl_status.get_condition(status, "QuotaReserved")
-            if reserved is not None and reserved["status"] == "True":
-                return None  # someone admitted it already
-            return wl_status.admitted(status, a, now, current["metadata"].get("generation"))
-
-        written = await self._write(wl, compute)
-        if written is None:
-            return
-        self.metrics.admitted.labels(cluster_queue=a.cluster_queue).inc()
-        waited = int((now - wl.created).total_seconds())
-        self._event(
-            written,
-            "Workload",
-            KUEUE_V1BETA2,
-            "Normal",
-            "QuotaReserved",
-            f"Quota reserved in ClusterQueue {a.cluster_queue}, wait time since queued was {waited}s",
-        )
-        self._event(
-            written,
-            "Workload",
-            KUEUE_V1BETA2,
-            "Normal",
-            "Admitted",
-            f"Admitted by ClusterQueue {a.cluster_queue}, wait time since reservation was 0s",
-        )
-
-    async def _pending(self, p: Pending, now: datetime) -> None:
-        wl = p.workload
-
-        def compute(current: dict[str, Any]) -> dict[str, Any] | None:
-            status = current.get("status") or {}
-            reserved = wl_status.get_condition(status, "QuotaReserved")
-            if reserved is not None and reserved["status"] == "True":
-                return None
-            if reserved is not None and (reserved["reason"], reserved["message"]) == (p.reason, p.message):
-                return None
-            return wl_status.pending(status, p, now, current["metadata"].get("generation"))
-
-        written = await self._write(wl, compute)
-        if written is None:
-            return
-        if p.reason == "WaitingForPreemptedWorkloads":
-            self._event(written, "Workload", KUEUE_V1BETA2, "Warning", p.reason, p.message)
-
-    async def _notices(self) -> None:
-        object_notices = [n for notices in self.cache.notices.values() for n in notices]
-        for notice in [*object_notices, *self.configurable.notices]:
-            if notice in self.posted_notices:
-                continue
-            self.posted_notices.add(notice)
-            api_version = {
-                "PreemptionConfig": "kueue.x-k8s.io/v1alpha1",
-                "PriorityClass": "scheduling.k8s.io/v1",
-            }.get(notice.kind, KUEUE_V1BETA2)
+    def _post_notices(self) -> None:
+        """Warnings about objects, once each while the problem lasts (again if it comes back)."""
+        current = {
+            *(n for notices in self.cache.notices.values() for n in notices),
+            *self.configurable.notices,
+            *self.feeder.notices(),
+        }
+        for notice in sorted(current - self.posted, key=lambda n: (n.kind, n.name, n.reason)):
             obj = self.cache.objects.get(notice.kind, {}).get(notice.name)
-            body = obj.to_wire() if obj is not None else {"metadata": {"name": notice.name}}
-            self._event(body, notice.kind, api_version, "Warning", notice.reason, notice.message)
+            ref = self.feeder.reference(notice.kind, notice.name)
+            if ref is not None:
+                body = {"metadata": ref}
+            elif obj is not None:
+                body = obj.to_wire()
+            else:
+                namespace, _, name = notice.name.rpartition("/")
+                body = {"metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
+            api_version = API_VERSIONS.get(notice.kind, KUEUE_V1BETA2)
+            self.events.record(body, notice.kind, api_version, "Warning", notice.reason, notice.message)
             log.warning("%s", notice.message)
+        self.posted = current
 
     async def _queue_statuses(self, now: datetime) -> None:
         """ClusterQueue, LocalQueue and PreemptionConfig status; written only when it changes."""
@@ -335,7 +333,7 @@ class SchedulingLoop:
                 generation = current["metadata"].get("generation")
                 return statuses.cluster_queue_status(cq, pending, current.get("status"), now, generation)
 
-            self._store(await self.writer.update_status(resources.ClusterQueue, name, None, cq_status, obj.to_wire()))
+            await self._write_status(resources.ClusterQueue, name, None, cq_status, obj.to_wire())
         counts = statuses.local_queue_counts(snapshot)
         for lq in list(self.cache.objects["LocalQueue"].values()):
             lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
@@ -343,15 +341,27 @@ class SchedulingLoop:
             def lq_status(current: dict[str, Any], lq_counts: tuple[int, int] = lq_counts) -> dict[str, Any]:
                 return statuses.local_queue_status(lq_counts, current.get("status"))
 
-            self._store(
-                await self.writer.update_status(resources.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire())
-            )
+            await self._write_status(resources.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire())
         users = statuses.config_users(snapshot)
         for name, config in list(self.cache.objects["PreemptionConfig"].items()):
 
             def pc_status(current: dict[str, Any], config: Any = config, name: str = name) -> dict[str, Any]:
                 return statuses.preemption_config_status(config, users.get(name, []), current.get("status"), now)
 
-            self._store(
-                await self.writer.update_status(resources.PreemptionConfig, name, None, pc_status, config.to_wire())
-            )
+            await self._write_status(resources.PreemptionConfig, name, None, pc_status, config.to_wire())
+        self.metrics.forget_cluster_queues(set(snapshot.cluster_queues))
+
+    async def _write_status(
+        self, kind: Kind, name: str, namespace: str | None, compute: Any, current: dict[str, Any]
+    ) -> None:
+        try:
+            result = await self.writer.update_status(kind, name, namespace, compute, current)
+        except Exception as exc:  # a status for people must never stop scheduling
+            log.warning("status of %s %s not written: %r", kind.name, name, exc)
+            return
+        if result.outcome is Outcome.GONE:
+            self.feeder.gone(kind.name, f"{namespace}/{name}" if namespace else name)
+        elif result.body is not None:
+            self.feeder.ingest(kind.name, result.body)
+        elif result.outcome is Outcome.FAILED:
+            log.warning("status of %s %s not written: %s", kind.name, name, result.error)

@@ -7,6 +7,7 @@ usage per node — so that a snapshot costs O(ClusterQueues + cohorts), not O(wo
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,16 +40,76 @@ class _Tree:
     """ClusterQueues stopped with HoldAndDrain."""
 
 
+class Change(enum.IntEnum):
+    """What an update did to the cache, so the operator wakes the scheduler only when it matters."""
+
+    NONE = 0
+    """Stale or already known: nothing changed."""
+    STORED = 1
+    """Stored, but nothing scheduling reads changed (a status written by us, a Node heartbeat)."""
+    RELEVANT = 2
+    """Something scheduling reads changed."""
+
+
+@dataclass(frozen=True)
+class _Assumption:
+    """A decision whose write is in flight. An admission holds its quota from the moment it is
+    decided; an eviction gives the quota back only once written (until then the victim keeps it
+    but is no candidate), so a failed or slow write never lets a cycle hand out quota twice."""
+
+    admitted: WorkloadInfo | None
+    """The workload as admitted (None: an eviction)."""
+
+
+def _version(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
+
+
+def _class_ref(info: WorkloadInfo) -> tuple[str, str] | None:
+    ref = info.obj.spec.priority_class_ref
+    return (ref.kind, ref.name) if ref is not None else None
+
+
+def _relevant(kind: str, obj: Any) -> tuple[Any, ...]:
+    """The parts of an object that scheduling reads; a change elsewhere (status, heartbeats,
+    managed fields) needs no rebuild and no new look at parked workloads."""
+    meta = obj.metadata
+    if kind == "Namespace":
+        return (meta.labels,)
+    if kind in ("PriorityClass", "WorkloadPriorityClass"):
+        return (obj.value, meta.annotations)
+    if kind == "Node":
+        return (meta.labels, obj.spec, obj.status.allocatable)
+    return (meta.labels, meta.annotations, obj.spec)
+
+
+def _differs(kind: str, previous: Any, current: Any) -> bool:
+    return _relevant(kind, previous) != _relevant(kind, current)
+
+
 class Cache:
-    """Parsed, indexed cluster state. Not thread-safe: one writer at a time."""
+    """Parsed, indexed cluster state: what the API server says (observed) plus the decisions whose
+    writes are in flight (assumed). Not thread-safe: one writer at a time."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {kind: {} for (_, kind) in KINDS}
         self.infos: dict[str, WorkloadInfo] = {}
+        """Workloads as scheduling sees them: observed, or assumed where a write is in flight."""
+        self._observed: dict[str, WorkloadInfo] = {}
+        self._assumed: dict[str, _Assumption] = {}
+        self._unreadable: dict[str, str] = {}
+        """Workloads whose spec cannot be read, by key, with the problem: they keep the quota their
+        recorded admission holds, and are never scheduled or chosen as victims."""
         self._priority_classes: dict[tuple[str, str], PriorityClassInfo] = {}
+        self._by_class: dict[tuple[str, str], set[str]] = {}
+        """Workloads per priority class they name, so a class change rebuilds only those."""
         self._tree: _Tree | None = None
         self._pending_by_queue: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
-        self._versions: dict[tuple[str, str], str] = {}
+        self._versions: dict[tuple[str, str], int] = {}
+        self._tombstones: dict[tuple[str, str], int] = {}
+        """Deleted objects and the resourceVersion they were deleted at: older versions (a late
+        write answer, a list racing a watch) must not bring them back."""
+        self._listed_at: dict[str, int] = {}
         self._draining_local_queues: set[str] = set()
         self._deactivated: set[str] = set()
         """Workloads holding quota although `spec.active` is false: the next cycle evicts them."""
@@ -59,31 +120,43 @@ class Cache:
     def holds(self, kind: str, key: str, resource_version: str | None) -> bool:
         """Whether the cache already has exactly this version of the object (e.g. our own write,
         stored from the API's answer before its watch event arrived)."""
-        return bool(resource_version) and self._versions.get((kind, key)) == resource_version
+        version = _version(resource_version)
+        return version is not None and self._versions.get((kind, key)) == version
 
     def is_stale(self, obj: Any) -> bool:
-        """Whether `obj` is older than what the cache holds (a late watch event after our own write)."""
-        version = obj.metadata.resource_version
-        held = self._versions.get((obj.kind, _key(obj.metadata)))
-        if not version or not held or not (version.isdigit() and held.isdigit()):
+        """Whether `obj` is not newer than what the cache holds or has seen deleted."""
+        return self._is_stale(obj.kind, _key(obj.metadata), obj.metadata.resource_version)
+
+    def _is_stale(self, kind: str, key: str, resource_version: str | None) -> bool:
+        version = _version(resource_version)
+        if version is None:
             return False
-        return int(version) < int(held)
+        held = self._versions.get((kind, key))
+        if held is not None and version < held:
+            return True
+        deleted = self._tombstones.get((kind, key))
+        return deleted is not None and version <= deleted
 
     # -- updates ----------------------------------------------------------------------------
 
-    def upsert(self, obj: Any) -> bool:
-        """Adds or replaces an object; returns False (and changes nothing) for a stale version."""
-        if self.is_stale(obj):
-            return False
+    def upsert(self, obj: Any) -> Change:
+        """Adds or replaces an object; a stale version changes nothing."""
         kind = obj.kind
         key = _key(obj.metadata)
-        if obj.metadata.resource_version:
-            self._versions[(kind, key)] = obj.metadata.resource_version
+        if self._is_stale(kind, key, obj.metadata.resource_version):
+            return Change.NONE
+        version = _version(obj.metadata.resource_version)
+        if version is not None:
+            if self._versions.get((kind, key)) == version:
+                return Change.NONE
+            self._versions[(kind, key)] = version
+            self._tombstones.pop((kind, key), None)
         if kind == "Workload":
-            self._remove_workload(key)
+            self._unreadable.pop(key, None)
             self.objects[kind][key] = obj
-            self._add_workload(build_info(obj, self._priority_classes))
-            return True
+            self._set_observed(key, build_info(obj, self._priority_classes))
+            return Change.RELEVANT
+        previous = self.objects[kind].get(key)
         self.objects[kind][key] = obj
         if kind == "LocalQueue":
             if obj.spec.stop_policy == "HoldAndDrain":
@@ -91,8 +164,25 @@ class Cache:
             else:
                 self._draining_local_queues.discard(key)
         self._check(kind, key, obj)
-        self._changed(kind)
-        return True
+        if previous is not None and not _differs(kind, previous, obj):
+            return Change.STORED
+        self._changed(kind, key, previous, obj)
+        return Change.RELEVANT
+
+    def hold_unreadable(self, obj: v1beta2.Workload, problem: str) -> Change:
+        """A Workload whose spec no longer parses: `obj` carries only what its recorded admission
+        says. It keeps holding that quota (taking it away would over-admit its ClusterQueue)
+        until it finishes or is deleted."""
+        key = _key(obj.metadata)
+        if self._is_stale("Workload", key, obj.metadata.resource_version):
+            return Change.NONE
+        version = _version(obj.metadata.resource_version)
+        if version is not None:
+            self._versions[("Workload", key)] = version
+        self._unreadable[key] = problem
+        self.objects["Workload"][key] = obj
+        self._set_observed(key, build_info(obj, self._priority_classes))
+        return Change.RELEVANT
 
     def _check(self, kind: str, key: str, obj: Any) -> None:
         """Annotations the engine reads but the API server cannot validate."""
@@ -113,32 +203,140 @@ class Cache:
         else:
             self.notices.pop((kind, key), None)
 
-    def delete(self, kind: str, key: str) -> None:
-        self._versions.pop((kind, key), None)
+    def delete(self, kind: str, key: str, resource_version: str | None = None) -> Change:
+        """Forgets an object. `resource_version` is the version it was deleted at, if known; without
+        it, every version seen so far counts as deleted."""
+        known = [
+            v
+            for v in (
+                _version(resource_version),
+                self._versions.pop((kind, key), None),
+                self._tombstones.get((kind, key)),
+            )
+            if v is not None
+        ]
+        if known:
+            self._tombstones[(kind, key)] = max(known)
         if kind == "LocalQueue":
             self._draining_local_queues.discard(key)
         self.notices.pop((kind, key), None)
         if kind == "Workload":
-            self._remove_workload(key)
-            self.objects[kind].pop(key, None)
-            return
-        if self.objects[kind].pop(key, None) is not None:
-            self._changed(kind)
+            self._unreadable.pop(key, None)
+            self._assumed.pop(key, None)
+            found = self.objects[kind].pop(key, None) is not None
+            self._set_observed(key, None)
+            return Change.RELEVANT if found else Change.NONE
+        previous = self.objects[kind].pop(key, None)
+        if previous is None:
+            return Change.NONE
+        self._changed(kind, key, previous, None)
+        return Change.RELEVANT
+
+    def replace(self, kind: str, objects: Iterable[Any], resource_version: str | None) -> Change:
+        """The whole current contents of a kind, from a list at `resource_version`: whatever the
+        cache holds of it that the list lacks was deleted meanwhile (unless the cache's version is
+        newer than the list)."""
+        listed = _version(resource_version)
+        change = Change.NONE
+        seen: set[str] = set()
+        for obj in objects:
+            seen.add(_key(obj.metadata))
+            change = max(change, self.upsert(obj))
+        for key in [k for k in self.objects[kind] if k not in seen]:
+            held = self._versions.get((kind, key))
+            if listed is not None and held is not None and held > listed:
+                continue  # written after the list was taken
+            change = max(change, self.delete(kind, key, resource_version))
+        # Tombstones older than the previous list have outlived every write that was in flight.
+        previous = self._listed_at.get(kind)
+        if previous is not None:
+            for tomb in [t for t, v in self._tombstones.items() if t[0] == kind and v <= previous]:
+                del self._tombstones[tomb]
+        if listed is not None:
+            self._listed_at[kind] = listed
+        return change
 
     def load(self, objects: Iterable[Any]) -> None:
         for obj in objects:
             self.upsert(obj)
 
-    def _changed(self, kind: str) -> None:
+    # -- assumptions: decisions whose writes are in flight -----------------------------------
+
+    def assume_admission(self, admitted: v1beta2.Workload) -> None:
+        """`admitted` is the workload with the status about to be written."""
+        key = _key(admitted.metadata)
+        if key in self._observed:
+            self._assumed[key] = _Assumption(build_info(admitted, self._priority_classes))
+            self._reindex(key)
+
+    def assume_eviction(self, key: str) -> None:
+        if key in self._observed:
+            self._assumed[key] = _Assumption(None)
+            self._reindex(key)
+
+    def forget(self, key: str) -> None:
+        """The write of a decision finished (its answer, if any, is stored) or failed."""
+        if self._assumed.pop(key, None) is not None:
+            self._reindex(key)
+
+    @property
+    def assumed(self) -> frozenset[str]:
+        return frozenset(self._assumed)
+
+    @property
+    def evicting(self) -> frozenset[str]:
+        """Workloads whose eviction is being written: they still hold their quota."""
+        return frozenset(k for k, a in self._assumed.items() if a.admitted is None)
+
+    @property
+    def unreadable(self) -> dict[str, str]:
+        return dict(self._unreadable)
+
+    def _set_observed(self, key: str, info: WorkloadInfo | None) -> None:
+        old = self._observed.pop(key, None)
+        if old is not None and (ref := _class_ref(old)) is not None:
+            named = self._by_class.get(ref)
+            if named is not None:
+                named.discard(key)
+                if not named:
+                    del self._by_class[ref]
+        if info is not None:
+            self._observed[key] = info
+            if (ref := _class_ref(info)) is not None:
+                self._by_class.setdefault(ref, set()).add(key)
+        self._reindex(key)
+
+    def _effective(self, key: str) -> WorkloadInfo | None:
+        observed = self._observed.get(key)
+        assumed = self._assumed.get(key)
+        if observed is None or assumed is None:
+            return observed
+        return assumed.admitted if assumed.admitted is not None else observed
+
+    def _reindex(self, key: str) -> None:
+        self._remove_workload(key)
+        info = self._effective(key)
+        if info is not None:
+            self._add_workload(info)
+
+    def _changed(self, kind: str, key: str, previous: Any, current: Any) -> None:
         if kind in ("WorkloadPriorityClass", "PriorityClass"):
             self._priority_classes = self._collect_priority_classes()
-            for key, obj in list(self.objects["Workload"].items()):
-                self._remove_workload(key)
-                self.objects["Workload"][key] = obj
-                self._add_workload(build_info(obj, self._priority_classes))
-        elif kind in ("ClusterQueue", "Cohort", "Namespace", "ResourceFlavor"):
+            name = (previous or current).name
+            for wl_key in sorted(self._by_class.get((kind, name), set())):
+                obj = self.objects["Workload"].get(wl_key)
+                if obj is not None and wl_key not in self._unreadable:
+                    self._set_observed(wl_key, build_info(obj, self._priority_classes))
+        elif kind in ("ClusterQueue", "Cohort"):
             self._tree = None
-        if kind in ("Node", "Topology", "ResourceFlavor"):
+        elif kind == "ResourceFlavor":
+            self._tree = None
+            self._tas = None
+        elif (
+            kind in ("Topology", "Node")
+            and self._tas is not None
+            and (kind == "Topology" or not self._tas.update_node(previous, current))
+        ):
             self._tas = None
 
     def _collect_priority_classes(self) -> dict[tuple[str, str], PriorityClassInfo]:
@@ -158,7 +356,7 @@ class Cache:
         if info.finished:
             return
         if info.cluster_queue is not None:
-            if not info.active:
+            if not info.active and info.key not in self._unreadable:
                 self._deactivated.add(info.key)
             if self._tas is not None:
                 self._tas.add(info)
@@ -167,7 +365,7 @@ class Cache:
                 if cq is not None:
                     cq.workloads[info.key] = info
                     cq.node.add(info.usage)
-        else:
+        elif info.key not in self._unreadable:
             self._pending_by_queue.setdefault((info.namespace, info.queue_name), {})[info.key] = info
 
     def _remove_workload(self, key: str) -> None:
@@ -183,9 +381,12 @@ class Cache:
                 if cq is not None and cq.workloads.pop(key, None) is not None:
                     cq.node.remove(info.usage)
         else:
-            queue = self._pending_by_queue.get((info.namespace, info.queue_name))
+            queue_key = (info.namespace, info.queue_name)
+            queue = self._pending_by_queue.get(queue_key)
             if queue is not None:
                 queue.pop(key, None)
+                if not queue:
+                    del self._pending_by_queue[queue_key]
 
     # -- the quota tree -------------------------------------------------------------------------
 
@@ -320,10 +521,15 @@ class Cache:
                 pending.setdefault(cq_name, []).append(info)
         for infos_list in pending.values():
             infos_list.sort(key=queue_order)
-        drains = [(self.infos[key], "Deactivated", "The workload is deactivated") for key in sorted(self._deactivated)]
+        evicting = self.evicting
+        drains = [
+            (self.infos[key], "Deactivated", "The workload is deactivated")
+            for key in sorted(self._deactivated)
+            if key not in evicting
+        ]
         for name in tree.draining:  # queues stopped with HoldAndDrain: rare, kept in a list
             cq = tree.cluster_queues[name]
-            drained = sorted(k for k in cq.workloads if k not in self._deactivated)
+            drained = sorted(k for k in cq.workloads if k not in self._deactivated and k not in evicting)
             drains += [(cq.workloads[k], "ClusterQueueStopped", "The ClusterQueue is stopped") for k in drained]
         for key in sorted(self._draining_local_queues):
             lq = local_queues.get(key)
@@ -333,7 +539,9 @@ class Cache:
             drains += [
                 (wl, "LocalQueueStopped", "The LocalQueue is stopped")
                 for _, wl in sorted(target.workloads.items())
-                if f"{wl.namespace}/{wl.queue_name}" == key and wl.key not in self._deactivated
+                if f"{wl.namespace}/{wl.queue_name}" == key
+                and wl.key not in self._deactivated
+                and wl.key not in evicting
             ]
         unqueued.sort(key=lambda item: item[0].key)
         return Snapshot(
@@ -347,6 +555,8 @@ class Cache:
             tas=self.tas(),
             preemption_configs=dict(self.objects["PreemptionConfig"]),
             namespace_labels=namespaces,
+            evicting=evicting,
+            unreadable=frozenset(self._unreadable),
         )
 
 

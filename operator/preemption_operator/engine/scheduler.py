@@ -202,7 +202,10 @@ class Scheduler:
             # free goes to it and not to an older workload of equal priority, such as a victim.
             waiting = next((wl for wl in queue if wl.key in state.waiting), None)
             if waiting is not None:
-                heads.append((waiting, cq))
+                if not any(victim in snapshot.evicting for victim in state.waiting[waiting.key]):
+                    heads.append((waiting, cq))
+                # else its victims' evictions are still being written: the room they free is its
+                # own, but not free yet, and nobody else in its queue may take it meanwhile.
                 continue
             parked = state.inadmissible.get(name, set()) if cq.queueing_strategy == "BestEffortFIFO" else set()
             for wl in queue:
@@ -337,6 +340,8 @@ class Scheduler:
                 )
             )
             return False
+        # It cannot preempt (any more): it no longer heads its queue ahead of the others.
+        state.waiting.pop(wl.key, None)
         if entry.delayed_until is not None:
             # Not parked: it must come back when the delay is over.
             result.explanations.append(Explanation(wl.key, cq.name, message, [], [entry.delay_note]))

@@ -149,6 +149,12 @@ class Snapshot:
     namespace_labels: dict[str, dict[str, str]]
     tas: TasState = field(default_factory=TasState)
     """The cache's topology state; read only (this snapshot's changes go to `node_usage`)."""
+    evicting: frozenset[str] = frozenset()
+    """Workloads whose eviction is being written: they hold their quota until it is, and are no
+    candidates meanwhile (evicting them again would count a second eviction)."""
+    unreadable: frozenset[str] = frozenset()
+    """Workloads whose spec cannot be read: they hold the quota of their recorded admission and
+    are never chosen (nothing about them can be judged)."""
     _removed: set[str] = field(default_factory=set)
     _assumed: set[str] = field(default_factory=set)
     _node_usage: NodeUsage | None = None
@@ -183,8 +189,9 @@ class Snapshot:
 
     def remove_workload(self, wl: WorkloadInfo) -> None:
         """Takes an admitted workload's usage out (a simulated preemption)."""
-        cq = self.cluster_queues[wl.cluster_queue or ""]
-        cq.node.remove(wl.usage)
+        cq = self.cluster_queue(wl.cluster_queue)
+        if cq is not None:  # its ClusterQueue may be gone: then it holds no quota anywhere
+            cq.node.remove(wl.usage)
         self._removed.add(wl.key)
         nodes = self.workload_nodes(wl)
         if nodes:
@@ -192,8 +199,9 @@ class Snapshot:
 
     def add_workload(self, wl: WorkloadInfo) -> None:
         """Puts a removed workload back."""
-        cq = self.cluster_queues[wl.cluster_queue or ""]
-        cq.node.add(wl.usage)
+        cq = self.cluster_queue(wl.cluster_queue)
+        if cq is not None:
+            cq.node.add(wl.usage)
         self._removed.discard(wl.key)
         nodes = self.workload_nodes(wl)
         if nodes:
@@ -206,7 +214,13 @@ class Snapshot:
         """Preemption candidates of `cq`: workloads reserving quota there, skipping simulated
         removals and workloads admitted in this very cycle (their admission is not written yet)."""
         for wl in cq.workloads.values():
-            if wl.key not in self._removed and wl.key not in self._assumed:
+            key = wl.key
+            if (
+                key not in self._removed
+                and key not in self._assumed
+                and key not in self.evicting
+                and key not in self.unreadable
+            ):
                 yield wl
 
     def assume(

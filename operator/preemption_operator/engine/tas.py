@@ -6,6 +6,7 @@ a cycle changes it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -64,6 +65,27 @@ class TasState:
             views[name] = TopologyView(name, topology.name, levels, tuple(members))
         hostnames = {r.labels.get(HOSTNAME, r.name): r.name for r in records.values()}
         return cls(views, records, hostnames=hostnames)
+
+    def update_node(self, previous: Node | None, current: Node | None) -> bool:
+        """Applies a Node change in place when only its capacity changed (its views and domains
+        stay as they are); False when the views must be rebuilt."""
+        if previous is None or current is None:
+            return False
+        old, new = _record(previous), _record(current)
+        if old is None or new is None:
+            return old is None and new is None
+        if old.labels != new.labels:
+            return False
+        if old.allocatable == new.allocatable:
+            return True
+        self.nodes[new.name] = new
+        for flavor, view in list(self.views.items()):
+            if any(node.name == new.name for node in view.nodes):
+                nodes = tuple(new if node.name == new.name else node for node in view.nodes)
+                self.views[flavor] = dataclasses.replace(view, nodes=nodes)
+        # Placements remember capacities per node revision: this node's must be computed again.
+        self.usage.revisions[new.name] = self.usage.revisions.get(new.name, 0) + 1
+        return True
 
     def view_for(self, flavors: Mapping[str, str]) -> TopologyView | None:
         for flavor in flavors.values():

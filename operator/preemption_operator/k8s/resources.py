@@ -1,38 +1,37 @@
-"""lightkube resource classes for every kind the operator watches or writes."""
+"""Every kind the operator watches or writes, and where it lives in the API."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Event, Namespace, Node
-from lightkube.resources.scheduling_v1 import PriorityClass
+from .api import Kind
 
 GROUP = "kueue.x-k8s.io"
 
-PreemptionConfig = create_global_resource(GROUP, "v1alpha1", "PreemptionConfig", "preemptionconfigs")
-ClusterQueue = create_global_resource(GROUP, "v1beta2", "ClusterQueue", "clusterqueues")
-Cohort = create_global_resource(GROUP, "v1beta2", "Cohort", "cohorts")
-LocalQueue = create_namespaced_resource(GROUP, "v1beta2", "LocalQueue", "localqueues")
-ResourceFlavor = create_global_resource(GROUP, "v1beta2", "ResourceFlavor", "resourceflavors")
-Topology = create_global_resource(GROUP, "v1beta2", "Topology", "topologies")
-WorkloadPriorityClass = create_global_resource(GROUP, "v1beta2", "WorkloadPriorityClass", "workloadpriorityclasses")
-Workload = create_namespaced_resource(GROUP, "v1beta2", "Workload", "workloads")
+Namespace = Kind("Namespace", "", "v1", "namespaces", False)
+Node = Kind("Node", "", "v1", "nodes", False)
+PriorityClass = Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
+WorkloadPriorityClass = Kind("WorkloadPriorityClass", GROUP, "v1beta2", "workloadpriorityclasses", False)
+ResourceFlavor = Kind("ResourceFlavor", GROUP, "v1beta2", "resourceflavors", False)
+Topology = Kind("Topology", GROUP, "v1beta2", "topologies", False)
+Cohort = Kind("Cohort", GROUP, "v1beta2", "cohorts", False)
+ClusterQueue = Kind("ClusterQueue", GROUP, "v1beta2", "clusterqueues", False)
+LocalQueue = Kind("LocalQueue", GROUP, "v1beta2", "localqueues", True)
+PreemptionConfig = Kind("PreemptionConfig", GROUP, "v1alpha1", "preemptionconfigs", False)
+Workload = Kind("Workload", GROUP, "v1beta2", "workloads", True)
+Event = Kind("Event", "", "v1", "events", True)
+Lease = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
 
-# kind -> (lightkube resource, group, version, plural, namespaced)
-WATCHED: dict[str, tuple[Any, str, str, str, bool]] = {
-    "Namespace": (Namespace, "", "v1", "namespaces", False),
-    "PriorityClass": (PriorityClass, "scheduling.k8s.io", "v1", "priorityclasses", False),
-    "Node": (Node, "", "v1", "nodes", False),
-    "WorkloadPriorityClass": (WorkloadPriorityClass, GROUP, "v1beta2", "workloadpriorityclasses", False),
-    "ResourceFlavor": (ResourceFlavor, GROUP, "v1beta2", "resourceflavors", False),
-    "Topology": (Topology, GROUP, "v1beta2", "topologies", False),
-    "Cohort": (Cohort, GROUP, "v1beta2", "cohorts", False),
-    "ClusterQueue": (ClusterQueue, GROUP, "v1beta2", "clusterqueues", False),
-    "LocalQueue": (LocalQueue, GROUP, "v1beta2", "localqueues", True),
-    "PreemptionConfig": (PreemptionConfig, GROUP, "v1alpha1", "preemptionconfigs", False),
-    "Workload": (Workload, GROUP, "v1beta2", "workloads", True),
-}
-
-__all__ = ["WATCHED", "Event", "Lease", "Workload"]
+# Listed in this order at startup: what workloads refer to comes first.
+WATCHED: tuple[Kind, ...] = (
+    Namespace,
+    PriorityClass,
+    Node,
+    WorkloadPriorityClass,
+    ResourceFlavor,
+    Topology,
+    Cohort,
+    ClusterQueue,
+    LocalQueue,
+    PreemptionConfig,
+    Workload,
+)
+BY_NAME = {kind.name: kind for kind in WATCHED}

@@ -1,107 +1,129 @@
-"""The one place the operator writes to the API: status patches and Events.
+"""The one place the operator writes object status to the API.
 
 Status is replaced with a JSON patch that first tests `metadata.resourceVersion`, so a write
 computed from a stale object is refused (409/422) and recomputed from a fresh read: other
 writers' conditions and fields survive. Nothing is written when the status would not change.
+
+Every write ends in one of the outcomes below, never in an exception, so one failed write cannot
+abort the others of its batch. No request is sent once `fence()` says this replica may no longer
+write (its lease deadline passed): the check runs just before each request, not once per batch.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import logging
-import secrets
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
-from lightkube.models.core_v1 import EventSource, ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.types import PatchType
+import httpx2 as httpx
 
-from .resources import Event
+from .api import ApiError, Kind, KubeApi
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "preemption-operator"
 FIELD_MANAGER = "preemption-operator"
 MAX_ATTEMPTS = 5
-MAX_EVENT_MESSAGE = 1024
+MAX_RETRY_AFTER = 5.0
 
 StatusFn = Callable[[dict[str, Any]], dict[str, Any] | None]
 """Given the current object, the new status, or None to write nothing."""
 
 
+class Outcome(enum.Enum):
+    WRITTEN = "written"
+    UNCHANGED = "unchanged"
+    """Nothing to write: the decision no longer applies to the object as it is now."""
+    GONE = "gone"
+    """The object does not exist (404): it must leave the cache."""
+    FAILED = "failed"
+    FENCED = "fenced"
+    """Not sent: this replica is no longer allowed to write."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    outcome: Outcome
+    body: dict[str, Any] | None = None
+    """The object as written, or as freshly read when nothing was written."""
+    error: str = ""
+
+
 class StatusWriter:
-    def __init__(self, client: AsyncClient) -> None:
-        self.client = client
+    def __init__(
+        self,
+        api: KubeApi,
+        fence: Callable[[], bool] = lambda: True,
+        *,
+        attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self.api = api
+        self.fence = fence
+        self.attempts = attempts
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Per object: the lock that keeps its writes in order, and how many writes hold or await it."""
 
     async def update_status(
-        self, resource: Any, name: str, namespace: str | None, compute: StatusFn, current: dict[str, Any] | None = None
-    ) -> dict[str, Any] | None:
-        """Writes `compute(object)` as the object's status. Returns the object as written (or None
-        when nothing was written or the object is gone)."""
-        for _ in range(MAX_ATTEMPTS):
-            if current is None:
-                try:
-                    current = (await self.client.get(resource, name, namespace=namespace)).to_dict()
-                except ApiError as exc:
-                    if exc.status.code == 404:
-                        return None
-                    raise
-            new_status = compute(current)
-            if new_status is None or new_status == (current.get("status") or {}):
-                return None
-            version = current.get("metadata", {}).get("resourceVersion")
-            ops: list[dict[str, Any]] = []
-            if version:
-                ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": version})
-            ops.append({"op": "add", "path": "/status", "value": new_status})
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None,
+        compute: StatusFn,
+        current: dict[str, Any] | None = None,
+    ) -> WriteResult:
+        """Writes `compute(object)` as the object's status, starting from `current` (the version
+        the decision saw) and re-reading on conflict. Writes to one object go one at a time."""
+        key = f"{kind.name}/{namespace or ''}/{name}"
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._update(kind, name, namespace, compute, current)
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    async def _update(
+        self, kind: Kind, name: str, namespace: str | None, compute: StatusFn, current: dict[str, Any] | None
+    ) -> WriteResult:
+        path = kind.path(name, namespace)
+        fresh = False
+        for _ in range(self.attempts):
             try:
-                written = await self.client.patch(
-                    resource.Status, name, ops, namespace=namespace, patch_type=PatchType.JSON
-                )
-                return dict(written.to_dict())
+                if current is None:
+                    if not self.fence():
+                        return WriteResult(Outcome.FENCED)
+                    current = await self.api.get(path)
+                    fresh = True
+                new_status = compute(current)
+                if new_status is None or new_status == (current.get("status") or {}):
+                    return WriteResult(Outcome.UNCHANGED, current if fresh else None)
+                operations: list[dict[str, Any]] = []
+                version = (current.get("metadata") or {}).get("resourceVersion")
+                if version:
+                    operations.append({"op": "test", "path": "/metadata/resourceVersion", "value": version})
+                operations.append({"op": "add", "path": "/status", "value": new_status})
+                if not self.fence():
+                    return WriteResult(Outcome.FENCED)
+                written = await self.api.patch_json(kind.path(name, namespace, "status"), operations)
+                return WriteResult(Outcome.WRITTEN, written)
             except ApiError as exc:
-                if exc.status.code in (409, 422):
-                    log.debug("conflict writing status of %s %s; retrying from a fresh read", resource.__name__, name)
+                if exc.code in (409, 422):
+                    log.debug("conflict writing status of %s %s; retrying from a fresh read", kind.name, name)
                     current = None
                     continue
-                if exc.status.code == 404:
-                    return None
-                raise
-        log.warning("gave up writing status of %s %s after %d conflicts", resource.__name__, name, MAX_ATTEMPTS)
-        return None
-
-    async def event(
-        self, obj: dict[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str
-    ) -> None:
-        """Posts an Event about `obj`; a failure is logged, never raised (Events are best effort)."""
-        meta = obj.get("metadata", {})
-        namespace = meta.get("namespace") or "default"
-        now = datetime.now(UTC)
-        if len(message) > MAX_EVENT_MESSAGE:
-            message = message[: MAX_EVENT_MESSAGE - 4] + " ..."
-        event = Event(
-            metadata=ObjectMeta(name=f"{meta.get('name', 'object')}.{secrets.token_hex(8)}", namespace=namespace),
-            involvedObject=ObjectReference(
-                apiVersion=api_version,
-                kind=kind,
-                name=meta.get("name"),
-                namespace=meta.get("namespace"),
-                uid=meta.get("uid"),
-                resourceVersion=meta.get("resourceVersion"),
-            ),
-            reason=reason,
-            message=message,
-            type=type_,
-            source=EventSource(component=COMPONENT),
-            reportingComponent=COMPONENT,
-            firstTimestamp=now,
-            lastTimestamp=now,
-            count=1,
-        )
-        try:
-            await self.client.create(event)
-        except ApiError as exc:
-            log.warning("could not post event %s on %s: %s", reason, meta.get("name"), exc.status.message)
+                if exc.code == 404:
+                    return WriteResult(Outcome.GONE, error=str(exc))
+                if exc.code == 429:
+                    await asyncio.sleep(min(MAX_RETRY_AFTER, exc.retry_after or 1.0))
+                    continue
+                return WriteResult(Outcome.FAILED, error=str(exc))
+            except httpx.HTTPError as exc:
+                return WriteResult(Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+        return WriteResult(Outcome.FAILED, error=f"gave up after {self.attempts} attempts (conflicts or throttling)")

@@ -1,0 +1,201 @@
+"""From informers to the cache: parse each object, keep bad ones out (and say so), and wake the
+scheduling loop only for changes that can change a decision."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from ..api.v1beta2 import Workload
+from ..engine.cache import Cache, Change
+from ..engine.notices import Notice
+from ..engine.objects import ObjectError, parse_object
+from ..k8s.api import Kind
+
+log = logging.getLogger(__name__)
+
+INVALID_OBJECT = "InvalidObject"
+
+
+class Waker(Protocol):
+    def poke(self) -> None: ...
+    def quota_released(self, cluster_queue: str) -> None: ...
+    def config_changed(self) -> None: ...
+
+
+def _key(body: dict[str, Any]) -> str:
+    meta = body.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+def holding_workload(body: dict[str, Any]) -> Workload | None:
+    """What can be kept of a Workload whose spec does not parse but whose status records an
+    admission: enough to hold that admission's quota. None when it holds none (or that, too, is
+    unreadable)."""
+    status = body.get("status")
+    if not isinstance(status, dict):
+        return None
+    admission = status.get("admission")
+    reserved = any(
+        isinstance(c, dict) and c.get("type") == "QuotaReserved" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    if not reserved or not isinstance(admission, dict):
+        return None
+    meta = body.get("metadata") or {}
+    raw_spec = body.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
+    assignments = [a for a in admission.get("podSetAssignments") or [] if isinstance(a, dict)]
+    kept = {
+        "apiVersion": body.get("apiVersion"),
+        "kind": "Workload",
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta
+        },
+        "spec": {
+            "queueName": spec.get("queueName") if isinstance(spec.get("queueName"), str) else "",
+            "podSets": [
+                {"name": a.get("name"), "count": a.get("count", 1), "template": {"spec": {"containers": []}}}
+                for a in assignments
+            ],
+        },
+        "status": {"conditions": status.get("conditions"), "admission": admission},
+    }
+    try:
+        obj = parse_object(kept)
+    except ObjectError:
+        return None
+    return obj if isinstance(obj, Workload) else None
+
+
+class CacheFeeder:
+    """The informers' handler (see k8s.informer.Handler), and where the operator stores the
+    objects its own writes return."""
+
+    def __init__(self, cache: Cache, waker: Waker) -> None:
+        self.cache = cache
+        self.waker = waker
+        self.invalid: dict[tuple[str, str], Notice] = {}
+        """Objects left out (or held from their admission only) because they do not parse."""
+        self._refs: dict[tuple[str, str], dict[str, Any]] = {}
+        """Their identity (name, namespace, uid), so that Events about them reach `kubectl describe`."""
+
+    def reference(self, kind: str, key: str) -> dict[str, Any] | None:
+        """The metadata of an object left out as invalid."""
+        return self._refs.get((kind, key))
+
+    def notices(self) -> list[Notice]:
+        return list(self.invalid.values())
+
+    # -- informer events
+
+    def replace(self, kind: Kind, items: list[dict[str, Any]], resource_version: str) -> None:
+        held = self.cache.objects[kind.name]
+        kept: dict[str, Any] = {}
+        for body in items:
+            key = _key(body)
+            if self.cache.holds(kind.name, key, (body.get("metadata") or {}).get("resourceVersion")):
+                kept[key] = held[key]  # unchanged: no need to parse it again
+                continue
+            obj = self._parse(kind.name, key, body)
+            if obj is not None:
+                kept[key] = obj
+            elif kind.name == "Workload" and key in self.cache.unreadable:
+                kept[key] = held[key]  # unreadable, but holding quota: kept as `_parse` stored it
+        # Bad objects that are gone from the list are forgotten with them.
+        listed = {_key(body) for body in items}
+        for known in [k for k in self.invalid if k[0] == kind.name and k[1] not in listed]:
+            del self.invalid[known]
+            self._refs.pop(known, None)
+        change = self.cache.replace(kind.name, kept.values(), resource_version)
+        if change is Change.NONE:
+            return
+        # A list is rare (startup, a lost watch, the periodic one): give everything another look.
+        self.waker.config_changed()
+
+    def event(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.forget(kind.name, obj)
+        else:
+            self.ingest(kind.name, obj)
+
+    # -- updates
+
+    def ingest(self, kind: str, body: dict[str, Any]) -> Change:
+        key = _key(body)
+        if self.cache.holds(kind, key, (body.get("metadata") or {}).get("resourceVersion")):
+            return Change.NONE  # the echo of our own write: already in the cache
+        previous = self.cache.infos.get(key) if kind == "Workload" else None
+        obj = self._parse(kind, key, body)
+        if obj is None:
+            if (kind, key) in self.invalid and kind == "Workload" and key in self.cache.unreadable:
+                self._wake(kind, key, previous, Change.RELEVANT)
+                return Change.RELEVANT
+            return self._drop(kind, key, previous)
+        change = self.cache.upsert(obj)
+        self._wake(kind, key, previous, change)
+        return change
+
+    def forget(self, kind: str, body: dict[str, Any]) -> Change:
+        key = _key(body)
+        self.invalid.pop((kind, key), None)
+        self._refs.pop((kind, key), None)
+        previous = self.cache.infos.get(key) if kind == "Workload" else None
+        change = self.cache.delete(kind, key, (body.get("metadata") or {}).get("resourceVersion"))
+        self._wake(kind, key, previous, change)
+        return change
+
+    def gone(self, kind: str, key: str) -> None:
+        """A write found the object deleted (404): it leaves the cache at once, whatever the watch
+        says later, so no write is ever retried against it."""
+        namespace, _, name = key.rpartition("/")
+        self.forget(kind, {"metadata": {"name": name, **({"namespace": namespace} if namespace else {})}})
+
+    def _parse(self, kind: str, key: str, body: dict[str, Any]) -> Any:
+        """The parsed object, or None (after noting why) when it cannot be read. A Workload that
+        holds quota is kept from its recorded admission."""
+        try:
+            obj = parse_object(body)
+        except ObjectError as exc:
+            message = str(exc)
+            holding = holding_workload(body) if kind == "Workload" else None
+            suffix = (
+                "; it keeps the quota of its admission until it finishes or is deleted"
+                if holding is not None
+                else "; it is ignored until it is fixed"
+            )
+            notice = Notice(kind, key, INVALID_OBJECT, message + suffix)
+            if self.invalid.get((kind, key)) != notice:
+                log.warning("invalid object: %s", notice.message)
+            self.invalid[(kind, key)] = notice
+            meta = body.get("metadata") or {}
+            self._refs[(kind, key)] = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}
+            if holding is not None:
+                self.cache.hold_unreadable(holding, message)
+            return None
+        self._refs.pop((kind, key), None)
+        if self.invalid.pop((kind, key), None) is not None:
+            log.info("%s %s is valid again", kind, key)
+        return obj
+
+    def _drop(self, kind: str, key: str, previous: Any) -> Change:
+        change = self.cache.delete(kind, key)
+        self._wake(kind, key, previous, change)
+        return change
+
+    def _wake(self, kind: str, key: str, previous: Any, change: Change) -> None:
+        if change is Change.NONE:
+            return
+        if kind == "Workload":
+            current = self.cache.infos.get(key)
+            if (
+                previous is not None
+                and previous.cluster_queue
+                and (current is None or current.finished or current.cluster_queue != previous.cluster_queue)
+            ):
+                self.waker.quota_released(previous.cluster_queue)
+            self.waker.poke()
+        elif change is Change.RELEVANT:
+            # Queues, cohorts, flavors, configs, classes, nodes: parked workloads get another look.
+            self.waker.config_changed()

@@ -1,0 +1,230 @@
+"""From a cycle's decisions to Workload status changes: the one path both `simulate` and the
+operator take, so the offline and the live results cannot drift apart.
+
+Each change computes the new status from the object as it is *when written* (the operator may
+find it changed since the decision: finished, deactivated, admitted by someone else), and says
+what to tell people once it is written (Kueue's Events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from . import status as wl_status
+from .scheduler import Admission, CycleResult, Eviction, Pending, Preemption
+from .workload import WorkloadInfo
+
+ADMITTED, PREEMPTED, EVICTED, PENDING = "Admitted", "Preempted", "Evicted", "Pending"
+
+
+@dataclass(frozen=True)
+class EventNote:
+    """An Event to post once the change is written; `about` is "workload" or "preemptor"."""
+
+    about: str
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    action: str
+    workload: WorkloadInfo
+    compute: Callable[[dict[str, Any]], dict[str, Any] | None]
+    """The object as it is now -> its new status, or None when the decision no longer applies or
+    would change nothing."""
+    record: dict[str, Any]
+    """What `simulate` reports for it (without the cycle number)."""
+    events: tuple[EventNote, ...] = ()
+    preemptor: WorkloadInfo | None = None
+    preemptor_cluster_queue: str = ""
+    cluster_queue: str = ""
+    reason: str = ""
+    underlying_cause: str = ""
+    holds_quota: bool = field(default=False)
+    """Whether the change gives the workload quota (an admission): assumed before it is written."""
+
+    @property
+    def releases_quota(self) -> bool:
+        """An eviction: the quota is given back only once it is written."""
+        return self.action in (PREEMPTED, EVICTED)
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
+
+
+def _conditions(obj: dict[str, Any]) -> tuple[dict[str, Any], bool, bool]:
+    """(status, holds a reservation, finished) of an object in wire form."""
+    status = obj.get("status") or {}
+    reserved = wl_status.get_condition(status, "QuotaReserved")
+    finished = wl_status.get_condition(status, "Finished")
+    return (
+        status,
+        reserved is not None and reserved.get("status") == "True",
+        finished is not None and finished.get("status") == "True",
+    )
+
+
+def _active(obj: dict[str, Any]) -> bool:
+    return (obj.get("spec") or {}).get("active", True) is not False
+
+
+def _generation(obj: dict[str, Any]) -> int | None:
+    generation = (obj.get("metadata") or {}).get("generation")
+    return generation if isinstance(generation, int) else None
+
+
+def _priorities(wl: WorkloadInfo) -> str:
+    return f"{wl.priority} (base: {wl.base_priority}, boost: {wl.boost})"
+
+
+def eviction(e: Eviction, now: datetime) -> StatusChange:
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status, reserved, finished = _conditions(current)
+        if not reserved or finished:
+            return None
+        if e.reason == "Deactivated" and _active(current):
+            return None  # activated again meanwhile
+        return wl_status.drained(status, e, now, _generation(current))
+
+    wl = e.workload
+    return StatusChange(
+        EVICTED,
+        wl,
+        compute,
+        {
+            "action": EVICTED,
+            "workload": wl.key,
+            "clusterQueue": wl.cluster_queue,
+            "reason": e.reason,
+            "message": e.message,
+        },
+        (EventNote("workload", "Normal", f"EvictedDueTo{e.reason}", e.message),),
+        cluster_queue=wl.cluster_queue or "",
+        reason=e.reason,
+    )
+
+
+def preemption(p: Preemption, now: datetime) -> StatusChange:
+    victim = p.victim
+
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status, reserved, finished = _conditions(current)
+        admission = status.get("admission") or {}
+        if not reserved or finished or admission.get("clusterQueue") != victim.cluster_queue:
+            return None  # no longer holds that quota: nothing to evict
+        return wl_status.evicted(status, p, now, _generation(current))
+
+    evicted_message, preempted_message = wl_status.eviction_messages(p)
+    priorities = (
+        f"; preemptor effective priority: {_priorities(p.preemptor)}; "
+        f"preemptee effective priority: {_priorities(victim)}"
+    )
+    cause = p.target.rule.config if p.target.rule is not None else ""
+    return StatusChange(
+        PREEMPTED,
+        victim,
+        compute,
+        {
+            "action": PREEMPTED,
+            "workload": victim.key,
+            "preemptor": p.preemptor.key,
+            "clusterQueue": victim.cluster_queue,
+            "reason": p.target.reason,
+            "message": preempted_message,
+        },
+        (
+            EventNote("workload", "Normal", "EvictedDueToPreempted", evicted_message),
+            EventNote("workload", "Normal", "Preempted", preempted_message + priorities),
+            EventNote(
+                "preemptor",
+                "Normal",
+                "PreemptedWorkload",
+                f"Preempted workload {victim.key} (UID: {victim.uid}) in ClusterQueue {victim.cluster_queue}"
+                f"{priorities}",
+            ),
+        ),
+        preemptor=p.preemptor,
+        preemptor_cluster_queue=p.preemptor_cluster_queue,
+        cluster_queue=victim.cluster_queue or "",
+        reason=p.target.reason,
+        underlying_cause=cause,
+    )
+
+
+def admission(a: Admission, now: datetime) -> StatusChange:
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status, reserved, finished = _conditions(current)
+        if reserved or finished or not _active(current):
+            return None  # admitted by someone else, finished or deactivated meanwhile
+        return wl_status.admitted(status, a, now, _generation(current))
+
+    wl = a.workload
+    waited = max(0, int((now - wl.created).total_seconds()))
+    return StatusChange(
+        ADMITTED,
+        wl,
+        compute,
+        {"action": ADMITTED, "workload": wl.key, "clusterQueue": a.cluster_queue},
+        (
+            EventNote(
+                "workload",
+                "Normal",
+                "QuotaReserved",
+                f"Quota reserved in ClusterQueue {a.cluster_queue}, wait time since queued was {waited}s",
+            ),
+            EventNote(
+                "workload",
+                "Normal",
+                "Admitted",
+                f"Admitted by ClusterQueue {a.cluster_queue}, wait time since reservation was 0s",
+            ),
+        ),
+        cluster_queue=a.cluster_queue,
+        holds_quota=True,
+    )
+
+
+def pending(p: Pending, now: datetime) -> StatusChange:
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status, reserved, finished = _conditions(current)
+        if reserved or finished:
+            return None
+        condition = wl_status.get_condition(status, "QuotaReserved")
+        if condition is not None and (condition.get("reason"), condition.get("message")) == (p.reason, p.message):
+            return None
+        return wl_status.pending(status, p, now, _generation(current))
+
+    events = (
+        (EventNote("workload", "Warning", p.reason, p.message),) if p.reason == "WaitingForPreemptedWorkloads" else ()
+    )
+    return StatusChange(
+        PENDING,
+        p.workload,
+        compute,
+        {
+            "action": PENDING,
+            "workload": p.workload.key,
+            "clusterQueue": p.cluster_queue,
+            "reason": p.reason,
+            "message": p.message,
+        },
+        events,
+        cluster_queue=p.cluster_queue,
+        reason=p.reason,
+    )
+
+
+def status_changes(result: CycleResult, now: datetime) -> list[StatusChange]:
+    """In the order they must be written: evictions give quota back before admissions take it."""
+    return [
+        *(eviction(e, now) for e in result.evicted),
+        *(preemption(p, now) for p in result.preempted),
+        *(admission(a, now) for a in result.admitted),
+        *(pending(p, now) for p in result.pending),
+    ]

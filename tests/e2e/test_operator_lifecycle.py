@@ -1,0 +1,121 @@
+"""Starting and stopping under bad conditions: no API server, no kubeconfig, an annotation that
+overflows, SIGTERM at any moment. Startup never hangs, SIGTERM always exits, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .controlplane import ControlPlane, _free_port
+from .operator_process import (
+    OperatorPool,
+    Scenario,
+    cluster_queue,
+    operator_command,
+    wait_until,
+    workload,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def scenario(cluster: ControlPlane, namespace: str) -> Iterator[Scenario]:
+    sc = Scenario(cluster, namespace)
+    try:
+        yield sc
+    finally:
+        sc.cleanup()
+
+
+@pytest.fixture
+def operators(cluster: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
+    pool = OperatorPool(cluster, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def unreachable_kubeconfig(cluster: ControlPlane, folder: Path) -> Path:
+    """The cluster's kubeconfig with the server moved to a port nobody listens on."""
+    config = json.loads(cluster.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{_free_port()}"
+    path = folder / "unreachable.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_sigterm_while_the_api_server_is_unreachable(
+    cluster: ControlPlane, operators: OperatorPool, tmp_path: Path
+) -> None:
+    op = operators.start("nowhere", kubeconfig=unreachable_kubeconfig(cluster, tmp_path), ready=False)
+    wait_until(lambda: op.get("/healthz")[0] == 200, what="the HTTP endpoints", diagnostics=op.tail)
+    assert op.get("/readyz")[0] == 503  # never synced: not ready, but alive
+    time.sleep(1)  # the informers are retrying
+    started = time.monotonic()
+    assert op.stop(timeout=15) == 0
+    assert time.monotonic() - started < 10, op.tail()
+    assert "Traceback" not in op.log(), op.tail()
+
+
+def test_no_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    env["KUBECONFIG"] = str(tmp_path / "missing")
+    env["HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [*operator_command(), "run", f"--metrics-port={_free_port()}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: "), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_overflowing_annotation_neither_blocks_startup_nor_scheduling(
+    scenario: Scenario, operators: OperatorPool
+) -> None:
+    """Issue #11: with `preemption-delay: 99999999999999999999h` on a ClusterQueue the operator could
+    not start (no log line, /healthz 503) and ignored SIGTERM."""
+    sc, ns = scenario, scenario.namespace
+    delayed = cluster_queue(
+        sc.name("delayed"),
+        sc.flavor,
+        2,
+        preemption={"withinClusterQueue": "LowerPriority"},
+        annotations={"preemption-operator.io/preemption-delay": "99999999999999999999h"},
+    )
+    sc.apply(sc.flavor_object(), delayed)
+    sc.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "delayed", "namespace": ns},
+            "spec": {"clusterQueue": sc.name("delayed")},
+        }
+    )
+    _, lq = sc.queue("plain", 2)
+    sc.apply(workload("low", ns, "delayed", 2, 0))
+    op = operators.start()
+    sc.wait_admitted("low", diagnostics=op.tail)
+    sc.apply(workload("high", ns, "delayed", 2, 10), workload("other", ns, lq, 1, 0))
+    sc.wait_admitted("other", diagnostics=op.tail)
+    wait_until(
+        lambda: f"ClusterQueue {sc.name('delayed')}: preemption-operator.io/preemption-delay" in op.log(),
+        what="a warning naming the queue and the annotation",
+        diagnostics=op.tail,
+    )
+    assert op.get("/healthz")[0] == 200
+    started = time.monotonic()
+    assert op.stop(timeout=15) == 0
+    assert time.monotonic() - started < 10
+    assert "Traceback" not in op.log(), op.tail()

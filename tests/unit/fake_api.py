@@ -1,0 +1,206 @@
+"""An in-memory Kubernetes API for the operator's unit tests, with faults on demand.
+
+It speaks KubeApi's interface (get, patch_json, patch_merge, create, list, watch) over paths
+built by `Kind.path`, keeps a resourceVersion counter like etcd's, honours the `test` operation of
+JSON patches (422 on a stale resourceVersion, as kube-apiserver answers), and records every
+request. Faults: `fail(...)` makes matching requests raise an ApiError or a transport error;
+`hold(...)` parks matching requests until released, so a test can run a cycle while writes are
+in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import fnmatch
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2 as httpx
+
+from preemption_operator.k8s.api import ApiError
+from preemption_operator.k8s.resources import BY_NAME
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: str
+    code: int
+    times: int
+    """How many matching requests fail (-1: all)."""
+
+
+@dataclass
+class Hold:
+    method: str
+    pattern: str
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: int = 0
+
+
+def object_path(body: dict[str, Any]) -> str:
+    meta = body["metadata"]
+    return BY_NAME[body["kind"]].path(meta["name"], meta.get("namespace"))
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.version = 100
+        self.requests: list[tuple[str, str]] = []
+        self.faults: list[Fault] = []
+        self.holds: list[Hold] = []
+        self.events: list[dict[str, Any]] = []
+        self.history: list[dict[str, dict[str, Any]]] = []
+        """After every stored change, a copy of every Workload (path -> object)."""
+        self._watchers: list[tuple[str, asyncio.Queue[dict[str, Any]]]] = []
+
+    # -- test controls
+
+    def fail(self, method: str, pattern: str, code: int = 500, times: int = 1) -> None:
+        """Matching requests (fnmatch on the path) fail with `code` (0: a transport error)."""
+        self.faults.append(Fault(method, pattern, code, times))
+
+    def hold(self, method: str, pattern: str) -> Hold:
+        held = Hold(method, pattern)
+        self.holds.append(held)
+        return held
+
+    def put(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Creates or replaces an object as another client would (a watch event follows)."""
+        body = copy.deepcopy(body)
+        path = object_path(body)
+        kind = "MODIFIED" if path in self.objects else "ADDED"
+        self._store(path, body)
+        self._notify(kind, path)
+        return copy.deepcopy(body)
+
+    def remove(self, kind: str, name: str, namespace: str | None = None) -> None:
+        path = BY_NAME[kind].path(name, namespace)
+        body = self.objects.pop(path)
+        self.version += 1
+        body["metadata"]["resourceVersion"] = str(self.version)
+        self._record_history()
+        self._broadcast("DELETED", path, body)
+
+    def workloads(self) -> dict[str, dict[str, Any]]:
+        return {p: o for p, o in self.objects.items() if o["kind"] == "Workload"}
+
+    def count(self, method: str, pattern: str = "*") -> int:
+        return sum(1 for m, p in self.requests if m == method and fnmatch.fnmatch(p, pattern))
+
+    # -- KubeApi's interface
+
+    async def get(self, path: str) -> dict[str, Any]:
+        await self._enter("GET", path)
+        if path not in self.objects:
+            raise ApiError(404, "NotFound", f"{path} not found")
+        return copy.deepcopy(self.objects[path])
+
+    async def patch_json(
+        self, path: str, operations: list[dict[str, Any]], timeout: float | None = None
+    ) -> dict[str, Any]:
+        await self._enter("PATCH", path)
+        target = path.removesuffix("/status")
+        if target not in self.objects:
+            raise ApiError(404, "NotFound", f"{target} not found")
+        body = copy.deepcopy(self.objects[target])
+        for op in operations:
+            if op["op"] == "test":
+                if op["path"] == "/metadata/resourceVersion" and body["metadata"]["resourceVersion"] != op["value"]:
+                    raise ApiError(422, "Invalid", "the test operation failed")
+            elif op["op"] == "add" and op["path"] == "/status":
+                body["status"] = copy.deepcopy(op["value"])
+            else:  # pragma: no cover - the operator sends nothing else
+                raise ApiError(400, "BadRequest", f"unsupported operation {op}")
+        self._store(target, body)
+        self._notify("MODIFIED", target)
+        return copy.deepcopy(body)
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        await self._enter("POST", path)
+        self.events.append(copy.deepcopy(body))
+        return copy.deepcopy(body)
+
+    async def patch_merge(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        await self._enter("PATCH", path)
+        return copy.deepcopy(patch)
+
+    async def list(self, path: str) -> tuple[list[dict[str, Any]], str]:
+        await self._enter("LIST", path)
+        items = [copy.deepcopy(o) for p, o in sorted(self.objects.items()) if self._in(path, p)]
+        for item in items:  # as the API server lists them: no apiVersion/kind per item
+            item.pop("apiVersion", None)
+            item.pop("kind", None)
+        return items, str(self.version)
+
+    async def watch(self, path: str, resource_version: str, seconds: int) -> AsyncIterator[dict[str, Any]]:
+        await self._enter("WATCH", path)
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        entry = (path, queue)
+        self._watchers.append(entry)
+        try:
+            while True:
+                event = await queue.get()
+                if event.get("type") == "CLOSE":
+                    return
+                if event.get("type") == "FAIL":
+                    raise httpx.ReadError("connection lost")
+                yield event
+        finally:
+            self._watchers.remove(entry)
+
+    def close_watches(self, how: str = "CLOSE") -> None:
+        """Ends every open watch: normally ("CLOSE") or with a transport error ("FAIL")."""
+        for _, queue in list(self._watchers):
+            queue.put_nowait({"type": how})
+
+    def send(self, path: str, event: dict[str, Any]) -> None:
+        """Delivers a raw event (an ERROR, a BOOKMARK) to the watches of a collection."""
+        for prefix, queue in self._watchers:
+            if prefix == path:
+                queue.put_nowait(event)
+
+    # -- internals
+
+    async def _enter(self, method: str, path: str) -> None:
+        self.requests.append((method, path))
+        for held in self.holds:
+            if held.method == method and fnmatch.fnmatch(path, held.pattern) and not held.gate.is_set():
+                held.waiting += 1
+                await held.gate.wait()
+        for fault in self.faults:
+            if fault.method == method and fnmatch.fnmatch(path, fault.pattern) and fault.times != 0:
+                fault.times -= 1
+                if fault.code == 0:
+                    raise httpx.ConnectError("connection refused")
+                raise ApiError(fault.code, "Injected", f"injected {fault.code}")
+
+    def _store(self, path: str, body: dict[str, Any]) -> None:
+        self.version += 1
+        body["metadata"]["resourceVersion"] = str(self.version)
+        self.objects[path] = body
+        self._record_history()
+
+    def _record_history(self) -> None:
+        self.history.append({p: copy.deepcopy(o) for p, o in self.workloads().items()})
+
+    def _notify(self, event_type: str, path: str) -> None:
+        self._broadcast(event_type, path, self.objects[path])
+
+    def _broadcast(self, event_type: str, path: str, body: dict[str, Any]) -> None:
+        for prefix, queue in self._watchers:
+            if self._in(prefix, path):
+                queue.put_nowait({"type": event_type, "object": copy.deepcopy(body)})
+
+    @staticmethod
+    def _in(collection: str, path: str) -> bool:
+        """Whether object `path` belongs to `collection` (across namespaces)."""
+        parts = path.split("/")
+        if "namespaces" in parts:
+            at = parts.index("namespaces")
+            if len(parts) > at + 3:  # .../namespaces/<ns>/<plural>/<name>
+                parts = parts[:at] + parts[at + 2 :]
+        return "/".join(parts[:-1]) == collection

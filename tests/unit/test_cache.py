@@ -1,0 +1,347 @@
+"""The cache as the operator uses it: versions and tombstones, lists that replace, decisions
+assumed while their writes are in flight, narrow invalidation, and objects that cannot be read."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from builders import (
+    NOW,
+    admitted,
+    cluster_queue,
+    local_queue,
+    namespace,
+    one_cycle,
+    parse,
+    pending,
+    resource_flavor,
+    scenario,
+    workload,
+    workload_priority_class,
+)
+from preemption_operator.api.v1beta2 import Workload
+from preemption_operator.controller.feeder import CacheFeeder
+from preemption_operator.engine.cache import Cache, Change
+from preemption_operator.engine.objects import parse_object
+from preemption_operator.engine.scheduler import QueueState, Scheduler
+
+Obj = dict[str, Any]
+
+
+def versioned(body: Obj, version: int) -> Any:
+    body = copy.deepcopy(body)
+    body["metadata"]["resourceVersion"] = str(version)
+    return parse_object(body)
+
+
+def used(cache: Cache, cq: str) -> int:
+    return cache.snapshot(NOW).cluster_queues[cq].node.usage.get(("default", "cpu"), 0)
+
+
+class Waker:
+    def __init__(self) -> None:
+        self.pokes = 0
+        self.released: list[str] = []
+        self.config = 0
+
+    def poke(self) -> None:
+        self.pokes += 1
+
+    def quota_released(self, cluster_queue: str) -> None:
+        self.released.append(cluster_queue)
+
+    def config_changed(self) -> None:
+        self.config += 1
+
+
+# -- versions, tombstones, lists -----------------------------------------------------------------
+
+
+def test_a_deleted_object_does_not_come_back_from_an_older_version() -> None:
+    """Issue #11 item 4: a late upsert (a list racing the watch, a write answer stored after the
+    watch delivered the delete) resurrected deleted objects."""
+    cache = Cache()
+    body = pending("w", "q").obj()
+    assert cache.upsert(versioned(body, 5)) is Change.RELEVANT
+    cache.delete("Workload", "default/w", "7")
+    assert cache.upsert(versioned(body, 6)) is Change.NONE
+    assert cache.upsert(versioned(body, 7)) is Change.NONE
+    assert "default/w" not in cache.infos
+    cache.replace("Workload", [versioned(body, 6)], "6")  # a list taken before the delete
+    assert "default/w" not in cache.infos
+    assert cache.upsert(versioned(body, 8)) is Change.RELEVANT  # created again: a newer version
+    assert "default/w" in cache.infos
+
+
+def test_a_delete_without_a_version_still_refuses_what_was_seen() -> None:
+    cache = Cache()
+    body = pending("w", "q").obj()
+    cache.upsert(versioned(body, 5))
+    cache.delete("Workload", "default/w")  # a write answered 404
+    assert cache.upsert(versioned(body, 5)) is Change.NONE
+
+
+def test_a_list_replaces_a_kind_and_keeps_what_is_newer_than_the_list() -> None:
+    cache = Cache()
+    a, b, c = (pending(n, "q").obj() for n in "abc")
+    cache.upsert(versioned(a, 1))
+    cache.upsert(versioned(b, 2))
+    cache.upsert(versioned(c, 9))  # e.g. a write answer newer than the list below
+    cache.replace("Workload", [versioned(a, 1)], "5")
+    assert set(cache.infos) == {"default/a", "default/c"}
+
+
+def test_tombstones_are_pruned_after_they_outlived_a_list() -> None:
+    cache = Cache()
+    body = pending("w", "q").obj()
+    cache.upsert(versioned(body, 5))
+    cache.delete("Workload", "default/w", "6")
+    cache.replace("Workload", [], "10")
+    assert ("Workload", "default/w") in cache._tombstones
+    cache.replace("Workload", [], "20")  # everything in flight at the first list has ended
+    assert ("Workload", "default/w") not in cache._tombstones
+
+
+# -- assumptions -----------------------------------------------------------------------------------
+
+
+def test_an_assumed_admission_holds_quota_until_forgotten() -> None:
+    cache = Cache()
+    cache.load(parse(scenario([cluster_queue("cq", 3)], pending("w", "cq", 2))))
+    body = admitted("w", "cq", 2).obj()
+    cache.assume_admission(Workload.model_validate(body))
+    assert used(cache, "cq") == 2000
+    assert not cache.snapshot(NOW).pending.get("cq")
+    cache.forget("default/w")
+    assert used(cache, "cq") == 0
+    assert [w.key for w in cache.snapshot(NOW).pending["cq"]] == ["default/w"]
+
+
+def test_an_assumed_eviction_keeps_the_quota_and_is_no_candidate() -> None:
+    objects = scenario(
+        [cluster_queue("cq", 2, within="LowerPriority")],
+        admitted("low", "cq", 2, priority=0),
+        pending("high", "cq", 2, priority=10),
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    cache.assume_eviction("default/low")
+    assert used(cache, "cq") == 2000
+    result = Scheduler().cycle(cache.snapshot(NOW), QueueState())
+    assert not result.preempted and not result.admitted
+
+
+def test_observed_changes_during_an_assumed_eviction_keep_it_assumed() -> None:
+    cache = Cache()
+    cache.load(parse(scenario([cluster_queue("cq", 2)], admitted("low", "cq", 2))))
+    cache.assume_eviction("default/low")
+    relabelled = admitted("low", "cq", 2, labels={"team": "x"}).obj()
+    cache.upsert(parse_object(relabelled))
+    assert cache.evicting == {"default/low"}
+    assert cache.infos["default/low"].labels == {"team": "x"}
+
+
+# -- narrow invalidation -----------------------------------------------------------------------------
+
+
+def test_status_only_updates_rebuild_nothing() -> None:
+    """Issue #11 item 5: the operator's own ClusterQueue status writes rebuilt the quota tree."""
+    cache = Cache()
+    cache.load(parse(scenario([cluster_queue("cq", 3)], admitted("w", "cq", 1))))
+    tree = cache.tree()
+    cq = copy.deepcopy(cluster_queue("cq", 3))
+    cq["status"] = {"pendingWorkloads": 0, "admittedWorkloads": 1}
+    assert cache.upsert(parse_object(cq)) is Change.STORED
+    assert cache.tree() is tree
+    ns = namespace()
+    ns["metadata"]["annotations"] = {"touched": "yes"}
+    assert cache.upsert(parse_object(ns)) is Change.STORED
+    assert cache.tree() is tree
+    changed = cluster_queue("cq", 4)
+    assert cache.upsert(parse_object(changed)) is Change.RELEVANT
+    assert cache.tree() is not tree
+    assert used(cache, "cq") == 1000
+
+
+def node(name: str, cpu: str, **labels: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "status": {"allocatable": {"cpu": cpu}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def test_node_heartbeats_keep_topology_state_and_capacity_changes_update_it_in_place() -> None:
+    topology = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": "t"},
+        "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]},
+    }
+    flavor = resource_flavor("tas")
+    flavor["spec"] = {"topologyName": "t", "nodeLabels": {"pool": "a"}}
+    cache = Cache()
+    cache.load(parse([topology, flavor, node("n1", "4", pool="a")]))
+    tas = cache.tas()
+    beat = node("n1", "4", pool="a")
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-30T00:00:00Z"
+    assert cache.upsert(parse_object(beat)) is Change.STORED
+    assert cache.tas() is tas
+    assert cache.upsert(parse_object(node("n1", "8", pool="a"))) is Change.RELEVANT
+    assert cache.tas() is tas
+    assert tas.views["tas"].nodes[0].allocatable == {"cpu": 8000}
+    assert cache.upsert(parse_object(node("n1", "8", pool="b"))) is Change.RELEVANT
+    assert cache.tas() is not tas  # membership changed: rebuilt
+
+
+def test_a_priority_class_change_rebuilds_only_the_workloads_that_name_it() -> None:
+    objects = scenario(
+        [cluster_queue("cq", 3)],
+        pending("classy", "cq", priority_class="gold"),
+        pending("plain", "cq", priority=1),
+        extra=[workload_priority_class("gold", 10), workload_priority_class("silver", 5)],
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    plain = cache.infos["default/plain"]
+    assert cache.infos["default/classy"].priority == 10
+    cache.upsert(parse_object(workload_priority_class("gold", 20)))
+    assert cache.infos["default/classy"].priority == 20
+    assert cache.infos["default/plain"] is plain
+    cache.upsert(parse_object(workload_priority_class("silver", 7)))
+    assert cache.infos["default/classy"].priority == 20
+
+
+# -- objects that cannot be read ----------------------------------------------------------------------
+
+
+def test_an_admitted_workload_whose_spec_breaks_keeps_its_quota() -> None:
+    """Issue #11: an admitted 4-cpu workload patched to cpu "1e1.5" was dropped from the cache while
+    it still held quota, and a second 4-cpu workload was admitted into the same 4-cpu queue."""
+    cache = Cache()
+    waker = Waker()
+    feeder = CacheFeeder(cache, waker)
+    for body in scenario([cluster_queue("cq", 4)], admitted("big", "cq", 4)):
+        feeder.ingest(body["kind"], body)
+    broken = admitted("big", "cq", 4).obj()
+    broken["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1e1.5"
+    broken["metadata"]["resourceVersion"] = "2"
+    feeder.ingest("Workload", broken)
+    feeder.ingest("Workload", pending("next", "cq", 4).obj())
+    assert used(cache, "cq") == 4000
+    assert cache.unreadable.keys() == {"default/big"}
+    (notice,) = feeder.notices()
+    assert notice.reason == "InvalidObject" and "keeps the quota of its admission" in notice.message
+    result = Scheduler().cycle(cache.snapshot(NOW), QueueState())
+    assert not result.admitted
+    fixed = admitted("big", "cq", 4).obj()
+    fixed["metadata"]["resourceVersion"] = "3"
+    feeder.ingest("Workload", fixed)
+    assert not cache.unreadable and not feeder.notices()
+
+
+def test_an_unreadable_pending_workload_is_left_out_and_forgotten_on_delete() -> None:
+    cache = Cache()
+    feeder = CacheFeeder(cache, Waker())
+    for body in scenario([cluster_queue("cq", 4)]):
+        feeder.ingest(body["kind"], body)
+    bad = pending("bad", "cq", "-3").obj()
+    bad["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1e1.5"
+    feeder.ingest("Workload", bad)
+    assert "default/bad" not in cache.infos and len(feeder.notices()) == 1
+    feeder.forget("Workload", bad)
+    assert feeder.notices() == [] and feeder.reference("Workload", "default/bad") is None
+
+
+def test_a_deactivated_workload_in_a_deleted_cluster_queue_does_not_stop_the_cycle() -> None:
+    """Issue #11 item 2: it raised KeyError in every cycle."""
+    orphan = admitted("orphan", "gone", 2).obj()
+    orphan["spec"]["active"] = False
+    objects = [namespace(), resource_flavor(), cluster_queue("cq", 2), local_queue("cq"), orphan]
+    objects.append(pending("w", "cq", 2).obj())
+    result = one_cycle(objects)
+    assert [e.workload.name for e in result.evicted] == ["orphan"]
+    assert [a.workload.name for a in result.admitted] == ["w"]
+
+
+def test_a_waiting_preemptor_that_can_no_longer_preempt_steps_aside() -> None:
+    """Issue #11 item 6: after quota is lowered below its request, a waiting preemptor kept heading
+    its queue, and the small workload behind it was never admitted."""
+    objects = scenario(
+        [cluster_queue("cq", 4, within="LowerPriority", queueing_strategy="BestEffortFIFO")],
+        admitted("victim", "cq", 4, priority=0),
+        pending("big", "cq", 4, priority=10),
+        pending("small", "cq", 1, priority=5),
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    state, scheduler = QueueState(), Scheduler(rounds=1)
+    first = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [p.victim.name for p in first.preempted] == ["victim"]
+    assert "default/big" in state.waiting
+    cache.delete("Workload", "default/victim")
+    cache.upsert(parse_object(cluster_queue("cq", 2, within="LowerPriority", queueing_strategy="BestEffortFIFO")))
+    second = scheduler.cycle(cache.snapshot(NOW), state)
+    assert "default/big" not in state.waiting
+    third = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [a.workload.name for a in [*second.admitted, *third.admitted]] == ["small"]
+
+
+def test_a_waiting_preemptor_waits_while_its_victims_evictions_are_written() -> None:
+    objects = scenario(
+        [cluster_queue("cq", 4, within="LowerPriority")],
+        admitted("victim", "cq", 4, priority=0),
+        pending("big", "cq", 4, priority=10),
+        pending("small", "cq", 1, priority=5),
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    state, scheduler = QueueState(), Scheduler(rounds=4)
+    scheduler.cycle(cache.snapshot(NOW), state)
+    cache.assume_eviction("default/victim")
+    again = scheduler.cycle(cache.snapshot(NOW), state)
+    assert not again.admitted and not again.preempted and not again.pending
+    assert "default/big" in state.waiting
+
+
+def test_the_feeder_wakes_the_loop_only_for_what_matters() -> None:
+    cache = Cache()
+    waker = Waker()
+    feeder = CacheFeeder(cache, waker)
+    cq = cluster_queue("cq", 2)
+    cq["metadata"]["resourceVersion"] = "1"
+    feeder.ingest("ClusterQueue", cq)
+    assert waker.config == 1
+    status_only = copy.deepcopy(cq)
+    status_only["metadata"]["resourceVersion"] = "2"
+    status_only["status"] = {"pendingWorkloads": 3}
+    feeder.ingest("ClusterQueue", status_only)
+    assert waker.config == 1
+    feeder.ingest("ClusterQueue", status_only)  # the same version again (our own write's echo)
+    assert waker.config == 1
+    running = admitted("w", "cq", 1).obj()
+    feeder.ingest("Workload", running)
+    done = workload("w").admitted("cq").finished().obj()
+    feeder.ingest("Workload", done)
+    assert waker.released == ["cq"]
+
+
+def test_an_unreadable_workload_is_never_chosen_as_a_victim() -> None:
+    """Nothing about it can be judged (its priority, its labels): it only holds its quota."""
+    cache = Cache()
+    feeder = CacheFeeder(cache, Waker())
+    objects = scenario(
+        [cluster_queue("cq", 4, within="LowerPriority")],
+        admitted("odd", "cq", 4, priority=-10),
+        pending("urgent", "cq", 4, priority=100),
+    )
+    for body in objects:
+        feeder.ingest(body["kind"], body)
+    broken = admitted("odd", "cq", 4, priority=-10).obj()
+    broken["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1e1.5"
+    broken["metadata"]["resourceVersion"] = "2"
+    feeder.ingest("Workload", broken)
+    result = Scheduler().cycle(cache.snapshot(NOW), QueueState())
+    assert not result.preempted and not result.admitted

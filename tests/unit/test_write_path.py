@@ -1,0 +1,474 @@
+"""The operator's write path under faults, against an in-memory API (tests/unit/fake_api.py).
+
+The promise: a ClusterQueue is never over-admitted, whatever a write does (fail, hang, find
+the object gone or changed), and a replica past its lease deadline sends nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+from builders import NOW, admitted, cluster_queue, parse, pending, scenario, workload
+from preemption_operator.api.quantity import parse_quantity
+from preemption_operator.controller.faults import Faults
+from preemption_operator.controller.loop import SchedulingLoop
+from preemption_operator.engine.cache import Cache
+from preemption_operator.engine.changes import StatusChange
+from preemption_operator.k8s import resources
+from preemption_operator.k8s.writer import Outcome, StatusWriter
+from preemption_operator.metrics import Metrics
+from preemption_operator.simulate import run as simulate_run
+from unit.fake_api import FakeApi, object_path
+
+Obj = dict[str, Any]
+WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+
+
+class Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str]] = []
+
+    def record(self, obj: Obj, kind: str, api_version: str, type_: str, reason: str, message: str) -> None:
+        self.recorded.append((obj["metadata"].get("name", ""), reason, message))
+
+
+class Harness:
+    """A SchedulingLoop wired to a FakeApi; `sync()` plays the informers (delivers the API's
+    current objects to the cache)."""
+
+    def __init__(
+        self, objects: Iterable[Obj], *, leading: Callable[[], bool] = lambda: True, faults: Faults | None = None
+    ) -> None:
+        self.api = FakeApi()
+        for body in objects:
+            self.api.put(body)
+        self.cache = Cache()
+        self.events = Events()
+        self.metrics = Metrics()
+        self.writer = StatusWriter(self.api, fence=leading)  # type: ignore[arg-type]
+        self.loop = SchedulingLoop(
+            self.cache, self.writer, self.events, self.metrics, leading, faults=faults, rounds=64
+        )
+        self.sync()
+
+    def sync(self) -> None:
+        for body in list(self.api.objects.values()):
+            self.loop.feeder.ingest(body["kind"], copy.deepcopy(body))
+
+    def workload(self, name: str) -> Obj:
+        return self.api.objects[f"{WL}/{name}"]
+
+    def admitted(self) -> set[str]:
+        return {o["metadata"]["name"] for o in self.api.workloads().values() if _reserved(o)}
+
+    def most_cpu_ever(self, cluster_queue: str) -> float:
+        """The most cpu the API ever stored as reserved in `cluster_queue`, over every state."""
+        return max((_cpu(state, cluster_queue) for state in self.api.history), default=0.0)
+
+
+def _reserved(obj: Obj) -> bool:
+    return any(
+        c["type"] == "QuotaReserved" and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions", [])
+    )
+
+
+def _cpu(state: dict[str, Obj], cluster_queue: str) -> float:
+    total = 0.0
+    for obj in state.values():
+        admission = (obj.get("status") or {}).get("admission")
+        if admission and _reserved(obj) and admission["clusterQueue"] == cluster_queue:
+            for psa in admission["podSetAssignments"]:
+                total += float(parse_quantity(psa["resourceUsage"]["cpu"]))
+    return total
+
+
+def four_in_three() -> list[Obj]:
+    return scenario([cluster_queue("cq", 3)], *(pending(f"w{i}", "cq", 1) for i in range(1, 5)))
+
+
+# -- a failed or slow write never lets a cycle hand out quota twice -------------------------------
+
+
+async def test_a_failed_write_gives_its_quota_back_and_in_flight_writes_keep_theirs() -> None:
+    """Issue #11 item 1: a batch whose write fails must not leave quota that other writes of the
+    batch are still taking looking free. Two admissions hang, one fails; a second cycle runs
+    meanwhile: it may use only the failed one's room."""
+    h = Harness(four_in_three())
+    hold = h.api.hold("PATCH", f"{WL}/w1/status")
+    hold2 = h.api.hold("PATCH", f"{WL}/w2/status")
+    h.api.fail("PATCH", f"{WL}/w3/status", code=500)
+    first = asyncio.create_task(h.loop.cycle())
+    while hold.waiting == 0 or hold2.waiting == 0:
+        await asyncio.sleep(0)
+    for _ in range(20):  # let the failed write finish and be forgotten
+        await asyncio.sleep(0)
+    assert h.cache.assumed == {"default/w1", "default/w2"}
+    second = await h.loop.cycle()
+    assert [a.workload.name for a in second.admitted] == ["w3"]  # one cpu was free, no more
+    hold.gate.set()
+    hold2.gate.set()
+    await first
+    assert h.admitted() == {"w1", "w2", "w3"}
+    assert h.most_cpu_ever("cq") <= 3
+    assert h.metrics.failed_writes.labels(outcome="failed")._value.get() == 1
+    third = await h.loop.cycle()
+    assert not third.admitted and h.most_cpu_ever("cq") == 3
+
+
+async def test_every_write_of_a_batch_runs_to_its_end_even_when_one_fails() -> None:
+    h = Harness(four_in_three())
+    h.api.fail("PATCH", f"{WL}/w1/status", code=403)
+    await h.loop.cycle()
+    assert h.admitted() == {"w2", "w3"}
+    assert not h.cache.assumed
+    await h.loop.cycle()  # the failed one is decided again
+    assert h.admitted() == {"w1", "w2", "w3"}
+    assert h.most_cpu_ever("cq") == 3
+
+
+async def test_admissions_wait_for_the_evictions_they_rely_on() -> None:
+    """A deactivated workload's quota is free for the cycle that drains it; if the drain is not
+    written, the admission that used that room must not be written either."""
+    deactivated = admitted("old", "cq", 2).obj()
+    deactivated["spec"]["active"] = False
+    objects = scenario([cluster_queue("cq", 2)], deactivated, pending("new", "cq", 2))
+    h = Harness(objects)
+    h.api.fail("PATCH", f"{WL}/old/status", code=500)
+    result = await h.loop.cycle()
+    assert [a.workload.name for a in result.admitted] == ["new"]  # decided...
+    assert h.admitted() == {"old"}  # ...but not written
+    assert h.api.count("PATCH", f"{WL}/new/status") == 0
+    await h.loop.cycle()
+    await h.loop.cycle()
+    assert h.admitted() == {"new"}
+    assert h.most_cpu_ever("cq") == 2
+
+
+async def test_an_eviction_in_flight_keeps_its_quota_and_is_not_repeated() -> None:
+    objects = scenario(
+        [cluster_queue("cq", 2, within="LowerPriority")],
+        admitted("low", "cq", 2, priority=0),
+        pending("high", "cq", 2, priority=10),
+    )
+    h = Harness(objects)
+    hold = h.api.hold("PATCH", f"{WL}/low/status")
+    first = asyncio.create_task(h.loop.cycle())
+    while hold.waiting == 0:
+        await asyncio.sleep(0)
+    assert h.cache.evicting == {"default/low"}
+    second = await h.loop.cycle()
+    assert not second.preempted and not second.admitted  # low is being evicted: wait, do not evict again
+    hold.gate.set()
+    await first
+    third = await h.loop.cycle()
+    assert [a.workload.name for a in third.admitted] == ["high"]
+    low = h.workload("low")
+    assert [e["count"] for e in low["status"]["schedulingStats"]["evictions"]] == [1]
+    assert h.most_cpu_ever("cq") == 2
+
+
+# -- what the write finds on the object ---------------------------------------------------------
+
+
+async def test_a_write_answered_404_removes_the_object_and_it_is_never_written_again() -> None:
+    """Issue #11: a Workload deleted while the operator's watch was down used to stay in the cache
+    and receive PATCHes forever (each answered 404)."""
+    objects = scenario([cluster_queue("cq", 1)], admitted("running", "cq", 1), pending("waiting", "cq", 1))
+    h = Harness(objects)
+    h.api.remove("Workload", "waiting", "default")  # the cache does not hear of it
+    for _ in range(5):
+        await h.loop.cycle()
+    assert h.api.count("PATCH", f"{WL}/waiting/status") == 1
+    assert "default/waiting" not in h.cache.infos
+
+
+async def test_a_ghost_holding_quota_is_dropped_when_its_write_finds_it_gone() -> None:
+    objects = scenario(
+        [cluster_queue("cq", 2, within="LowerPriority")],
+        admitted("ghost", "cq", 2, priority=0),
+        pending("high", "cq", 2, priority=10),
+    )
+    h = Harness(objects)
+    h.api.remove("Workload", "ghost", "default")
+    await h.loop.cycle()  # tries to evict the ghost: 404
+    assert "default/ghost" not in h.cache.infos
+    await h.loop.cycle()
+    assert h.admitted() == {"high"}
+    assert h.api.count("PATCH", f"{WL}/ghost/status") == 1
+
+
+async def test_preconditions_read_the_object_as_it_is_when_written() -> None:
+    """The cache says pending; the API says finished (or deactivated): nothing is admitted, and
+    the cache learns the fresh state from the write's re-read."""
+    objects = scenario([cluster_queue("cq", 1)], pending("done", "cq", 1), pending("off", "cq", 1, priority=-1))
+    h = Harness(objects)
+    done = copy.deepcopy(h.workload("done"))
+    done["status"] = {
+        "conditions": [
+            {
+                "type": "Finished",
+                "status": "True",
+                "reason": "Succeeded",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    h.api.put(done)  # the watch has not delivered it yet
+    await h.loop.cycle()
+    assert h.admitted() == set()
+    assert h.cache.infos["default/done"].finished
+    off = copy.deepcopy(h.workload("off"))
+    off["spec"]["active"] = False
+    h.api.put(off)
+    await h.loop.cycle()
+    assert h.admitted() == set()
+
+
+async def test_no_write_is_sent_once_the_lease_deadline_has_passed() -> None:
+    """Issue #11 (bold): a leader frozen with a batch in hand and resumed after its lease ran out
+    wrote that stale batch. The fence is checked just before each request."""
+    leading = {"now": True}
+
+    class Freeze(Faults):
+        def before_writes(self, changes: Any) -> None:
+            leading["now"] = False  # the process was frozen here past its lease
+
+    h = Harness(four_in_three(), leading=lambda: leading["now"], faults=Freeze())
+    result = await h.loop.cycle()
+    assert len(result.admitted) == 3
+    assert h.api.count("PATCH") == 0
+    assert h.admitted() == set() and not h.cache.assumed
+    assert h.metrics.failed_writes.labels(outcome="fenced")._value.get() == 4  # three admissions, one pending
+    assert h.events.recorded == []
+
+
+# -- the writer on its own ------------------------------------------------------------------------
+
+
+def _admit(current: Obj) -> Obj | None:
+    return {**(current.get("status") or {}), "mark": "written"}
+
+
+async def _write(api: FakeApi, fence: Callable[[], bool] = lambda: True, current: Obj | None = None) -> Any:
+    writer = StatusWriter(api, fence=fence)  # type: ignore[arg-type]
+    return await writer.update_status(resources.Workload, "w1", "default", _admit, current)
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [(500, Outcome.FAILED), (403, Outcome.FAILED), (0, Outcome.FAILED), (404, Outcome.GONE)],
+)
+async def test_the_writer_classifies_every_answer(code: int, outcome: Outcome) -> None:
+    api = FakeApi()
+    api.put(pending("w1", "cq").obj())
+    api.fail("PATCH", "*", code=code)
+    result = await _write(api)
+    assert result.outcome is outcome
+
+
+async def test_the_writer_retries_throttling_and_conflicts() -> None:
+    api = FakeApi()
+    stale = api.put(pending("w1", "cq").obj())
+    api.put({**stale, "metadata": {**stale["metadata"], "labels": {"other": "writer"}}})  # a newer version
+    api.fail("PATCH", "*", code=429)
+    result = await _write(api, current=stale)  # 429, then 422 (stale), then re-read and write
+    assert result.outcome is Outcome.WRITTEN
+    assert result.body is not None and result.body["metadata"]["labels"] == {"other": "writer"}
+    assert [m for m, _ in api.requests] == ["PATCH", "PATCH", "GET", "PATCH"]
+
+
+async def test_the_fence_is_checked_before_each_request() -> None:
+    api = FakeApi()
+    stale = api.put(pending("w1", "cq").obj())
+    api.put(stale)  # newer: the first PATCH conflicts
+    allowed = iter([True, False])
+    result = await _write(api, fence=lambda: next(allowed), current=stale)
+    assert result.outcome is Outcome.FENCED
+    assert [m for m, _ in api.requests] == ["PATCH"]  # the re-read after the conflict was not sent
+
+
+async def test_writes_to_one_object_go_one_at_a_time() -> None:
+    api = FakeApi()
+    api.put(pending("w1", "cq").obj())
+    hold = api.hold("PATCH", "*")
+    writer = StatusWriter(api)  # type: ignore[arg-type]
+    first = asyncio.create_task(writer.update_status(resources.Workload, "w1", "default", _admit, None))
+    second = asyncio.create_task(writer.update_status(resources.Workload, "w1", "default", _admit, None))
+    while hold.waiting == 0:
+        await asyncio.sleep(0)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert hold.waiting == 1  # the second waits for the first, not for the API
+    hold.gate.set()
+    results = await asyncio.gather(first, second)
+    assert [r.outcome for r in results] == [Outcome.WRITTEN, Outcome.UNCHANGED]
+    assert not writer._locks
+
+
+# -- one way from decisions to status ---------------------------------------------------------------
+
+
+async def test_simulate_and_the_operator_write_the_same_statuses() -> None:
+    """Item 5: both apply a CycleResult through engine.changes; the statuses they produce agree."""
+    objects = scenario(
+        [cluster_queue("cq", 6, within="LowerPriority")],
+        admitted("low", "cq", 2, priority=-1),
+        admitted("mid", "cq", 2, priority=0),
+        admitted("high", "cq", 2, priority=1),
+        pending("incoming", "cq", 2, priority=1),
+        pending("too-big", "cq", 7),
+    )
+    offline = simulate_run(parse(objects), NOW)
+    h = Harness(objects)
+    for _ in range(5):
+        await h.loop.cycle()
+
+    def summary(status: Obj) -> Any:
+        conditions = sorted((c["type"], c["status"], c["reason"], c["message"]) for c in status.get("conditions") or [])
+        return conditions, status.get("admission"), status.get("schedulingStats")
+
+    live = {o["metadata"]["name"]: summary(o.get("status") or {}) for o in h.api.workloads().values()}
+    expected = {
+        wl.metadata.name: summary(wl.status.to_wire() if wl.status else {}) for wl in offline.workloads.values()
+    }
+    assert live == expected
+
+
+def test_every_change_kind_has_its_preconditions() -> None:
+    """A decision is dropped when the object no longer allows it (shared by both paths)."""
+    from builders import one_cycle
+    from preemption_operator.engine import changes
+
+    objects = scenario([cluster_queue("cq", 1)], pending("w", "cq", 1))
+    result = one_cycle(objects)
+    (admission,) = changes.status_changes(result, NOW)
+    assert isinstance(admission, StatusChange) and admission.holds_quota
+    body = workload("w", queue="cq").obj()
+    assert admission.compute(body) is not None
+    finished = workload("w", queue="cq").finished().obj()
+    assert admission.compute(finished) is None
+    inactive = workload("w", queue="cq").obj()
+    inactive["spec"]["active"] = False
+    assert admission.compute(inactive) is None
+    taken = admitted("w", "cq").obj()
+    assert admission.compute(taken) is None
+
+
+def test_object_paths_are_the_api_servers() -> None:
+    assert object_path(pending("w1", "cq").obj()) == f"{WL}/w1"
+    assert resources.ClusterQueue.path("a") == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/a"
+    assert resources.Namespace.path("default") == "/api/v1/namespaces/default"
+    assert resources.Lease.path("l", "ns") == "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
+
+
+# -- the loop's own bookkeeping -----------------------------------------------------------------------
+
+
+async def test_a_failing_status_write_does_not_lose_the_wake_up() -> None:
+    """Issue #11 item 8: an error while writing queue statuses skipped the timer that wakes the
+    loop when a preemption delay ends."""
+    objects = scenario(
+        [
+            cluster_queue(
+                "cq", 2, within="LowerPriority", annotations={"preemption-operator.io/preemption-delay": "10m"}
+            )
+        ],
+        admitted("low", "cq", 2, priority=0),
+        pending("high", "cq", 2, priority=10),
+    )
+    h = Harness(objects)
+    h.api.fail("PATCH", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq/status", code=0, times=-1)
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("unexpected")
+
+    writer_update = h.writer.update_status
+    h.writer.update_status = broken  # type: ignore[method-assign]
+    h.loop.statuses_at = -1e9
+    await h.loop.cycle()  # the decision writes fail too, but nothing escapes
+    h.writer.update_status = writer_update  # type: ignore[method-assign]
+    assert h.loop._wake_deadline < float("inf")
+
+
+def test_wake_ups_are_one_deadline_not_one_timer_each() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    h = Harness(four_in_three())
+    now = datetime.now(UTC)
+    for minutes in range(100, 0, -1):
+        h.loop._wake_at(now + timedelta(seconds=minutes))
+    first = h.loop._wake_deadline
+    h.loop._wake_at(now + timedelta(seconds=50))
+    assert h.loop._wake_deadline == first  # a later moment does not move the earliest one
+
+
+async def test_notices_are_posted_once_and_forgotten_when_fixed() -> None:
+    objects = scenario([cluster_queue("cq", 1, annotations={"preemption-operator.io/preemption-policy": "bogus"})])
+    h = Harness(objects)
+    await h.loop.cycle()
+    await h.loop.cycle()
+    warnings = [r for r in h.events.recorded if r[1] == "InvalidPreemptionPolicy"]
+    assert len(warnings) == 1
+    fixed = copy.deepcopy(h.api.objects["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq"])
+    fixed["metadata"]["annotations"] = {}
+    h.loop.feeder.ingest("ClusterQueue", h.api.put(fixed))
+    await h.loop.cycle()
+    assert h.loop.posted == set()
+    broken = copy.deepcopy(fixed)
+    broken["metadata"]["annotations"] = {"preemption-operator.io/preemption-policy": "bogus"}
+    h.loop.feeder.ingest("ClusterQueue", h.api.put(broken))
+    await h.loop.cycle()
+    assert len([r for r in h.events.recorded if r[1] == "InvalidPreemptionPolicy"]) == 2  # broken again: told again
+
+
+async def test_metric_series_go_with_their_cluster_queue() -> None:
+    from prometheus_client import generate_latest
+
+    h = Harness(
+        scenario([cluster_queue("gone", 1), cluster_queue("kept", 1)], pending("w", "gone", 1), pending("v", "kept", 2))
+    )
+    h.loop.statuses_at = -1e9
+    await h.loop.cycle()
+    assert 'cluster_queue="gone"' in generate_latest(h.metrics.registry).decode()
+    h.api.remove("ClusterQueue", "gone")
+    h.loop.feeder.forget("ClusterQueue", {"metadata": {"name": "gone"}})
+    h.loop.statuses_at = -1e9
+    await h.loop.cycle()
+    text = generate_latest(h.metrics.registry).decode()
+    assert [line for line in text.splitlines() if "gone" in line] == []
+    assert 'cluster_queue="kept"' in text
+
+
+async def test_the_heartbeat_moves_only_when_a_pass_completes() -> None:
+    """Liveness reads the heartbeat: a loop whose every cycle fails must look dead."""
+    h = Harness(four_in_three())
+    synced = asyncio.Event()
+    synced.set()
+    h.loop.coalesce_seconds = 0
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    h.loop.scheduler.cycle = broken  # type: ignore[method-assign]
+    h.loop.heartbeat = 0.0
+    task = asyncio.create_task(h.loop.run(synced))
+    h.loop.poke()
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert h.loop.heartbeat == 0.0
+    del h.loop.scheduler.cycle  # the class's own again
+    h.loop._wake_deadline = 0.0
+    h.loop.poke()
+    for _ in range(200):
+        await asyncio.sleep(0.001)
+        if h.loop.heartbeat:
+            break
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert h.loop.heartbeat > 0.0
