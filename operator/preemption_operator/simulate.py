@@ -84,6 +84,7 @@ def run(objects: list[Any], now: datetime, max_cycles: int = 100) -> Simulation:
         sim.cycles = cycle
         pending_changed = _apply(cache, sim, cycle, result, now)
         object_notices = [n.message for notices in cache.notices.values() for n in notices]
+        object_notices += [n.message for n in cache.workload_notices()]
         for warning in [*object_notices, *configurable.warnings]:
             if warning not in sim.warnings:
                 sim.warnings.append(warning)

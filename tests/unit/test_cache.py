@@ -345,3 +345,16 @@ def test_an_unreadable_workload_is_never_chosen_as_a_victim() -> None:
     feeder.ingest("Workload", broken)
     result = Scheduler().cycle(cache.snapshot(NOW), QueueState())
     assert not result.preempted and not result.admitted
+
+
+def test_a_workload_admitted_in_a_deleted_cluster_queue_is_named() -> None:
+    """Issue #11 item 7: a ClusterQueue deleted while it has admitted workloads gets a named message."""
+    cache = Cache()
+    cache.load(parse(scenario([cluster_queue("doomed", 2), cluster_queue("other", 1)], admitted("w", "doomed", 2))))
+    assert cache.workload_notices() == []
+    cache.delete("ClusterQueue", "doomed")
+    (notice,) = cache.workload_notices()
+    assert notice.name == "default/w" and notice.reason == "ClusterQueueNotFound"
+    assert "ClusterQueue doomed, which does not exist" in notice.message
+    cache.delete("Workload", "default/w")
+    assert cache.workload_notices() == []

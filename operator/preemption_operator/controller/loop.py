@@ -302,6 +302,7 @@ class SchedulingLoop:
         """Warnings about objects, once each while the problem lasts (again if it comes back)."""
         current = {
             *(n for notices in self.cache.notices.values() for n in notices),
+            *self.cache.workload_notices(),
             *self.configurable.notices,
             *self.feeder.notices(),
         }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +38,9 @@ class _Tree:
     cohorts: dict[str, QuotaNode]
     draining: list[str]
     """ClusterQueues stopped with HoldAndDrain."""
+    orphans: dict[str, str] = field(default_factory=dict)
+    """Workloads holding quota in a ClusterQueue that does not exist (deleted while they ran),
+    with its name: they count against no quota until they finish or are evicted."""
 
 
 class Change(enum.IntEnum):
@@ -365,6 +368,8 @@ class Cache:
                 if cq is not None:
                     cq.workloads[info.key] = info
                     cq.node.add(info.usage)
+                else:
+                    self._tree.orphans[info.key] = info.cluster_queue
         elif info.key not in self._unreadable:
             self._pending_by_queue.setdefault((info.namespace, info.queue_name), {})[info.key] = info
 
@@ -377,6 +382,7 @@ class Cache:
             self._tas.discard(info.key)
         if info.cluster_queue is not None:
             if self._tree is not None:
+                self._tree.orphans.pop(key, None)
                 cq = self._tree.cluster_queues.get(info.cluster_queue)
                 if cq is not None and cq.workloads.pop(key, None) is not None:
                     cq.node.remove(info.usage)
@@ -466,14 +472,31 @@ class Cache:
         for cq in cluster_queues.values():
             if cq.node.parent is None:
                 compute_subtree(cq.node)
+        orphans: dict[str, str] = {}
         for info in self.infos.values():
             if info.cluster_queue is not None and not info.finished:
                 target = cluster_queues.get(info.cluster_queue)
                 if target is not None:
                     target.workloads[info.key] = info
                     target.node.add(info.usage)
+                else:
+                    orphans[info.key] = info.cluster_queue
         draining = sorted(n for n, cq in cluster_queues.items() if cq.stop_policy == "HoldAndDrain")
-        return _Tree(cluster_queues, cohorts, draining)
+        return _Tree(cluster_queues, cohorts, draining, orphans)
+
+    def workload_notices(self) -> list[Notice]:
+        """Problems of workloads the engine can still schedule around (not object parse errors)."""
+        return [
+            Notice(
+                "Workload",
+                key,
+                "ClusterQueueNotFound",
+                f"Workload {key} holds quota in ClusterQueue {name}, which does not exist (it was deleted while the "
+                "workload was admitted); the workload keeps its admission and counts against no quota until it "
+                "finishes or is evicted",
+            )
+            for key, name in sorted(self.tree().orphans.items())
+        ]
 
     def tree(self) -> _Tree:
         if self._tree is None:
