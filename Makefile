@@ -1,5 +1,5 @@
 # Entry points; the scripts in hack/ do the work.
-.PHONY: test crds envtest e2e bench kind
+.PHONY: test crds envtest e2e chaos bench kind
 
 test:  ## everything CI checks: lint, types, CRDs, unit and e2e tests
 	hack/test.sh
@@ -12,6 +12,9 @@ envtest:  ## build or reuse kube-apiserver, etcd and kubectl; prints their folde
 
 e2e:  ## only the tests against a real kube-apiserver
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" pytest tests/e2e
+
+chaos:  ## the chaos soak (~10 min): every fault family, >= 20 kills; results go to benchmarks/results/chaos.md
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" python benchmarks/chaos_soak.py
 
 bench:  ## engine benchmarks; results go to benchmarks/results/
 	python benchmarks/engine.py

@@ -29,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -180,10 +181,10 @@ def _make_rsa_key(path: Path) -> None:
 
 
 class _Process:
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path, cwd: Path) -> None:
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, cwd: Path, *, append: bool = False) -> None:
         self.name = name
         self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._log = open(log_path, "ab" if append else "wb")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -197,10 +198,13 @@ class _Process:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 5.0, *, kill: bool = False) -> None:
         if self.popen.poll() is None:
             try:
-                self.popen.terminate()
+                if kill:
+                    self.popen.kill()
+                else:
+                    self.popen.terminate()
                 self.popen.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.popen.kill()
@@ -210,12 +214,37 @@ class _Process:
         self._log.close()
 
 
+@dataclass(eq=False)
+class ApiServer:
+    """One kube-apiserver of a ControlPlane. Every one serves the same etcd with the same serving
+    certificate (one cert dir), admin token and service-account key; each has its own port and
+    kubeconfig, and can be stopped and restarted on that port."""
+
+    name: str
+    port: int
+    kubeconfig: Path
+    env: dict[str, str] = field(default_factory=dict)
+    process: _Process | None = None
+    restarts: int = 0
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive()
+
+
 class ControlPlane:
     """etcd + kube-apiserver on loopback, with an admin kubeconfig.
 
     Attributes for tests: ``server`` (https URL), ``kubeconfig`` (path), ``env`` (os.environ
     plus KUBECONFIG), ``token``, ``ca_file``, ``workdir``, ``startup_seconds``; and
     ``kubectl(*args)``.
+
+    More kube-apiservers on the same etcd: ``add_apiserver()``; any of them (the first by
+    default) can be stopped and started again on its port with ``stop_apiserver()`` /
+    ``start_apiserver()``; ``apiservers`` lists them, the first is ``server``/``kubeconfig``.
     """
 
     def __init__(
@@ -237,7 +266,7 @@ class ControlPlane:
         self.env: dict[str, str] = {}
         self.startup_seconds = 0.0
         self._etcd: _Process | None = None
-        self._apiserver: _Process | None = None
+        self.apiservers: list[ApiServer] = []
 
     # ---- life cycle ---------------------------------------------------------------------
 
@@ -264,12 +293,18 @@ class ControlPlane:
             raise
         self.startup_seconds = time.monotonic() - began
 
+    @property
+    def _apiserver(self) -> _Process | None:
+        return self.apiservers[0].process if self.apiservers else None
+
     def stop(self) -> None:
         _live.discard(self)
-        for proc in (self._apiserver, self._etcd):
+        for proc in [*(api.process for api in self.apiservers), self._etcd]:
             if proc is not None:
                 proc.stop()
-        self._apiserver = self._etcd = None
+        for api in self.apiservers:
+            api.process = None
+        self._etcd = None
         if self.workdir is not None and self.keep_workdir:
             (self.workdir / "owner.pid").unlink(missing_ok=True)  # not stale: kept on purpose
         elif self.workdir is not None:
@@ -278,7 +313,7 @@ class ControlPlane:
     def logs(self, lines: int = 40, *, failed: str | None = None) -> str:
         """The tails of the kube-apiserver and etcd logs (longer for the one that ``failed``)."""
         out = []
-        for proc in (self._apiserver, self._etcd):
+        for proc in [*(api.process for api in self.apiservers), self._etcd]:
             if proc is not None:
                 state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
                 n = lines if failed in (None, proc.name) else min(lines, 8)
@@ -343,56 +378,72 @@ class ControlPlane:
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
         tokens.chmod(0o600)
-        self._apiserver = _Process(
-            "kube-apiserver",
-            [
-                str(self.assets / "kube-apiserver"),
-                f"--etcd-servers={self.etcd_url}",
-                "--etcd-prefix=/registry",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--cert-dir={certs}",
-                f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
-                f"--service-account-issuer={self.server}",
-                f"--service-account-key-file={sa_key}",
-                f"--service-account-signing-key-file={sa_key}",
-                "--disable-admission-plugins=ServiceAccount",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
-                "--profiling=false",
-            ],
-            self.workdir / "kube-apiserver.log",
-            self.workdir,
-        )
         self.ca_file = certs / "apiserver.crt"
+        api = ApiServer("kube-apiserver", port, self.workdir / "kubeconfig")
+        self.apiservers.append(api)
+        self._launch_apiserver(api)
+        self._write_kubeconfig(api)
+        self.kubeconfig = api.kubeconfig
+        self.env = api.env
+
+    def _apiserver_argv(self, port: int) -> list[str]:
+        assert self.workdir is not None
+        sa_key = self.workdir / "sa.key"
+        return [
+            str(self.assets / "kube-apiserver"),
+            f"--etcd-servers={self.etcd_url}",
+            "--etcd-prefix=/registry",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.workdir / 'certs'}",
+            f"--token-auth-file={self.workdir / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer={self.server}",
+            f"--service-account-key-file={sa_key}",
+            f"--service-account-signing-key-file={sa_key}",
+            "--disable-admission-plugins=ServiceAccount",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+        ]
+
+    def _launch_apiserver(self, api: ApiServer, *, append_log: bool = False) -> None:
+        """Starts (or restarts) one kube-apiserver on its port and waits for /readyz."""
+        assert self.workdir is not None
+        api.process = _Process(
+            api.name,
+            self._apiserver_argv(api.port),
+            self.workdir / f"{api.name}.log",
+            self.workdir,
+            append=append_log,
+        )
         deadline = time.monotonic() + self.startup_timeout
-        # The serving certificate is written by kube-apiserver at startup: probe without
+        # The serving certificate is written by the first kube-apiserver at startup: probe without
         # verification until /readyz passes, then check the certificate with it.
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
         last = ""
         while True:
-            if not self._apiserver.alive():
-                raise self._fail("kube-apiserver exited during startup", "kube-apiserver")
+            if not api.alive():
+                raise self._fail(f"{api.name} exited during startup", api.name)
             try:
-                status, body = self.get("/readyz", context=insecure, timeout=2)
+                status, body = self.get("/readyz", context=insecure, timeout=2, server=api.server)
                 if status == 200:
                     break
                 last = f"/readyz: HTTP {status}: {body[-500:]}"
             except OSError as exc:
                 last = f"/readyz: {exc}"
             if time.monotonic() > deadline:
-                raise self._fail(
-                    f"kube-apiserver not ready within {self.startup_timeout:.0f}s ({last})", "kube-apiserver"
-                )
+                raise self._fail(f"{api.name} not ready within {self.startup_timeout:.0f}s ({last})", api.name)
             time.sleep(0.1)
+
+    def _write_kubeconfig(self, api: ApiServer) -> None:
+        assert self.workdir is not None
         ca = self.ca_file.read_bytes()
-        self.kubeconfig = self.workdir / "kubeconfig"
-        self.kubeconfig.write_text(
+        api.kubeconfig.write_text(
             json.dumps(
                 {
                     "apiVersion": "v1",
@@ -401,7 +452,7 @@ class ControlPlane:
                         {
                             "name": "e2e",
                             "cluster": {
-                                "server": self.server,
+                                "server": api.server,
                                 "certificate-authority-data": base64.b64encode(ca).decode(),
                             },
                         }
@@ -418,14 +469,53 @@ class ControlPlane:
                 indent=2,
             )
         )
-        self.kubeconfig.chmod(0o600)
+        api.kubeconfig.chmod(0o600)
         env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
-        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["KUBECONFIG"] = str(api.kubeconfig)
         env["KUBECACHEDIR"] = str(self.workdir / "kube-cache")  # keep ~/.kube/cache clean
-        self.env = env
-        status, body = self.get("/readyz")  # now with the CA: proves the kubeconfig's trust
+        api.env = env
+        status, body = self.get("/readyz", server=api.server)  # now with the CA: proves the kubeconfig's trust
         if status != 200:
-            raise self._fail(f"/readyz with the serving CA: HTTP {status}: {body}")
+            raise self._fail(f"/readyz of {api.name} with the serving CA: HTTP {status}: {body}")
+
+    # ---- more kube-apiservers, outages ---------------------------------------------------
+
+    def add_apiserver(self) -> ApiServer:
+        """Another kube-apiserver on the same etcd (its own port and kubeconfig, the same
+        certificate and admin token): clients can use it while another one is down."""
+        assert self.workdir is not None and self.apiservers, "start() the control plane first"
+        api = ApiServer(
+            f"kube-apiserver-{len(self.apiservers) + 1}",
+            _free_port(),
+            self.workdir / f"kubeconfig-{len(self.apiservers) + 1}",
+        )
+        self.apiservers.append(api)
+        self._launch_apiserver(api)
+        self._write_kubeconfig(api)
+        return api
+
+    def _pick(self, which: ApiServer | int) -> ApiServer:
+        return which if isinstance(which, ApiServer) else self.apiservers[which]
+
+    def stop_apiserver(self, which: ApiServer | int = 0, *, kill: bool = False) -> ApiServer:
+        """Stops one kube-apiserver (SIGTERM, or SIGKILL with ``kill``); etcd keeps running."""
+        api = self._pick(which)
+        if api.process is not None:
+            api.process.stop(timeout=30, kill=kill)
+        api.process = None
+        return api
+
+    def start_apiserver(self, which: ApiServer | int = 0) -> ApiServer:
+        """Starts a stopped kube-apiserver again on the same port and cert dir; returns when
+        /readyz passes with the serving CA."""
+        api = self._pick(which)
+        assert not api.alive(), f"{api.name} is running"
+        self._launch_apiserver(api, append_log=True)
+        api.restarts += 1
+        status, body = self.get("/readyz", server=api.server)
+        if status != 200:
+            raise self._fail(f"/readyz of {api.name} after a restart: HTTP {status}: {body}", api.name)
+        return api
 
     # ---- access -------------------------------------------------------------------------
 
@@ -439,13 +529,14 @@ class ControlPlane:
         token: str | None = "",
         context: ssl.SSLContext | None = None,
         timeout: float = 10,
+        server: str | None = None,
     ) -> tuple[int, str]:
-        """GET a path on the API server; returns (status, body).
+        """GET a path on the API server (or another ``server`` URL); returns (status, body).
 
         As the admin by default; ``token=None`` sends no credentials (anonymous)."""
         token = self.token if token == "" else token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        req = urllib.request.Request(self.server + path, headers=headers)
+        req = urllib.request.Request((server or self.server) + path, headers=headers)
         try:
             with urllib.request.urlopen(req, context=context or self.ssl_context(), timeout=timeout) as resp:
                 return resp.status, resp.read().decode(errors="replace")
@@ -458,13 +549,16 @@ class ControlPlane:
         input: str | None = None,
         check: bool = False,
         timeout: float = 60,
+        apiserver: ApiServer | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against this control plane; returns the CompletedProcess (text).
+        """Run kubectl against this control plane (its first kube-apiserver, or ``apiserver``);
+        returns the CompletedProcess (text).
 
         With ``check=True`` a non-zero exit raises AssertionError with kubectl's output."""
         __tracebackhide__ = True
+        kubeconfig = apiserver.kubeconfig if apiserver is not None else self.kubeconfig
         proc = subprocess.run(
-            [str(self.assets / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            [str(self.assets / "kubectl"), f"--kubeconfig={kubeconfig}", *args],
             input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
             capture_output=True,

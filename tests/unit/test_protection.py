@@ -3,8 +3,8 @@
 activationPolicy.preemptorQuota and minTriggerRequiredDuration), the time-based candidate
 selectors, and YuniKorn's preemption-loop scenario.
 
-Semantics come from shared/reference/yunikorn-and-toleration.md (Part A laws, fences, delay and
-allow-preemption; Part B PreemptionToleration, its test cases T1-T25 ported below) and the issue.
+Semantics come from YuniKorn's preemption design (its laws, fences, delay and allow-preemption)
+and the PreemptionToleration plugin (its test cases, numbered T1-T25 here, ported below) and the issue.
 Of B.4, T9 and T25 (preemptor `preemptionPolicy: Never`) have no Workload equivalent; T6 (class
 not found) is our choice "not protected"; every other case is here, with the reference's id.
 Scenario tests run through the engine (`simulate.run` or one cycle) and through

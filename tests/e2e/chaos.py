@@ -1,0 +1,1955 @@
+"""The chaos harness: the operator as a black box under faults, and the promise it must keep.
+
+"A ClusterQueue is never over-admitted and nothing is lost, whatever the API server, the
+network or the other replica does." :class:`InvariantMonitor` follows every stored state of the
+run's Workloads (one cluster-wide watch, re-listed when it breaks) and checks:
+
+- I1: per ClusterQueue and per cohort, the quota reserved by unfinished Workloads with
+  ``QuotaReserved=True`` never exceeds what the queue may use (nominal + borrowing within the
+  cohort) or the cohort's nominal total;
+- I2: an eviction count grows by one per eviction, and only from a state holding quota;
+- I3: once a :class:`ForeignWriter` write succeeded, no later state shows an older value of
+  its label, annotation or condition (checked at the end, :meth:`InvariantMonitor.check_foreign`);
+- I4: after the faults stop, :func:`wait_settled`: the project's engine, run offline on what
+  the API server holds, would admit or preempt nothing, and queue status counts match.
+
+Load: :class:`WorkloadDriver` creates Workloads (several priorities), marks admitted ones
+Finished after a random run time, deletes some (racing the operator if asked).
+:class:`ChaosEnv` puts a run together (topology, monitor, operators, fault proxies) and the
+fault families are functions over it (``kill_storm``, ``leader_stop_before_write``,
+``leader_stall``, ``apiserver_outage``, ``error_injection``, ``foreign_and_racing_deletes``),
+shared by tests/e2e/test_chaos.py (short) and benchmarks/chaos_soak.py (long). Figures
+(kills survived, takeover and recovery times, foreign writes/s, violations) go to
+:class:`Figures`.
+
+Only the standard library talks to the API server here (http.client, one keep-alive
+connection per thread and server), so the harness has no client library in common with the
+operator.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import http.client
+import itertools
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import ssl
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from preemption_operator.api.quantity import parse_quantity
+
+from .controlplane import ApiServer, ControlPlane
+from .faultproxy import FaultProxy
+from .operator_process import OperatorProcess
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+KUEUE_ALPHA = "kueue.x-k8s.io/v1alpha1"
+KUEUE_PATH = "/apis/kueue.x-k8s.io/v1beta2"
+ALPHA_PATH = "/apis/kueue.x-k8s.io/v1alpha1"
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+CONFIG_ANNOTATION = "kueue.x-k8s.io/preemption-config-name"
+RUN_LABEL = "chaos.preemption-operator/run"
+TOUCH_KEY = "chaos.example.com/touched"
+TOUCH_CONDITION = "chaos.example.com/Touched"
+FAULTS_ENV = "PREEMPTION_OPERATOR_FAULTS"
+STOP_LINE = "fault injection: stopping before writes"
+CLASSIC = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+
+
+def now_s() -> float:
+    return time.monotonic()
+
+
+# ---- a small API client ----------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: Any, method: str, path: str) -> None:
+        message = body.get("message") if isinstance(body, dict) else str(body)[:300]
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        self.status = status
+        self.body = body
+
+
+class ApiUnavailable(ApiError):
+    """No API server answered."""
+
+
+class KubeClient:
+    """JSON over https to one of several kube-apiservers (the first that answers; they share
+    etcd). Thread-safe: one keep-alive connection per thread and server."""
+
+    def __init__(self, servers: Sequence[str], token: str, ca_file: Path, *, timeout: float = 15.0) -> None:
+        self.servers = list(servers)
+        self.token = token
+        self.timeout = timeout
+        self.context = ssl.create_default_context(cafile=str(ca_file))
+        self._local = threading.local()
+
+    def _conns(self) -> dict[str, http.client.HTTPSConnection]:
+        conns: dict[str, http.client.HTTPSConnection] | None = getattr(self._local, "conns", None)
+        if conns is None:
+            conns = self._local.conns = {}
+        return conns
+
+    def _connect(self, server: str, timeout: float) -> http.client.HTTPSConnection:
+        url = urlsplit(server)
+        return http.client.HTTPSConnection(url.hostname or "127.0.0.1", url.port, context=self.context, timeout=timeout)
+
+    def request(
+        self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
+        """(status, parsed JSON body); raises ApiUnavailable when no server answers."""
+        payload = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if payload is not None:
+            headers["Content-Type"] = content_type
+        conns = self._conns()
+        last: Exception | None = None
+        for server in self.servers:
+            for _attempt in range(2):  # a kept-alive connection may have been closed by the server
+                conn = conns.get(server)
+                if conn is None:
+                    conn = conns[server] = self._connect(server, self.timeout)
+                try:
+                    conn.request(method, path, body=payload, headers=headers)
+                    resp = conn.getresponse()
+                    raw = resp.read()
+                except (OSError, http.client.HTTPException) as exc:
+                    last = exc
+                    conn.close()
+                    conns.pop(server, None)
+                    continue
+                try:
+                    data = json.loads(raw) if raw else None
+                except ValueError:
+                    data = raw.decode(errors="replace")
+                return resp.status, data
+        raise ApiUnavailable(0, f"no API server answered ({last})", method, path)
+
+    def call(self, method: str, path: str, body: Any = None, *, ok: Sequence[int] = (200, 201), **kw: Any) -> Any:
+        status, data = self.request(method, path, body, **kw)
+        if status not in ok:
+            raise ApiError(status, data, method, path)
+        return data
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        status, data = self.request("GET", path)
+        if status == 404:
+            return None
+        if status != 200:
+            raise ApiError(status, data, "GET", path)
+        return dict(data)
+
+    def list_items(self, path: str) -> tuple[list[dict[str, Any]], str]:
+        """Items (with apiVersion and kind filled in) and the list's resourceVersion."""
+        data = self.call("GET", path)
+        api_version = data.get("apiVersion", "")
+        kind = str(data.get("kind", "")).removesuffix("List")
+        items = []
+        for item in data.get("items") or []:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+            items.append(item)
+        return items, str((data.get("metadata") or {}).get("resourceVersion", ""))
+
+    def json_patch(self, path: str, ops: list[dict[str, Any]]) -> tuple[int, Any]:
+        return self.request("PATCH", path, ops, content_type="application/json-patch+json")
+
+    def watch(
+        self, path: str, resource_version: str, holder: list[Any], *, timeout_seconds: int = 60
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events from resource_version on the first server that answers. ``holder``
+        gets the live connection, so another thread can close it to end the watch."""
+        query = f"watch=1&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}&resourceVersion={resource_version}"
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        last: Exception | None = None
+        for server in self.servers:
+            conn = self._connect(server, timeout_seconds + 30)
+            try:
+                conn.request("GET", f"{path}?{query}", headers=headers)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                last = exc
+                conn.close()
+                continue
+            holder[:] = [conn]
+            try:
+                if resp.status != 200:
+                    raw = resp.read()
+                    raise ApiError(resp.status, raw.decode(errors="replace"), "WATCH", path)
+                while True:
+                    line = resp.readline()
+                    if not line:
+                        return
+                    if line.strip():
+                        yield json.loads(line)
+            finally:
+                holder[:] = []
+                conn.close()
+        raise ApiUnavailable(0, f"no API server answered ({last})", "WATCH", path)
+
+
+def workload_path(namespace: str, name: str = "", subresource: str = "") -> str:
+    path = f"{KUEUE_PATH}/namespaces/{namespace}/workloads"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+# ---- reading Workloads ---------------------------------------------------------------------------
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+def is_true(obj: dict[str, Any], kind: str) -> bool:
+    c = condition(obj, kind)
+    return c is not None and c.get("status") == "True"
+
+
+def millis(quantity: Any) -> int:
+    return int(parse_quantity(str(quantity)) * 1000)
+
+
+def reservation(obj: dict[str, Any]) -> tuple[str | None, int]:
+    """(ClusterQueue, milli-cpu) an unfinished Workload holds; (None, 0) without a reservation."""
+    admission = (obj.get("status") or {}).get("admission")
+    if not admission or not is_true(obj, "QuotaReserved") or is_true(obj, "Finished"):
+        return None, 0
+    total = 0
+    for psa in admission.get("podSetAssignments") or []:
+        usage = (psa.get("resourceUsage") or {}).get("cpu")
+        if usage is not None:
+            total += millis(usage)
+    return admission.get("clusterQueue"), total
+
+
+def eviction_count(obj: dict[str, Any]) -> int:
+    stats = (obj.get("status") or {}).get("schedulingStats") or {}
+    return sum(int(e.get("count", 0)) for e in stats.get("evictions") or [])
+
+
+def touches(obj: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+    """The foreign writer's (label, annotation, condition) counters on an object."""
+    meta = obj.get("metadata") or {}
+
+    def number(value: Any) -> int | None:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
+
+    cond = condition(obj, TOUCH_CONDITION)
+    return (
+        number((meta.get("labels") or {}).get(TOUCH_KEY)),
+        number((meta.get("annotations") or {}).get(TOUCH_KEY)),
+        number(cond.get("message")) if cond else None,
+    )
+
+
+# ---- the topology --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    name: str
+    """Suffix of the ClusterQueue name and the LocalQueue name in every namespace."""
+    cohort: str | None
+    nominal: int
+    """cpu."""
+    borrowing_limit: int | None = None
+    preemption: dict[str, Any] | None = None
+    config: bool = False
+    """Uses the run's PreemptionConfig (annotation)."""
+    driven: bool = True
+    """The WorkloadDriver submits to it (the deterministic scenarios use their own queue)."""
+
+
+DEFAULT_QUEUES: tuple[QueueSpec, ...] = (
+    QueueSpec("a1", "alpha", 6, preemption=CLASSIC),
+    QueueSpec("a2", "alpha", 6, borrowing_limit=2),
+    QueueSpec("a3", "alpha", 4, config=True),
+    QueueSpec("b1", "beta", 6, borrowing_limit=0),
+    QueueSpec("b2", "beta", 4, preemption=CLASSIC),
+    QueueSpec("b3", "beta", 6, borrowing_limit=4, preemption={"withinClusterQueue": "LowerPriority"}),
+    # No cohort: the leader stop/stall scenarios fill it and free it deterministically.
+    QueueSpec("solo", None, 4, preemption={"withinClusterQueue": "LowerPriority"}, driven=False),
+)
+
+
+class Topology:
+    """2 cohorts x 3 ClusterQueues (+ a cohort-less one), one flavor, cpu only, a
+    PreemptionConfig, LocalQueues for every ClusterQueue in a few namespaces. Names start with
+    ``prefix`` so runs never share objects."""
+
+    def __init__(self, prefix: str, queues: Sequence[QueueSpec] = DEFAULT_QUEUES, namespaces: int = 3) -> None:
+        self.prefix = prefix
+        self.queues = {q.name: q for q in queues}
+        self.namespaces = [f"{prefix}-ns{i}" for i in range(namespaces)]
+        self.flavor = f"{prefix}-cpu"
+        self.config = f"{prefix}-config"
+
+    def cq(self, queue: str) -> str:
+        return f"{self.prefix}-{queue}"
+
+    def cohort(self, name: str) -> str:
+        return f"{self.prefix}-{name}"
+
+    @property
+    def cluster_queues(self) -> list[str]:
+        return [self.cq(q) for q in self.queues]
+
+    @property
+    def cohorts(self) -> list[str]:
+        return sorted({self.cohort(q.cohort) for q in self.queues.values() if q.cohort})
+
+    def spec_of(self, cq: str) -> QueueSpec:
+        return self.queues[cq.removeprefix(f"{self.prefix}-")]
+
+    def cohort_of(self, cq: str) -> str | None:
+        spec = self.queues.get(cq.removeprefix(f"{self.prefix}-"))
+        return self.cohort(spec.cohort) if spec is not None and spec.cohort else None
+
+    def cohort_bound(self, cohort: str) -> int:
+        """milli-cpu: the sum of the nominal quotas of the cohort's ClusterQueues."""
+        return sum(q.nominal * 1000 for q in self.queues.values() if q.cohort and self.cohort(q.cohort) == cohort)
+
+    def cq_bound(self, cq: str) -> int:
+        """milli-cpu a ClusterQueue may use: nominal + borrowing limit, within its cohort."""
+        spec = self.spec_of(cq)
+        if not spec.cohort:
+            return spec.nominal * 1000
+        bound = self.cohort_bound(self.cohort(spec.cohort))
+        if spec.borrowing_limit is not None:
+            bound = min(bound, (spec.nominal + spec.borrowing_limit) * 1000)
+        return bound
+
+    def owns(self, namespace: str | None) -> bool:
+        return bool(namespace) and namespace in self.namespaces
+
+    def local_queue_target(self, namespace: str, queue: str) -> str | None:
+        return self.cq(queue) if self.owns(namespace) and queue in self.queues else None
+
+    def driven_queues(self) -> list[str]:
+        return [q.name for q in self.queues.values() if q.driven]
+
+    def objects(self) -> list[dict[str, Any]]:
+        labels = {RUN_LABEL: self.prefix}
+        out: list[dict[str, Any]] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": dict(labels)}}
+            for ns in self.namespaces
+        ]
+        out.append(
+            {
+                "apiVersion": KUEUE,
+                "kind": "ResourceFlavor",
+                "metadata": {"name": self.flavor, "labels": dict(labels)},
+                "spec": {},
+            }
+        )
+        out += [
+            {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": c, "labels": dict(labels)}, "spec": {}}
+            for c in self.cohorts
+        ]
+        out.append(
+            {
+                "apiVersion": KUEUE_ALPHA,
+                "kind": "PreemptionConfig",
+                "metadata": {"name": self.config, "labels": dict(labels)},
+                "spec": {
+                    "rules": [
+                        {
+                            "name": "lower-priority-in-cohort",
+                            # Within its nominal quota only: with borrowing preemptors it and
+                            # reclaimWithinCohort: Any evict each other's workloads forever.
+                            "activationPolicy": {
+                                "trigger": "InsufficientQuota",
+                                "preemptorQuota": "WithinNominalQuota",
+                            },
+                            "candidateSelectors": [
+                                {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
+                            ],
+                        }
+                    ]
+                },
+            }
+        )
+        for q in self.queues.values():
+            resource: dict[str, Any] = {"name": "cpu", "nominalQuota": str(q.nominal)}
+            if q.borrowing_limit is not None:
+                resource["borrowingLimit"] = str(q.borrowing_limit)
+            spec: dict[str, Any] = {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {"coveredResources": ["cpu"], "flavors": [{"name": self.flavor, "resources": [resource]}]}
+                ],
+            }
+            if q.cohort:
+                spec["cohortName"] = self.cohort(q.cohort)
+            if q.preemption:
+                spec["preemption"] = q.preemption
+            meta: dict[str, Any] = {"name": self.cq(q.name), "labels": dict(labels)}
+            if q.config:
+                meta["annotations"] = {CONFIG_ANNOTATION: self.config}
+            out.append({"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": meta, "spec": spec})
+        for ns in self.namespaces:
+            for q in self.queues.values():
+                out.append(
+                    {
+                        "apiVersion": KUEUE,
+                        "kind": "LocalQueue",
+                        "metadata": {"name": q.name, "namespace": ns},
+                        "spec": {"clusterQueue": self.cq(q.name)},
+                    }
+                )
+        return out
+
+    @staticmethod
+    def path_of(obj: dict[str, Any]) -> str:
+        kind, meta = obj["kind"], obj["metadata"]
+        if kind == "Namespace":
+            return "/api/v1/namespaces"
+        base = ALPHA_PATH if obj["apiVersion"] == KUEUE_ALPHA else KUEUE_PATH
+        plural = {
+            "ResourceFlavor": "resourceflavors",
+            "Cohort": "cohorts",
+            "ClusterQueue": "clusterqueues",
+            "LocalQueue": "localqueues",
+            "PreemptionConfig": "preemptionconfigs",
+            "Workload": "workloads",
+        }[kind]
+        if meta.get("namespace"):
+            return f"{base}/namespaces/{meta['namespace']}/{plural}"
+        return f"{base}/{plural}"
+
+    def apply(self, client: KubeClient) -> None:
+        for obj in self.objects():
+            status, data = client.request("POST", self.path_of(obj), obj)
+            if status not in (200, 201, 409):
+                raise ApiError(status, data, "POST", self.path_of(obj))
+
+    def delete(self, client: KubeClient) -> None:
+        """Deletes the run's objects (best effort; namespaces stay Terminating: no controller)."""
+        selector = quote(f"{RUN_LABEL}={self.prefix}")
+        with contextlib.suppress(ApiError):
+            for ns in self.namespaces:
+                client.request("DELETE", workload_path(ns))
+                client.request("DELETE", f"{KUEUE_PATH}/namespaces/{ns}/localqueues")
+            for plural in ("clusterqueues", "cohorts", "resourceflavors"):
+                client.request("DELETE", f"{KUEUE_PATH}/{plural}?labelSelector={selector}")
+            client.request("DELETE", f"{ALPHA_PATH}/preemptionconfigs?labelSelector={selector}")
+            for ns in self.namespaces:
+                client.request("DELETE", f"/api/v1/namespaces/{ns}")
+
+    def read(self, client: KubeClient) -> list[dict[str, Any]]:
+        """Every object of the run, as the API server holds them."""
+        selector = quote(f"{RUN_LABEL}={self.prefix}")
+        objects: list[dict[str, Any]] = []
+        objects += client.list_items(f"/api/v1/namespaces?labelSelector={selector}")[0]
+        for plural in ("resourceflavors", "cohorts", "clusterqueues"):
+            objects += client.list_items(f"{KUEUE_PATH}/{plural}?labelSelector={selector}")[0]
+        objects += client.list_items(f"{ALPHA_PATH}/preemptionconfigs?labelSelector={selector}")[0]
+        for ns in self.namespaces:
+            objects += client.list_items(f"{KUEUE_PATH}/namespaces/{ns}/localqueues")[0]
+            objects += client.list_items(workload_path(ns))[0]
+        return objects
+
+
+def new_workload(name: str, namespace: str, queue: str, cpu: int, priority: int) -> dict[str, Any]:
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "queueName": queue,
+            "priority": priority,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+                }
+            ],
+        },
+    }
+
+
+# ---- the invariant monitor -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    at: float
+    """Seconds since the monitor started."""
+    subject: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.invariant}] t={self.at:7.2f}s {self.subject}: {self.message}"
+
+
+@dataclass
+class _Tracked:
+    uid: str
+    rv: int
+    obj: dict[str, Any]
+    cq: str | None
+    usage: int
+    holds_quota: bool
+    evicted: bool
+    evictions: int
+    changed_at: float
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], at: float) -> _Tracked:
+        meta = obj["metadata"]
+        cq, usage = reservation(obj)
+        return cls(
+            uid=meta.get("uid", ""),
+            rv=int(meta.get("resourceVersion") or 0),
+            obj=obj,
+            cq=cq,
+            usage=usage,
+            holds_quota=cq is not None,
+            evicted=is_true(obj, "Evicted"),
+            evictions=eviction_count(obj),
+            changed_at=at,
+        )
+
+
+class InvariantMonitor:
+    """Follows every Workload of a topology's namespaces through one cluster-wide watch and checks
+    I1 and I2 at every observed state (I3 at the end, against a ForeignWriter's record). When the
+    watch breaks (API server restarted, 410 Gone) it re-lists, on whichever server answers."""
+
+    def __init__(self, client: KubeClient, topology: Topology) -> None:
+        self.client = client
+        self.topology = topology
+        self.started = now_s()
+        self.violations: list[Violation] = []
+        self.errors: list[str] = []
+        self.events = 0
+        self.relists = 0
+        self.admissions: list[tuple[float, str, str]] = []
+        """(monotonic time, workload key, ClusterQueue) of every observed quota reservation."""
+        self.evictions: list[tuple[float, str]] = []
+        self.observations: dict[str, list[tuple[int, int | None, int | None, int | None]]] = {}
+        """key -> (resourceVersion, label, annotation, condition) of every observed state (I3)."""
+        self._wls: dict[str, _Tracked] = {}
+        self._usage: Counter[str] = Counter()
+        self._over: set[str] = set()
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._synced = threading.Event()
+        self._conn: list[Any] = []
+        self._thread: threading.Thread | None = None
+        self.last_event_at = 0.0
+
+    # -- life cycle
+
+    def __enter__(self) -> InvariantMonitor:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> InvariantMonitor:
+        self._thread = threading.Thread(target=self._run, name="invariant-monitor", daemon=True)
+        self._thread.start()
+        if not self._synced.wait(30):
+            raise AssertionError(f"the invariant monitor did not list Workloads within 30s: {self.errors[-3:]}")
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for conn in list(self._conn):
+            with contextlib.suppress(OSError, AttributeError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        path = f"{KUEUE_PATH}/workloads"
+        rv = ""
+        while not self._stop.is_set():
+            try:
+                if not rv:
+                    items, rv = self.client.list_items(path)
+                    self._relist(items)
+                    self._synced.set()
+                for event in self.client.watch(path, rv, self._conn):
+                    kind = event.get("type")
+                    obj = event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:  # too old: the history is gone, list again
+                            rv = ""
+                        else:
+                            self.errors.append(f"watch error: {obj.get('message')}")
+                            rv = ""
+                        break
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    if kind == "BOOKMARK":
+                        continue
+                    self._event(str(kind), obj)
+            except ApiUnavailable as exc:  # every server down: try again from where we were
+                if self._stop.is_set():
+                    return
+                self.errors.append(str(exc))
+                time.sleep(0.5)
+            except ApiError as exc:
+                if self._stop.is_set():
+                    return
+                self.errors.append(str(exc))
+                if exc.status == 410 or not rv:  # too old to resume from (or the list failed): list again
+                    rv = ""
+                time.sleep(0.5)
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                if self._stop.is_set():
+                    return
+                # The stream broke (server stopped): resume from the last version seen; a 410
+                # from there means a re-list.
+                self.errors.append(f"watch broke: {exc!r}")
+                time.sleep(0.2)
+
+    # -- state
+
+    def _elapsed(self) -> float:
+        return now_s() - self.started
+
+    def _violate(self, invariant: str, subject: str, message: str) -> None:
+        self.violations.append(Violation(invariant, self._elapsed(), subject, message))
+
+    def _relist(self, items: list[dict[str, Any]]) -> None:
+        at = now_s()
+        with self._lock:
+            self.relists += 1
+            seen: dict[str, _Tracked] = {}
+            for obj in items:
+                meta = obj.get("metadata") or {}
+                if not self.topology.owns(meta.get("namespace")):
+                    continue
+                key = f"{meta['namespace']}/{meta['name']}"
+                old = self._wls.get(key)
+                new = _Tracked.of(obj, at)
+                if old is not None and old.rv == new.rv:
+                    new.changed_at = old.changed_at
+                self._note(key, old, new, at, gap=True)
+                seen[key] = new
+            self._wls = seen
+            self._usage = Counter()
+            for t in seen.values():
+                if t.cq:
+                    self._usage[t.cq] += t.usage
+            self._check_quota(set(self.topology.cluster_queues), "after a re-list")
+
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if not self.topology.owns(meta.get("namespace")):
+            return
+        at = now_s()
+        key = f"{meta['namespace']}/{meta['name']}"
+        with self._lock:
+            self.events += 1
+            self.last_event_at = at
+            old = self._wls.get(key)
+            touched: set[str] = set()
+            if old is not None and old.cq:
+                self._usage[old.cq] -= old.usage
+                touched.add(old.cq)
+            if kind == "DELETED":
+                self._wls.pop(key, None)
+                self._observe(key, obj)
+            else:
+                new = _Tracked.of(obj, at)
+                gap = old is not None and old.uid != new.uid  # deleted and created again unseen
+                self._note(key, None if gap else old, new, at, gap=False)
+                self._wls[key] = new
+                if new.cq:
+                    self._usage[new.cq] += new.usage
+                    touched.add(new.cq)
+            if touched:
+                self._check_quota(touched, f"after {kind} {key} (resourceVersion {meta.get('resourceVersion')})")
+
+    def _observe(self, key: str, obj: dict[str, Any]) -> None:
+        rv = int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+        self.observations.setdefault(key, []).append((rv, *touches(obj)))
+
+    def _note(self, key: str, old: _Tracked | None, new: _Tracked, at: float, *, gap: bool) -> None:
+        """I2, the admission and eviction logs, and I3's observations, for one new state."""
+        self._observe(key, new.obj)
+        if old is not None and old.rv == new.rv:
+            return
+        if new.holds_quota and (old is None or not old.holds_quota):
+            self.admissions.append((at, key, new.cq or ""))
+        if new.evicted and (old is None or not old.evicted):
+            self.evictions.append((at, key))
+        if old is None:
+            return
+        if old.holds_quota != new.holds_quota or old.evicted != new.evicted:
+            new.changed_at = at
+        else:
+            new.changed_at = old.changed_at
+        if gap:
+            return  # states were missed: a new baseline, nothing to compare
+        if new.evictions > old.evictions:
+            if new.evictions - old.evictions > 1:
+                self._violate(
+                    "I2", key, f"eviction count jumped {old.evictions} -> {new.evictions} in one write (rv {new.rv})"
+                )
+            if not old.holds_quota:
+                why = (
+                    "it had finished"
+                    if is_true(old.obj, "Finished")
+                    else "it held no quota (already evicted or pending)"
+                )
+                self._violate(
+                    "I2",
+                    key,
+                    f"evicted again (count {old.evictions} -> {new.evictions}, rv {old.rv} -> {new.rv}) but {why}",
+                )
+        elif new.evictions < old.evictions:
+            self._violate("I2", key, f"eviction count went down {old.evictions} -> {new.evictions} (rv {new.rv})")
+
+    def _check_quota(self, cluster_queues: set[str], when: str) -> None:
+        """I1 for the given ClusterQueues and their cohorts; one violation per episode."""
+        subjects: dict[str, tuple[int, int, list[str]]] = {}
+        for cq in cluster_queues:
+            if cq not in self.topology.cluster_queues:
+                if self._usage.get(cq, 0) > 0:
+                    subjects[f"ClusterQueue {cq}"] = (self._usage[cq], 0, [cq])
+                continue
+            subjects[f"ClusterQueue {cq}"] = (self._usage.get(cq, 0), self.topology.cq_bound(cq), [cq])
+            cohort = self.topology.cohort_of(cq)
+            if cohort:
+                members = [c for c in self.topology.cluster_queues if self.topology.cohort_of(c) == cohort]
+                subjects[f"cohort {cohort}"] = (
+                    sum(self._usage.get(c, 0) for c in members),
+                    self.topology.cohort_bound(cohort),
+                    members,
+                )
+        for subject, (used, bound, members) in subjects.items():
+            if used > bound:
+                if subject not in self._over:
+                    self._over.add(subject)
+                    holders = sorted(
+                        f"{k}={t.usage // 1000 if t.usage % 1000 == 0 else t.usage / 1000}cpu@rv{t.rv}"
+                        for k, t in self._wls.items()
+                        if t.cq in members
+                    )
+                    self._violate(
+                        "I1",
+                        subject,
+                        f"over-admitted: {used / 1000:g} cpu reserved > {bound / 1000:g} allowed, {when}; "
+                        f"holders: {', '.join(holders)}",
+                    )
+            else:
+                self._over.discard(subject)
+
+    # -- reads for the driver, the writer and the scenarios
+
+    def wait_synced(self, timeout: float = 30) -> None:
+        if not self._synced.wait(timeout):
+            raise AssertionError("the invariant monitor never listed the Workloads")
+
+    def current(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {k: t.obj for k, t in self._wls.items()}
+
+    def changed_since(self, seconds: float) -> list[str]:
+        """Workloads whose reservation or eviction changed in the last ``seconds``."""
+        cutoff = now_s() - seconds
+        with self._lock:
+            return [k for k, t in self._wls.items() if t.changed_at >= cutoff]
+
+    def usage(self, cq: str) -> int:
+        with self._lock:
+            return self._usage.get(cq, 0)
+
+    def first_admission_after(self, moment: float) -> float | None:
+        with self._lock:
+            for at, _key, _cq in self.admissions:
+                if at >= moment:
+                    return at
+        return None
+
+    def admitted_keys(self, after: float = 0.0) -> set[str]:
+        with self._lock:
+            return {key for at, key, _ in self.admissions if at >= after}
+
+    def check_foreign(self, writer: ForeignWriter) -> list[Violation]:
+        """I3: no state observed after a successful foreign write shows an older value."""
+        found: list[Violation] = []
+        by_key: dict[str, list[tuple[int, int, int]]] = {}
+        for key, channel, counter, rv in writer.successes():
+            by_key.setdefault(key, []).append((channel, counter, rv))
+        names = ("label", "annotation", "condition")
+        with self._lock:
+            for key, writes in by_key.items():
+                observed = sorted(self.observations.get(key, []))
+                rvs = [o[0] for o in observed]
+                for channel in range(3):
+                    done = sorted((rv, counter) for ch, counter, rv in writes if ch == channel)
+                    reported = 0
+                    for rv_w, counter in done:
+                        start = bisect.bisect_right(rvs, rv_w)
+                        for obs in observed[start:]:
+                            value = obs[1 + channel]
+                            if value is None or value < counter:
+                                if reported < 3:
+                                    found.append(
+                                        Violation(
+                                            "I3",
+                                            self._elapsed(),
+                                            key,
+                                            f"foreign {names[channel]} {counter} written at rv {rv_w}, "
+                                            f"but rv {obs[0]} shows {value}",
+                                        )
+                                    )
+                                reported += 1
+                                break
+        self.violations.extend(found)
+        return found
+
+    def report(self, limit: int = 40) -> str:
+        with self._lock:
+            by = Counter(v.invariant for v in self.violations)
+            lines = [
+                f"invariant monitor: {self.events} events, {self.relists} lists, "
+                f"{len(self.admissions)} admissions, {len(self.evictions)} evictions observed; "
+                f"violations: {dict(sorted(by.items())) or 'none'}"
+            ]
+            lines += [f"  {v}" for v in self.violations[:limit]]
+            if len(self.violations) > limit:
+                lines.append(f"  ... and {len(self.violations) - limit} more")
+            return "\n".join(lines)
+
+
+# ---- I4: settled ---------------------------------------------------------------------------------
+
+
+VERBS = {"Admitted": "admit", "Preempted": "preempt"}
+
+
+def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
+    """Why the run is not settled (empty when it is): what the engine, run offline for one cycle
+    on the API server's objects, would still admit or preempt; queue status counts (and the cpu
+    reserved) that do not match the Workloads."""
+    from preemption_operator import simulate
+    from preemption_operator.engine.objects import ObjectError, parse_object
+
+    objects = topology.read(client)
+    problems: list[str] = []
+    parsed = []
+    for obj in objects:
+        try:
+            parsed.append(parse_object(obj))
+        except ObjectError as exc:
+            problems.append(f"cannot parse {exc}")
+    sim = simulate.run(parsed, datetime.now(UTC), max_cycles=1)
+    for action in sim.actions:
+        if action["action"] in ("Admitted", "Preempted"):
+            extra = f" for {action['preemptor']}" if action.get("preemptor") else ""
+            problems.append(
+                f"the engine would still {VERBS[action['action']]} {action['workload']}{extra} ({action['clusterQueue']})"
+            )
+
+    workloads = [o for o in objects if o["kind"] == "Workload"]
+    cq_pending: Counter[str] = Counter()
+    cq_reserving: Counter[str] = Counter()
+    cq_cpu: Counter[str] = Counter()
+    lq_pending: Counter[tuple[str, str]] = Counter()
+    lq_reserving: Counter[tuple[str, str]] = Counter()
+    for wl in workloads:
+        if is_true(wl, "Finished") or wl.get("spec", {}).get("active") is False:
+            continue
+        ns, queue = wl["metadata"]["namespace"], wl["spec"].get("queueName", "")
+        cq, used = reservation(wl)
+        if cq:
+            cq_reserving[cq] += 1
+            cq_cpu[cq] += used
+            lq_reserving[(ns, queue)] += 1
+        else:
+            lq_pending[(ns, queue)] += 1
+            target = topology.local_queue_target(ns, queue)
+            if target:
+                cq_pending[target] += 1
+    for obj in objects:
+        status = obj.get("status") or {}
+        name = obj["metadata"]["name"]
+        if obj["kind"] == "ClusterQueue":
+            want = {
+                "pendingWorkloads": cq_pending[name],
+                "reservingWorkloads": cq_reserving[name],
+                "admittedWorkloads": cq_reserving[name],
+            }
+            got = {k: status.get(k, 0) for k in want}
+            if got != want:
+                problems.append(f"ClusterQueue {name} status {got}, Workloads say {want}")
+            reserved = sum(
+                millis(r.get("total", "0"))
+                for f in status.get("flavorsReservation") or []
+                for r in f.get("resources") or []
+                if r.get("name") == "cpu"
+            )
+            if reserved != cq_cpu[name]:
+                problems.append(
+                    f"ClusterQueue {name} flavorsReservation {reserved / 1000:g} cpu, Workloads hold {cq_cpu[name] / 1000:g}"
+                )
+        elif obj["kind"] == "LocalQueue":
+            key = (obj["metadata"]["namespace"], name)
+            want = {
+                "pendingWorkloads": lq_pending[key],
+                "reservingWorkloads": lq_reserving[key],
+                "admittedWorkloads": lq_reserving[key],
+            }
+            got = {k: status.get(k, 0) for k in want}
+            if got != want:
+                problems.append(f"LocalQueue {key[0]}/{name} status {got}, Workloads say {want}")
+    return problems
+
+
+def wait_settled(
+    client: KubeClient, topology: Topology, timeout: float = 60.0, interval: float = 1.0
+) -> tuple[float | None, list[str]]:
+    """Polls settled_problems until it is empty: (seconds it took, []) or (None, the last problems)."""
+    began = now_s()
+    problems: list[str] = ["never checked"]
+    while now_s() - began <= timeout:
+        try:
+            problems = settled_problems(client, topology)
+        except ApiError as exc:
+            problems = [f"cannot read the objects: {exc}"]
+        if not problems:
+            return now_s() - began, []
+        time.sleep(interval)
+    return None, problems
+
+
+# ---- load ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class DriverConfig:
+    creates_per_second: float = 4.0
+    max_workloads: int = 150
+    """Stops creating after this many (0: no limit)."""
+    max_pending: int = 20
+    cpus: tuple[int, ...] = (1, 1, 2, 2, 3)
+    priorities: tuple[int, ...] = (0, 0, 10, 100, 1000)
+    run_seconds: tuple[float, float] = (2.0, 8.0)
+    delete_finished: float = 0.5
+    """Probability that a finished Workload is deleted (the rest stay, finished)."""
+    pending_deletes_per_second: float = 0.2
+    racing_deletes_per_second: float = 0.0
+    """Deletes of Workloads the operator admitted or evicted in the last half second."""
+
+
+def finished_condition() -> dict[str, Any]:
+    return {
+        "type": "Finished",
+        "status": "True",
+        "reason": "Succeeded",
+        "message": "Job finished successfully",
+        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+_workload_serial = itertools.count(1)  # names are never reused within a process (I3 follows names)
+
+
+class WorkloadDriver:
+    """Quota turning over: creates Workloads on the topology's driven queues, marks admitted ones
+    Finished after a random run time (as a job controller would: a condition written through the
+    status subresource, guarded by resourceVersion) and deletes some finished and pending ones."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        topology: Topology,
+        monitor: InvariantMonitor,
+        config: DriverConfig | None = None,
+        *,
+        seed: int = 0,
+    ) -> None:
+        self.client = client
+        self.topology = topology
+        self.monitor = monitor
+        self.config = config or DriverConfig()
+        self.random = random.Random(seed)
+        self.stats: Counter[str] = Counter()
+        self.errors: list[str] = []
+        self._run_for: dict[str, float] = {}
+        self._admitted_at: dict[str, tuple[str, float]] = {}
+        self._finished_seen: set[str] = set()
+        self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> WorkloadDriver:
+        self._thread = threading.Thread(target=self._run, name="workload-driver", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def pause(self) -> None:
+        self._paused.set()
+
+    def resume(self) -> None:
+        self._paused.clear()
+
+    def _run(self) -> None:
+        tick = 0.1
+        credit = {"create": 0.0, "pending": 0.0, "racing": 0.0}
+        while not self._stop.wait(tick):
+            if self._paused.is_set():
+                continue
+            try:
+                credit["create"] += self.config.creates_per_second * tick
+                credit["pending"] += self.config.pending_deletes_per_second * tick
+                credit["racing"] += self.config.racing_deletes_per_second * tick
+                current = self.monitor.current()
+                pending = [k for k, o in current.items() if reservation(o)[0] is None and not is_true(o, "Finished")]
+                while credit["create"] >= 1:
+                    credit["create"] -= 1
+                    if len(pending) < self.config.max_pending and (
+                        not self.config.max_workloads or self.stats["created"] < self.config.max_workloads
+                    ):
+                        self.create()
+                while credit["pending"] >= 1:
+                    credit["pending"] -= 1
+                    if pending:
+                        self.delete(self.random.choice(pending), "deleted-pending")
+                while credit["racing"] >= 1:
+                    credit["racing"] -= 1
+                    racing = self.monitor.changed_since(0.5)
+                    if racing:
+                        self.delete(self.random.choice(racing), "deleted-racing")
+                self._finish_due(current)
+            except ApiUnavailable as exc:
+                self.stats["unavailable"] += 1
+                self.errors.append(str(exc))
+            except ApiError as exc:
+                self.stats[f"error-{exc.status}"] += 1
+                self.errors.append(str(exc))
+
+    def create(
+        self,
+        queue: str | None = None,
+        *,
+        cpu: int | None = None,
+        priority: int | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> str:
+        """Creates one Workload (random where not given); returns its key."""
+        serial = next(_workload_serial)
+        queue = queue or self.random.choice(self.topology.driven_queues())
+        cpu = cpu if cpu is not None else self.random.choice(self.config.cpus)
+        priority = priority if priority is not None else self.random.choice(self.config.priorities)
+        namespace = namespace or self.random.choice(self.topology.namespaces)
+        name = name or f"w{serial:05d}-{queue}-p{priority}"
+        status, data = self.client.request(
+            "POST", workload_path(namespace), new_workload(name, namespace, queue, cpu, priority)
+        )
+        if status not in (201, 409):
+            raise ApiError(status, data, "POST", workload_path(namespace))
+        self.stats["created"] += 1
+        key = f"{namespace}/{name}"
+        self._run_for[key] = self.random.uniform(*self.config.run_seconds)
+        return key
+
+    def delete(self, key: str, stat: str = "deleted") -> bool:
+        namespace, name = key.split("/", 1)
+        status, data = self.client.request("DELETE", workload_path(namespace, name))
+        if status in (200, 202):
+            self.stats[stat] += 1
+            return True
+        if status != 404:
+            raise ApiError(status, data, "DELETE", workload_path(namespace, name))
+        return False
+
+    def _finish_due(self, current: dict[str, dict[str, Any]]) -> None:
+        now = now_s()
+        for key, obj in current.items():
+            cq, _ = reservation(obj)
+            if cq is None:
+                self._admitted_at.pop(key, None)
+                # One chance each to be cleaned up, whoever created it.
+                if is_true(obj, "Finished") and key not in self._finished_seen:
+                    self._finished_seen.add(key)
+                    self._run_for.pop(key, None)
+                    if self.random.random() < self.config.delete_finished:
+                        self.delete(key, "deleted-finished")
+                continue
+            # One run per admission: a re-admission after an eviction starts the clock again.
+            episode = f"{cq}@{(condition(obj, 'QuotaReserved') or {}).get('lastTransitionTime')}"
+            seen = self._admitted_at.get(key)
+            if seen is None or seen[0] != episode:
+                self._admitted_at[key] = (episode, now)
+                continue
+            if now - seen[1] >= self._run_for.get(key, self.config.run_seconds[0]) and self.finish(key, obj):
+                self._admitted_at.pop(key, None)
+
+    def finish(self, key: str, obj: dict[str, Any] | None = None) -> bool:
+        """Sets Finished=True on an admitted Workload; False when it is gone or not admitted."""
+        namespace, name = key.split("/", 1)
+        path = workload_path(namespace, name, "status")
+        for _ in range(5):
+            if obj is None:
+                obj = self.client.get(workload_path(namespace, name))
+            if obj is None or reservation(obj)[0] is None:
+                return False
+            ops: list[dict[str, Any]] = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]}
+            ]
+            if (obj.get("status") or {}).get("conditions"):
+                ops.append({"op": "add", "path": "/status/conditions/-", "value": finished_condition()})
+            else:
+                ops.append({"op": "add", "path": "/status/conditions", "value": [finished_condition()]})
+            status, data = self.client.json_patch(path, ops)
+            if status == 200:
+                self.stats["finished"] += 1
+                return True
+            if status == 404:
+                return False
+            if status not in (409, 422):
+                raise ApiError(status, data, "PATCH", path)
+            self.stats["finish-conflicts"] += 1
+            obj = None
+        return False
+
+
+_foreign_counter = itertools.count(1)  # shared: values keep increasing across writers of one process
+_foreign_lock = threading.Lock()
+
+
+class ForeignWriter:
+    """Another controller writing the same Workloads: a label and an annotation (one metadata
+    patch) or a condition of its own (one status patch), each an increasing counter, with a
+    JSON patch guarded by resourceVersion and retried on conflict, at ``rate`` writes/s to
+    random Workloads. Every success is recorded with the resourceVersion it produced (I3)."""
+
+    def __init__(self, client: KubeClient, monitor: InvariantMonitor, rate: float = 20.0, *, seed: int = 0) -> None:
+        self.client = client
+        self.monitor = monitor
+        self.rate = rate
+        self.random = random.Random(seed)
+        self.stats: Counter[str] = Counter()
+        self._successes: list[tuple[str, int, int, int]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.started = 0.0
+        self.stopped = 0.0
+
+    def start(self) -> ForeignWriter:
+        self.started = now_s()
+        self._thread = threading.Thread(target=self._run, name="foreign-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        self.stopped = self.stopped or now_s()
+
+    def successes(self) -> list[tuple[str, int, int, int]]:
+        """(key, channel 0 label / 1 annotation / 2 condition, counter, resourceVersion)."""
+        with self._lock:
+            return list(self._successes)
+
+    @property
+    def writes(self) -> int:
+        return self.stats["written"]
+
+    def writes_per_second(self) -> float:
+        end = self.stopped or now_s()
+        return self.writes / max(1e-9, end - self.started) if self.started else 0.0
+
+    def _run(self) -> None:
+        interval = 1.0 / self.rate
+        next_at = now_s()
+        while not self._stop.is_set():
+            next_at += interval
+            delay = next_at - now_s()
+            if delay > 0 and self._stop.wait(delay):
+                break
+            if delay < -1:
+                next_at = now_s()  # fell behind (API server down): do not burst
+            keys = list(self.monitor.current())
+            if not keys:
+                continue
+            key = self.random.choice(keys)
+            try:
+                self.write(key, self.random.random() < 0.5)
+            except ApiError as exc:
+                self.stats["unavailable" if isinstance(exc, ApiUnavailable) else f"error-{exc.status}"] += 1
+
+    def write(self, key: str, metadata: bool) -> bool:
+        namespace, name = key.split("/", 1)
+        for _ in range(8):
+            obj = self.client.get(workload_path(namespace, name))
+            if obj is None:
+                self.stats["gone"] += 1
+                return False
+            with _foreign_lock:
+                counter = next(_foreign_counter)
+            ops: list[dict[str, Any]] = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]}
+            ]
+            meta = obj["metadata"]
+            if metadata:
+                path = workload_path(namespace, name)
+                escaped = TOUCH_KEY.replace("~", "~0").replace("/", "~1")
+                for field_name in ("labels", "annotations"):
+                    if meta.get(field_name):
+                        ops.append({"op": "add", "path": f"/metadata/{field_name}/{escaped}", "value": str(counter)})
+                    else:
+                        ops.append({"op": "add", "path": f"/metadata/{field_name}", "value": {TOUCH_KEY: str(counter)}})
+            else:
+                path = workload_path(namespace, name, "status")
+                cond = {
+                    "type": TOUCH_CONDITION,
+                    "status": "True",
+                    "reason": "Touched",
+                    "message": str(counter),
+                    "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+                status = obj.get("status")
+                conditions = (status or {}).get("conditions")
+                if status is None:
+                    ops.append({"op": "add", "path": "/status", "value": {"conditions": [cond]}})
+                elif not conditions:
+                    ops.append({"op": "add", "path": "/status/conditions", "value": [cond]})
+                else:
+                    index = next((i for i, c in enumerate(conditions) if c.get("type") == TOUCH_CONDITION), None)
+                    if index is None:
+                        ops.append({"op": "add", "path": "/status/conditions/-", "value": cond})
+                    else:
+                        ops.append({"op": "replace", "path": f"/status/conditions/{index}", "value": cond})
+            status_code, data = self.client.json_patch(path, ops)
+            if status_code == 200:
+                rv = int(data["metadata"]["resourceVersion"])
+                with self._lock:
+                    if metadata:
+                        self._successes += [(key, 0, counter, rv), (key, 1, counter, rv)]
+                    else:
+                        self._successes.append((key, 2, counter, rv))
+                self.stats["written"] += 1
+                return True
+            if status_code == 404:
+                self.stats["gone"] += 1
+                return False
+            if status_code in (409, 422):
+                self.stats["conflicts"] += 1
+                continue
+            raise ApiError(status_code, data, "PATCH", path)
+        self.stats["gave-up"] += 1
+        return False
+
+
+# ---- operators -----------------------------------------------------------------------------------
+
+
+def process_state(pid: int) -> str:
+    """The state letter of /proc/<pid>/stat ('T' when stopped); '' when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return text.rpartition(")")[2].split()[0]
+
+
+class HookMissing(AssertionError):
+    """The operator does not have the fault hook a scenario needs."""
+
+
+# ---- figures -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Takeover:
+    fault: str
+    """'kill -9 (mid-batch)', 'kill -9', 'SIGSTOP', 'stall'."""
+    victim: str
+    at: float
+    lease_s: float | None = None
+    """Fault until another replica held the Lease."""
+    first_admission_s: float | None = None
+    """Fault until the new holder's first admission."""
+    note: str = ""
+
+
+@dataclass
+class Outage:
+    down_s: float
+    deleted_while_down: int
+    recovery_s: float | None
+    """API server ready again until I4 held (None: not within the bound)."""
+    ghost_patches_404: int
+    ghost_patch_rate_max: float
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Figures:
+    takeovers: list[Takeover] = field(default_factory=list)
+    outages: list[Outage] = field(default_factory=list)
+    settles: list[tuple[str, float | None]] = field(default_factory=list)
+    injected: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+    foreign_writes: int = 0
+    foreign_seconds: float = 0.0
+    driver: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def kills(self) -> list[Takeover]:
+        return [t for t in self.takeovers if t.fault.startswith("kill")]
+
+    def kills_survived(self) -> int:
+        """Kills after which some replica admitted again."""
+        return sum(1 for t in self.kills if t.first_admission_s is not None)
+
+    def markdown(self) -> str:
+        def fmt(value: float | None) -> str:
+            return "—" if value is None else f"{value:.2f}"
+
+        def spread(values: list[float]) -> str:
+            if not values:
+                return "—"
+            values = sorted(values)
+            return f"{values[len(values) // 2]:.1f} / {values[-1]:.1f} (n={len(values)})"
+
+        kills = self.kills
+        lines = ["| measure | value |", "|---|---:|"]
+        if kills:
+            lines += [
+                f"| kill -9 of an operator (mid-batch) | {len(kills)} ({sum(1 for k in kills if 'mid-batch' in k.fault)}) |",
+                f"| kills survived (a replica admitted again) | {self.kills_survived()} |",
+            ]
+        if self.takeovers:
+            lines += [
+                f"| takeover, fault → new Lease holder, median / max (s) | {spread([t.lease_s for t in self.takeovers if t.lease_s is not None])} |",
+                f"| takeover, fault → new holder's first admission, median / max (s) | {spread([t.first_admission_s for t in self.takeovers if t.first_admission_s is not None])} |",
+            ]
+        for o in self.outages:
+            lines.append(
+                f"| API-server outage {o.down_s:.0f} s, {o.deleted_while_down} deletes while down: recovery to I4 (s) | {fmt(o.recovery_s)} |"
+            )
+            lines.append(
+                f"| ... PATCHes answered 404 after the restart (max per second) | {o.ghost_patches_404} ({o.ghost_patch_rate_max:.0f}) |"
+            )
+        if self.foreign_seconds:
+            lines.append(
+                f"| foreign writer: writes, writes/s | {self.foreign_writes}, {self.foreign_writes / self.foreign_seconds:.1f} |"
+            )
+        if self.injected:
+            lines.append(f"| injected faults | {', '.join(f'{k}: {v}' for k, v in sorted(self.injected.items()))} |")
+        if self.driver:
+            lines.append(f"| load | {', '.join(f'{k}: {v}' for k, v in sorted(self.driver.items()))} |")
+        for label, seconds in self.settles:
+            lines.append(
+                f"| settle (I4) after {label} (s) | {fmt(seconds) if seconds is not None else 'not within the bound'} |"
+            )
+        return "\n".join(lines)
+
+    def takeover_table(self) -> str:
+        lines = ["| fault | victim | → Lease (s) | → first admission (s) | note |", "|---|---|---:|---:|---|"]
+        for t in self.takeovers:
+            lines.append(
+                f"| {t.fault} | {t.victim} | {'—' if t.lease_s is None else f'{t.lease_s:.1f}'} | "
+                f"{'—' if t.first_admission_s is None else f'{t.first_admission_s:.1f}'} | {t.note} |"
+            )
+        return "\n".join(lines)
+
+
+# ---- one chaos run -------------------------------------------------------------------------------
+
+
+class ChaosEnv:
+    """A run: its topology on the control plane, the invariant monitor, the operators (each
+    behind a FaultProxy of its own unless ``direct``), the load and the figures.
+
+    Clients of the test (monitor, driver, writer) use every kube-apiserver of the plane, the
+    last added first, so they keep working while the operators' one (the first) is down."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        workdir: Path,
+        *,
+        name: str = "chaos",
+        seed: int | None = None,
+        queues: Sequence[QueueSpec] = DEFAULT_QUEUES,
+        lease_seconds: int = 4,
+    ) -> None:
+        self.plane = plane
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.seed = seed if seed is not None else random.randrange(1 << 30)
+        self.random = random.Random(self.seed)
+        self.topology = Topology(f"{name}-{secrets.token_hex(2)}", queues)
+        servers = [api.server for api in reversed(plane.apiservers)]
+        self.client = KubeClient(servers, plane.token, plane.ca_file)
+        self.monitor = InvariantMonitor(self.client, self.topology)
+        self.lease_name = f"{self.topology.prefix}-lease"
+        self.lease_seconds = lease_seconds
+        self.operators: dict[str, OperatorProcess] = {}
+        self.all_operators: list[OperatorProcess] = []
+        self.proxies: dict[str, FaultProxy] = {}
+        self.driver: WorkloadDriver | None = None
+        self.writer: ForeignWriter | None = None
+        self.figures = Figures()
+        self.extra_violations: list[Violation] = []
+        self._writers_done: list[ForeignWriter] = []
+        """Stopped writers whose successes I3 has not been checked against yet."""
+
+    # -- life cycle
+
+    def __enter__(self) -> ChaosEnv:
+        self.topology.apply(self.client)
+        self.monitor.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.stop_load()
+        for op in self.all_operators:
+            if op.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(op.popen.pid, signal.SIGCONT)  # type: ignore[union-attr]
+                try:
+                    op.stop(timeout=10)
+                except AssertionError:
+                    op.kill()
+        self.monitor.stop()
+        with contextlib.suppress(ApiError):
+            self.client.request("DELETE", LEASE_PATH.format(namespace="default", name=self.lease_name))
+        with contextlib.suppress(ApiError):
+            self.topology.delete(self.client)
+        for proxy in self.proxies.values():
+            proxy.stop()
+
+    def elapsed(self) -> float:
+        return self.monitor._elapsed()
+
+    # -- operators
+
+    def proxy_for(self, name: str) -> FaultProxy:
+        proxy = self.proxies.get(name)
+        if proxy is None:
+            proxy = FaultProxy(
+                self.plane.server,
+                token=self.plane.token,
+                ca_file=self.plane.ca_file,
+                seed=self.random.randrange(1 << 30),
+            )
+            proxy.start()
+            self.proxies[name] = proxy
+        return proxy
+
+    def start_operator(
+        self, name: str, *, faults: str | None = None, direct: bool = False, ready: bool = True
+    ) -> OperatorProcess:
+        """Starts (or restarts) replica ``name``; with ``faults`` set as PREEMPTION_OPERATOR_FAULTS."""
+        env = dict(self.plane.env)
+        env.pop(FAULTS_ENV, None)
+        if faults:
+            env[FAULTS_ENV] = faults
+        kubeconfig = (
+            self.plane.kubeconfig
+            if direct
+            else self.proxy_for(name).write_kubeconfig(self.workdir / f"kubeconfig-{name}")
+        )
+        op = OperatorProcess(
+            name, kubeconfig, self.workdir, lease_name=self.lease_name, lease_seconds=self.lease_seconds, base_env=env
+        )
+        self.operators[name] = op
+        self.all_operators.append(op)
+        op.start()
+        if ready:
+            op.wait_ready(timeout=60)
+        return op
+
+    def lease_holder(self) -> str | None:
+        try:
+            lease = self.client.get(LEASE_PATH.format(namespace="default", name=self.lease_name))
+        except ApiError:
+            return None
+        holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
+        return str(holder) if holder else None
+
+    def leader(self) -> OperatorProcess | None:
+        holder = self.lease_holder() or ""
+        name = holder.rpartition("_")[0]
+        op = self.operators.get(name)
+        return op if op is not None and op.alive() else None
+
+    def wait_leader(self, *, other_than: str | None = None, timeout: float = 30.0) -> tuple[OperatorProcess, float]:
+        """The live replica holding the Lease (not ``other_than``), and when it was seen."""
+        deadline = now_s() + timeout
+        while now_s() < deadline:
+            op = self.leader()
+            if op is not None and op.name != other_than:
+                return op, now_s()
+            time.sleep(0.1)
+        raise AssertionError(
+            f"no replica (other than {other_than}) took the Lease within {timeout:.0f}s; holder: {self.lease_holder()}\n{self.diagnostics()}"
+        )
+
+    def diagnostics(self) -> str:
+        return "\n".join(op.tail(40) for op in self.operators.values())
+
+    # -- load
+
+    def start_load(self, config: DriverConfig | None = None, *, foreign_rate: float = 10.0) -> None:
+        self.driver = WorkloadDriver(
+            self.client, self.topology, self.monitor, config, seed=self.random.randrange(1 << 30)
+        ).start()
+        if foreign_rate > 0:
+            self.writer = ForeignWriter(
+                self.client, self.monitor, foreign_rate, seed=self.random.randrange(1 << 30)
+            ).start()
+
+    def stop_load(self) -> None:
+        if self.driver is not None:
+            self.driver.stop()
+            self.figures.driver.update(self.driver.stats)
+            self.driver = None
+        if self.writer is not None:
+            self.writer.stop()
+            self.figures.foreign_writes += self.writer.writes
+            self.figures.foreign_seconds += self.writer.stopped - self.writer.started
+            self._writers_done.append(self.writer)
+            self.writer = None
+
+    def set_errors(self, **kwargs: float) -> None:
+        for proxy in self.proxies.values():
+            proxy.set_errors(**kwargs)
+
+    def settle(self, label: str, timeout: float = 60.0) -> tuple[float | None, list[str]]:
+        """Stops the load, waits for I4 and records how long it took."""
+        self.stop_load()
+        for proxy in self.proxies.values():
+            proxy.clear_faults()
+        seconds, problems = wait_settled(self.client, self.topology, timeout)
+        self.figures.settles.append((label, seconds))
+        return seconds, problems
+
+    def violations(self) -> list[Violation]:
+        for writer in self._writers_done:
+            self.monitor.check_foreign(writer)
+        self._writers_done.clear()
+        return [*self.monitor.violations, *self.extra_violations]
+
+    def report(self) -> str:
+        self.violations()
+        parts = [self.monitor.report()]
+        if self.extra_violations:
+            parts.append("other violations:\n" + "\n".join(f"  {v}" for v in self.extra_violations))
+        for name, proxy in self.proxies.items():
+            parts.append(f"requests of operator {name} (through its proxy):\n{proxy.summary(top=12)}")
+        parts.append(self.figures.markdown())
+        if self.figures.takeovers:
+            parts.append(self.figures.takeover_table())
+        parts += [f"note: {n}" for n in self.figures.notes]
+        return "\n".join(parts)
+
+    def assert_promise(self, settle_label: str, settle_timeout: float = 60.0) -> None:
+        """The test's end: I4 within ``settle_timeout``, then no violation of I1-I3 anywhere."""
+        __tracebackhide__ = True
+        seconds, problems = self.settle(settle_label, settle_timeout)
+        violations = self.violations()
+        failures = []
+        if seconds is None:
+            failures.append(
+                f"[I4] not settled within {settle_timeout:.0f}s after the faults stopped:\n  "
+                + "\n  ".join(problems[:30])
+            )
+        if violations:
+            failures.append(self.report())
+        if failures:
+            raise AssertionError("\n".join(failures) + f"\n(seed {self.seed})\n{self.diagnostics()}")
+
+    # -- deterministic preparation for the leader scenarios
+
+    def fill_solo(self, *, fill: int = 4, waiting: int = 2) -> tuple[list[str], list[str]]:
+        """Fills ClusterQueue `solo` (no cohort, 4 cpu) with ``fill`` 1-cpu Workloads (admitted)
+        and leaves ``waiting`` more pending behind them."""
+        assert self.driver is None or self.driver._paused.is_set()
+        ns = self.topology.namespaces[0]
+        maker = WorkloadDriver(self.client, self.topology, self.monitor, seed=self.random.randrange(1 << 30))
+        stamp = secrets.token_hex(2)
+        fills = [
+            maker.create("solo", cpu=1, priority=0, namespace=ns, name=f"solo-fill-{stamp}-{i}") for i in range(fill)
+        ]
+        self.wait_for(
+            lambda: all(reservation(self.monitor.current().get(k, {}))[0] for k in fills), "the solo queue filled", 60
+        )
+        waits = [
+            maker.create("solo", cpu=1, priority=0, namespace=ns, name=f"solo-wait-{stamp}-{i}") for i in range(waiting)
+        ]
+        return fills, waits
+
+    def wait_for(self, check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+        deadline = now_s() + timeout
+        while True:
+            result = check()
+            if result:
+                return result
+            if now_s() > deadline:
+                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{self.diagnostics()}")
+            time.sleep(0.1)
+
+
+# ---- the fault families --------------------------------------------------------------------------
+
+
+def _is_workload_status_patch(method: str, resource: str, sub: str) -> bool:
+    return method == "PATCH" and resource == "workloads" and sub == "status"
+
+
+def kill_storm(
+    env: ChaosEnv,
+    kills: int,
+    *,
+    replicas: Sequence[str] = ("op-a", "op-b"),
+    pause: tuple[float, float] = (2.0, 6.0),
+    mid_batch_every: int = 2,
+) -> None:
+    """kill -9 the leader ``kills`` times (every ``mid_batch_every``-th right after its proxy
+    passed on the n-th Workload status PATCH of a batch; the others at a random moment), restart
+    it as a standby each time, and time the takeovers. Replicas must be running (through proxies)."""
+    for i in range(kills):
+        time.sleep(env.random.uniform(*pause))
+        leader, _ = env.wait_leader(timeout=60)
+        mid_batch = i % mid_batch_every == 0
+        fired = threading.Event()
+        if mid_batch:
+            pid = leader.popen.pid  # type: ignore[union-attr]
+
+            def kill_now(pid: int = pid, fired: threading.Event = fired) -> None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                fired.set()
+
+            env.proxy_for(leader.name).on_request(_is_workload_status_patch, kill_now, after=env.random.randint(1, 4))
+            fired.wait(20)
+            if not fired.is_set():
+                env.proxy_for(leader.name).clear_faults()
+                mid_batch = False  # no batch came: kill it anyway
+        killed_at = now_s()
+        leader.kill()
+        note = "" if not mid_batch or fired.is_set() else "no batch within 20 s"
+        take = Takeover("kill -9 (mid-batch)" if mid_batch else "kill -9", leader.name, env.elapsed(), note=note)
+        env.figures.takeovers.append(take)
+        try:
+            _, seen = env.wait_leader(other_than=leader.name, timeout=60)
+            take.lease_s = seen - killed_at
+        except AssertionError as exc:
+            take.note = f"no new leader: {str(exc)[:200]}"
+        env.start_operator(leader.name)  # back as a standby
+        first = _wait_first_admission(env, killed_at, 30)
+        if first is not None:
+            take.first_admission_s = first - killed_at
+
+
+def _wait_first_admission(env: ChaosEnv, since: float, timeout: float) -> float | None:
+    deadline = now_s() + timeout
+    while now_s() < deadline:
+        first = env.monitor.first_admission_after(since)
+        if first is not None:
+            return first
+        time.sleep(0.1)
+    return None
+
+
+def _leader_scenario(env: ChaosEnv, faults: str, *, fault_name: str) -> dict[str, Any]:
+    """Common to the stop-before-write and stall scenarios: a settled, full `solo` queue with two
+    Workloads waiting; replica `hooked` (with the fault) leads, `standby` stands by; two running
+    Workloads finish, so the leader decides to admit the waiting ones and hits the fault; then two
+    higher-priority Workloads arrive for the same freed quota."""
+    if env.driver is not None:
+        env.driver.pause()
+    for op in env.operators.values():
+        if op.alive():
+            op.stop()
+    plain = env.start_operator("plain")
+    env.wait_leader(timeout=60)
+    # An empty solo queue (an earlier round may have left Workloads in it).
+    for key, obj in env.monitor.current().items():
+        if obj["spec"].get("queueName") == "solo":
+            with contextlib.suppress(ApiError):
+                WorkloadDriver(env.client, env.topology, env.monitor).delete(key)
+    env.wait_for(
+        lambda: not any(o["spec"].get("queueName") == "solo" for o in env.monitor.current().values()),
+        "the solo queue to be empty",
+    )
+    fills, waits = env.fill_solo()
+    seconds, problems = wait_settled(env.client, env.topology, 60)
+    assert seconds is not None, f"not settled before the {fault_name} scenario: {problems}"
+    plain.stop()  # releases the Lease
+    hooked = env.start_operator("hooked", faults=faults)
+    env.wait_for(lambda: (env.lease_holder() or "").startswith("hooked_"), "the hooked replica to lead", 30)
+    standby = env.start_operator("standby")
+    time.sleep(1.0)  # a cycle or two of the new leader over the settled state: no admission
+    maker = WorkloadDriver(env.client, env.topology, env.monitor, seed=env.random.randrange(1 << 30))
+    freed_at = now_s()
+    for key in fills[:2]:
+        assert maker.finish(key), f"could not finish {key}"
+    return {"hooked": hooked, "standby": standby, "fills": fills, "waits": waits, "maker": maker, "freed_at": freed_at}
+
+
+def leader_stop_before_write(env: ChaosEnv) -> Takeover:
+    """The leader freezes (SIGSTOP, by its own fault hook) after deciding admissions and before
+    writing them; the standby takes over and admits others into the freed quota; SIGCONT. The
+    resumed replica must write nothing: its lease ran out while it was stopped."""
+    s = _leader_scenario(env, "stop-before-write=1", fault_name="stop-before-write")
+    hooked: OperatorProcess = s["hooked"]
+    pid = hooked.popen.pid  # type: ignore[union-attr]
+    deadline = now_s() + 30
+    while process_state(pid) != "T":
+        admitted_by_leader = [k for k in s["waits"] if reservation(env.monitor.current().get(k, {}))[0]]
+        if admitted_by_leader or now_s() > deadline or not hooked.alive():
+            raise HookMissing(
+                f"the operator has no stop-before-write fault hook: with {FAULTS_ENV}=stop-before-write=1 it "
+                f"{'admitted ' + ', '.join(admitted_by_leader) if admitted_by_leader else 'did not stop'} "
+                f"instead of logging {STOP_LINE!r} and stopping itself (state {process_state(pid) or 'gone'!r})\n{hooked.tail(30)}"
+            )
+        time.sleep(0.05)
+    stopped_at = now_s()
+    assert STOP_LINE in hooked.log(), f"stopped without logging {STOP_LINE!r}"
+    take = Takeover("SIGSTOP before write", hooked.name, env.elapsed())
+    env.figures.takeovers.append(take)
+    ns = env.topology.namespaces[0]
+    stamp = secrets.token_hex(2)
+    urgent = [
+        s["maker"].create("solo", cpu=1, priority=100, namespace=ns, name=f"solo-urgent-{stamp}-{i}") for i in range(2)
+    ]
+    _, seen = env.wait_leader(other_than=hooked.name, timeout=60)
+    take.lease_s = seen - stopped_at
+    env.wait_for(
+        lambda: all(reservation(env.monitor.current().get(k, {}))[0] for k in urgent),
+        "the standby to admit the urgent Workloads into the freed quota",
+        60,
+    )
+    first = env.monitor.first_admission_after(stopped_at)
+    take.first_admission_s = None if first is None else first - stopped_at
+    proxy = env.proxy_for(hooked.name)
+    continued_at = now_s()
+    os.kill(pid, signal.SIGCONT)
+    # Long enough for the stale batch to go out (it would at once) and the lease to be re-checked.
+    time.sleep(max(3.0, env.lease_seconds))
+    stale = proxy.count(since=continued_at, method="PATCH", resource="workloads", subresource="status")
+    if stale:
+        env.extra_violations.append(
+            Violation(
+                "stale-write",
+                env.elapsed(),
+                hooked.name,
+                f"{stale} Workload status PATCHes sent after SIGCONT, past its lease (the standby held it)",
+            )
+        )
+    take.note = f"{stale} stale Workload writes after SIGCONT"
+    hooked.stop()
+    return take
+
+
+class _HealthProbe:
+    """Polls an operator's /healthz; the longest time it went unanswered (an event-loop stall)."""
+
+    def __init__(self, op: OperatorProcess) -> None:
+        self.op = op
+        self.longest = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _HealthProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        last_ok = now_s()
+        while not self._stop.wait(0.1):
+            if self.op.get("/healthz", timeout=0.5)[0] == 200:
+                last_ok = now_s()
+            else:
+                self.longest = max(self.longest, now_s() - last_ok)
+
+
+def leader_stall(env: ChaosEnv, seconds: float = 6.0) -> Takeover:
+    """The leader blocks its event loop for ``seconds`` (> the lease) after deciding admissions and
+    before writing them (stall-before-write hook), while higher-priority Workloads arrive for the
+    freed quota. It may keep its lease (renewed on a thread of its own) or lose it; either way no
+    ClusterQueue may be over-admitted."""
+    s = _leader_scenario(env, f"stall-before-write={seconds:g}:1", fault_name="stall-before-write")
+    hooked: OperatorProcess = s["hooked"]
+    take = Takeover("event-loop stall", hooked.name, env.elapsed())
+    with _HealthProbe(hooked) as probe:
+        time.sleep(0.5)
+        ns = env.topology.namespaces[0]
+        stamp = secrets.token_hex(2)
+        urgent = [
+            s["maker"].create("solo", cpu=1, priority=100, namespace=ns, name=f"solo-urgent-{stamp}-{i}")
+            for i in range(2)
+        ]
+        holders = set()
+        deadline = now_s() + seconds + 6
+        while now_s() < deadline:
+            holder = (env.lease_holder() or "").rpartition("_")[0]
+            if holder == "standby" and take.lease_s is None:
+                take.lease_s = now_s() - s["freed_at"]
+                first = env.monitor.first_admission_after(s["freed_at"] + 0.5)
+                take.first_admission_s = None if first is None else first - s["freed_at"]
+            holders.add(holder)
+            time.sleep(0.2)
+    stalled = probe.longest
+    hook_seen = "fault injection" in hooked.log()
+    if not hook_seen and stalled < seconds / 2:
+        raise HookMissing(
+            f"the operator has no stall-before-write fault hook: with {FAULTS_ENV}=stall-before-write={seconds:g}:1 "
+            f"it logged no 'fault injection' line and /healthz was never unanswered for more than {stalled:.1f}s\n{hooked.tail(30)}"
+        )
+    env.figures.takeovers.append(take)
+    lost = "standby" in holders
+    take.note = f"/healthz unanswered up to {stalled:.1f}s; lease {'taken by the standby' if lost else 'kept'}"
+    env.figures.notes.append(f"stall {seconds:g}s: {take.note}")
+    env.wait_for(lambda: all(k in env.monitor.current() for k in urgent), "the urgent Workloads to be seen", 10)
+    hooked.stop()
+    return take
+
+
+def apiserver_outage(
+    env: ChaosEnv,
+    *,
+    down_seconds: float = 20.0,
+    delete_fraction: float = 0.4,
+    kill: bool = True,
+    settle_timeout: float = 60.0,
+) -> Outage:
+    """Stops the operators' kube-apiserver (SIGKILL, or SIGTERM with ``kill=False``) for
+    ``down_seconds`` while the load goes on through the other one and Workloads are deleted
+    (admitted ones first, then any); restarts it on the same port, certificates and etcd, stops
+    the load and measures the time from its /readyz until I4 holds, and the PATCHes answered 404
+    after it (writes to Workloads that no longer exist)."""
+    assert len(env.plane.apiservers) > 1, "the outage needs a second kube-apiserver (ControlPlane.add_apiserver)"
+    assert env.driver is not None, "start_load() first"
+    primary: ApiServer = env.plane.apiservers[0]
+    began = now_s()
+    env.plane.stop_apiserver(primary, kill=kill)
+    down_at = now_s()
+    deleted, rounds = 0, 4
+    for i in range(rounds):
+        current = env.monitor.current()
+        admitted = [k for k, o in current.items() if reservation(o)[0]]
+        pool = admitted if i == 0 else list(current)
+        for key in pool:
+            if env.random.random() < delete_fraction / (1 if i == 0 else rounds):
+                with contextlib.suppress(ApiError):
+                    deleted += env.driver.delete(key, "deleted-during-outage")
+        time.sleep(max(0.0, down_at + (i + 1) * down_seconds / rounds - now_s()))
+    env.plane.start_apiserver(primary)
+    ready_at = now_s()
+    env.figures.notes.append(
+        f"kube-apiserver {'killed' if kill else 'stopped (SIGTERM, took ' + format(down_at - began, '.1f') + ' s)'}, "
+        f"down {ready_at - down_at:.1f} s, {deleted} Workloads deleted meanwhile"
+    )
+    env.stop_load()
+    for proxy in env.proxies.values():
+        proxy.clear_faults()
+    seconds, problems = wait_settled(env.client, env.topology, settle_timeout)
+    ghosts = sum(p.count(since=ready_at, method="PATCH", status=404) for p in env.proxies.values())
+    rate = max((p.max_rate(since=ready_at, method="PATCH", status=404) for p in env.proxies.values()), default=0.0)
+    outage = Outage(
+        ready_at - down_at, deleted, None if seconds is None else (now_s() - ready_at), ghosts, rate, problems
+    )
+    env.figures.outages.append(outage)
+    env.figures.settles.append(("the API-server outage", outage.recovery_s))
+    return outage
+
+
+def _slow_and_limited(proxy: FaultProxy) -> None:
+    proxy.set_errors(rate_429=0.1)
+    proxy.set_latency(0.3)
+
+
+def error_injection(env: ChaosEnv, *, phase_seconds: float = 6.0, cuts: int = 2) -> None:
+    """429s, 500s (half of them after the write went through), a 409 storm on status PATCHes,
+    latency and cut connections, phase after phase, on every operator's proxy."""
+    began = now_s()
+    phases: list[tuple[str, Callable[[FaultProxy], None]]] = [
+        ("429 x 30%", lambda p: p.set_errors(rate_429=0.3)),
+        ("500 x 30% (half after the write)", lambda p: p.set_errors(rate_500=0.3, after_forward=0.5)),
+        ("409 storm on status PATCHes", lambda p: p.conflict_storm(True)),
+        ("latency 300 ms + 429 x 10%", _slow_and_limited),
+    ]
+    for label, apply in phases:
+        for proxy in env.proxies.values():
+            proxy.clear_faults()
+            apply(proxy)
+        env.figures.notes.append(f"fault phase: {label} for {phase_seconds:g}s")
+        half = phase_seconds / 2
+        time.sleep(half)
+        if cuts > 0:
+            cuts -= 1
+            for proxy in env.proxies.values():
+                proxy.cut_connections()
+            env.figures.injected["connection cuts"] += 1
+        time.sleep(phase_seconds - half)
+    for proxy in env.proxies.values():
+        proxy.clear_faults()
+        for (_m, _r, _s, _st, injected), n in proxy.counts(since=began).items():
+            if injected and injected != "upstream-down":
+                env.figures.injected[injected] += n
+
+
+def foreign_and_racing_deletes(env: ChaosEnv, seconds: float = 30.0, *, preemptors_every: float = 2.0) -> int:
+    """While the load (with racing deletes) and the foreign writer run: every ``preemptors_every``
+    seconds a top-priority Workload arrives in a preempting queue and is deleted a moment later,
+    while the operator is evicting its victims or admitting it. Returns how many."""
+    assert env.driver is not None
+    maker = WorkloadDriver(env.client, env.topology, env.monitor, seed=env.random.randrange(1 << 30))
+    preempting = [q.name for q in env.topology.queues.values() if q.driven and (q.preemption or q.config)]
+    began, raced = now_s(), 0
+    while now_s() - began < seconds:
+        time.sleep(preemptors_every)
+        key = maker.create(env.random.choice(preempting), cpu=env.random.choice((2, 3)), priority=10_000)
+        time.sleep(env.random.uniform(0.05, 0.6))
+        with contextlib.suppress(ApiError):
+            raced += maker.delete(key, "deleted-preemptor")
+    env.figures.driver["deleted-preemptor"] += raced
+    return raced
