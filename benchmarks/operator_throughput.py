@@ -223,6 +223,19 @@ def wait_for(check: Any, timeout: float) -> float:
     return time.perf_counter() - started
 
 
+def previous_rows(path: Path) -> dict[str, str]:
+    """The measures of the results file about to be replaced: "what changed" is then this run's
+    figure next to the recorded one, both printed by this script."""
+    if not path.is_file():
+        return {}
+    rows: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and line.startswith("|") and not set(cells[0]) <= {"-", ":"} and cells[0] != "measure":
+            rows.setdefault(cells[0], cells[1])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queues", type=int, default=20)
@@ -260,6 +273,10 @@ def main() -> None:
                     numbers["events_patched"] = metric_sum(
                         operator, "preemption_operator_events_total", outcome="patched"
                     )
+                    for outcome in ("dropped", "filtered", "failed"):
+                        numbers[f"events_{outcome}"] = metric_sum(
+                            operator, "preemption_operator_events_total", outcome=outcome
+                        )
                     numbers["decide"] = metric_sum(
                         operator, "preemption_operator_preemption_decision_duration_seconds_sum"
                     )
@@ -271,7 +288,6 @@ def main() -> None:
                     )
                     # Memory with many workloads cached: the parked ones stay pending.
                     plane.kubectl("apply", "--server-side", "-f", "-", input=parked_yaml())
-                    wait_for(lambda: operator.metric(PENDING, cluster_queue="parked") is not None, 30)
                     numbers["rss_before"] = rss_mib(pid)
                     await create_parked(client, args.parked)
                     wait_for(lambda: operator.metric(PENDING, cluster_queue="parked") == args.parked, 600)
@@ -298,6 +314,21 @@ def main() -> None:
     ratio = numbers["overall_rate"] / bare
     admissions = numbers["admissions"]
     per_10k = (numbers["rss_after"] - numbers["rss_before"]) * 10_000 / args.parked
+    rows = [
+        (
+            f"bare client: Workload status patches/s ({PARALLEL} in parallel; before / after the operator run)",
+            f"{before:.0f} / {after:.0f}",
+        ),
+        ("operator: admissions/s while filling the queues", f"{numbers['fill_rate']:.0f}"),
+        ("operator: preemptor admissions/s (each after one eviction)", f"{numbers['preempt_phase_rate']:.0f}"),
+        ("operator: admissions/s overall", f"{numbers['overall_rate']:.0f}"),
+        ("preemptor time to admission, p50 (s)", f"{numbers['p50']:.2f}"),
+        ("preemptor time to admission, p99 (s)", f"{numbers['p99']:.2f}"),
+        ("**ratio: operator admissions/s ÷ bare patches/s (mean of before and after)**", f"**{ratio:.2f}**"),
+    ]
+    previous = previous_rows(args.output)
+    table = ["| measure | this run | the run recorded before it |", "|---|---:|---:|"]
+    table += [f"| {name} | {value} | {previous.get(name, 'not measured')} |" for name, value in rows]
     text = "\n".join(
         [
             f"# Operator benchmark ({datetime.now(UTC):%Y-%m-%d}, {platform.python_implementation()} "
@@ -305,17 +336,9 @@ def main() -> None:
             "",
             f"{int(numbers['admissions'])} workloads over {args.queues} ClusterQueues: the first half (priority 0) fills "
             "every queue; each of the second half (priority 100) preempts one of them (withinClusterQueue: LowerPriority).",
+            "The last column is read from the results file this run replaced (same script and machine kind).",
             "",
-            "| measure | value |",
-            "|---|---:|",
-            f"| bare client: Workload status patches/s ({PARALLEL} in parallel; before / after the operator run) "
-            f"| {before:.0f} / {after:.0f} |",
-            f"| operator: admissions/s while filling the queues | {numbers['fill_rate']:.0f} |",
-            f"| operator: preemptor admissions/s (each after one eviction) | {numbers['preempt_phase_rate']:.0f} |",
-            f"| operator: admissions/s overall | {numbers['overall_rate']:.0f} |",
-            f"| preemptor time to admission, p50 (s) | {numbers['p50']:.2f} |",
-            f"| preemptor time to admission, p99 (s) | {numbers['p99']:.2f} |",
-            f"| **ratio: operator admissions/s ÷ bare patches/s (mean of before and after)** | **{ratio:.2f}** |",
+            *table,
             "",
             "## Where the time goes",
             "",
@@ -331,6 +354,9 @@ def main() -> None:
             f"| status PATCHes per admission | {numbers['requests_PATCH'] / admissions:.2f} |",
             f"| Event POSTs per admission (Events counted up instead: {numbers['events_patched']:.0f}) | "
             f"{numbers['events_posted'] / admissions:.2f} |",
+            f"| Events not posted: queue full (dropped, as client-go's recorder drops beyond 1000 queued) / "
+            f"spam filter / failed | {numbers['events_dropped']:.0f} / {numbers['events_filtered']:.0f} / "
+            f"{numbers['events_failed']:.0f} |",
             f"| GET (re-reads after a conflict) / PUT, per admission | {numbers['requests_GET'] / admissions:.2f} / "
             f"{numbers['requests_PUT'] / admissions:.2f} |",
             "",
