@@ -472,3 +472,40 @@ async def test_the_heartbeat_moves_only_when_a_pass_completes() -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert h.loop.heartbeat > 0.0
+
+
+async def test_a_new_leader_decides_only_after_a_fresh_list() -> None:
+    """The previous leader's last writes may still be on their way through the watch: a replica
+    that becomes the leader lists everything again before its first cycle."""
+    leading = {"now": False}
+    h = Harness(four_in_three(), leading=lambda: leading["now"])
+    order: list[str] = []
+
+    async def relist() -> None:
+        order.append("relist")
+
+    original = h.loop.cycle
+
+    async def cycle() -> Any:
+        order.append("cycle")
+        return await original()
+
+    h.loop.relist = relist
+    h.loop.cycle = cycle  # type: ignore[method-assign]
+    h.loop.coalesce_seconds = 0
+    synced = asyncio.Event()
+    synced.set()
+    task = asyncio.create_task(h.loop.run(synced))
+    h.loop.poke()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert order == []  # a standby decides nothing
+    leading["now"] = True
+    h.loop.poke()
+    for _ in range(200):
+        await asyncio.sleep(0.001)
+        if "cycle" in order:
+            break
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert order[:2] == ["relist", "cycle"]
