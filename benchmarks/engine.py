@@ -20,9 +20,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.configurable import ConfigurablePreemption
-from preemption_operator.engine.objects import parse_object
 from preemption_operator.engine.scheduler import QueueState, Scheduler
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

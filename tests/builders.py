@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
+from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.configurable import ConfigurablePreemption
-from preemption_operator.engine.objects import parse_object
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 from preemption_operator.engine.snapshot import Snapshot
 from preemption_operator.simulate import Simulation, run

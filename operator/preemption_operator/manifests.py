@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from .engine.objects import ObjectError, is_read, object_ref, parse_object
+from .api.objects import ObjectError, is_read, object_ref, parse_object
 
 
 class ManifestError(ValueError):

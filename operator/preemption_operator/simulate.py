@@ -13,7 +13,7 @@ from typing import Any
 
 from .api.v1beta2 import Workload
 from .engine import changes
-from .engine import status as wl_status
+from .engine import workload_status as wl_status
 from .engine.cache import Cache
 from .engine.configurable import ConfigurablePreemption
 from .engine.scheduler import CycleResult, Explanation, QueueState, Scheduler

@@ -858,7 +858,7 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
     on the API server's objects, would still admit or preempt; queue status counts (and the cpu
     reserved) that do not match the Workloads."""
     from preemption_operator import simulate
-    from preemption_operator.engine.objects import ObjectError, parse_object
+    from preemption_operator.api.objects import ObjectError, parse_object
 
     objects = topology.read(client)
     problems: list[str] = []

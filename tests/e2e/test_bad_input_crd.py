@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from preemption_operator.engine.objects import ObjectError, parse_object
+from preemption_operator.api.objects import ObjectError, parse_object
 
 from .controlplane import ControlPlane
 

@@ -24,7 +24,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from preemption_operator.engine.topology import HOSTNAME, NodeRecord, TopologyView
+from preemption_operator.engine.placement import HOSTNAME, NodeRecord, TopologyView
 
 from .configurable_builders import CREATED, KUEUE, RESERVED, local_queue, namespace
 

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 
 from preemption_operator.api import duration
 from preemption_operator.api.meta import LATEST_TIME
+from preemption_operator.api.objects import ObjectError, parse_object
 from preemption_operator.api.quantity import INT64_MAX, QUANTITY_PATTERN
 from preemption_operator.cli import cli
 from preemption_operator.engine import configurable, protection
 from preemption_operator.engine.cache import Cache
-from preemption_operator.engine.objects import ObjectError, parse_object
 from preemption_operator.engine.quota import QuotaNode
 from preemption_operator.engine.workload import PRIORITY_BOOST_ANNOTATION, PriorityClassInfo, build_info, parse_boost
 

@@ -20,10 +20,10 @@ from builders import (
     workload,
     workload_priority_class,
 )
+from preemption_operator.api.objects import parse_object
 from preemption_operator.api.v1beta2 import Workload
 from preemption_operator.controller.feeder import CacheFeeder
 from preemption_operator.engine.cache import Cache, Change
-from preemption_operator.engine.objects import parse_object
 from preemption_operator.engine.scheduler import QueueState, Scheduler
 
 Obj = dict[str, Any]

@@ -36,8 +36,8 @@ from builders import (
     workload,
     workload_priority_class,
 )
+from preemption_operator.engine.candidates import HUMAN_REASONS, preemption_message
 from preemption_operator.engine.ordering import candidate_key
-from preemption_operator.engine.preemption import HUMAN_REASONS, preemption_message
 from preemption_operator.engine.scheduler import WAITING_FOR_PREEMPTED, WAITING_FOR_QUOTA
 from preemption_operator.engine.workload import WorkloadInfo
 

@@ -26,13 +26,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from preemption_operator import simulate as simulation
+from preemption_operator.api.objects import parse_object
 from preemption_operator.cli import cli
-from preemption_operator.engine import status as wl_status
+from preemption_operator.engine import workload_status as wl_status
 from preemption_operator.engine.cache import Cache
+from preemption_operator.engine.candidates import Candidate, Context
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
-from preemption_operator.engine.objects import parse_object
-from preemption_operator.engine.preemption import Candidate, Context
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 
 from .configurable_builders import (

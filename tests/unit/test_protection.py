@@ -46,9 +46,9 @@ from builders import (
 )
 from preemption_operator.cli import cli
 from preemption_operator.engine import protection
+from preemption_operator.engine.candidates import Context
 from preemption_operator.engine.configurable import build_selector, quota_allows
 from preemption_operator.engine.flavors import assign_flavors
-from preemption_operator.engine.preemption import Context
 from preemption_operator.engine.protection import LAST_RESORT_SUFFIX
 from preemption_operator.engine.scheduler import WAITING_FOR_PREEMPTED, WAITING_FOR_QUOTA
 from preemption_operator.engine.workload import PriorityClassInfo, WorkloadInfo, build_info

@@ -36,8 +36,8 @@ from builders import (
     simulate,
     workload,
 )
+from preemption_operator.engine.candidates import Context
 from preemption_operator.engine.flavors import assign_flavors
-from preemption_operator.engine.preemption import Context
 from preemption_operator.engine.quota import (
     QuotaNode,
     ResourceQuota,

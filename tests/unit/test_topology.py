@@ -21,16 +21,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from preemption_operator import simulate as simulation
+from preemption_operator.api.objects import parse_object
 from preemption_operator.cli import cli
-from preemption_operator.engine import status as wl_status
+from preemption_operator.engine import workload_status as wl_status
 from preemption_operator.engine.cache import Cache
+from preemption_operator.engine.candidates import Candidate, Context
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
-from preemption_operator.engine.objects import parse_object
-from preemption_operator.engine.preemption import Candidate, Context
-from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
-from preemption_operator.engine.tas import TasState
-from preemption_operator.engine.topology import (
+from preemption_operator.engine.placement import (
     HOSTNAME,
     NodeUsage,
     Placement,
@@ -39,6 +37,8 @@ from preemption_operator.engine.topology import (
     node_capacity,
     place,
 )
+from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
+from preemption_operator.engine.tas_state import TasState
 
 from .configurable_builders import Obj, preemption_config, rule, selector
 from .tas_builders import (

@@ -39,6 +39,8 @@ API_VERSION = f"kueue.x-k8s.io/{VERSION}"
 Opaque = Annotated[dict[str, Any], Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})]
 Name = Annotated[str, Field(min_length=1, max_length=253)]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
+FungibilityPolicy = Literal["MayStopSearch", "TryNextFlavor"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,8 +118,8 @@ class FlavorFungibility(
         )
     ),
 ):
-    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = crd_default("MayStopSearch")
-    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] = crd_default("TryNextFlavor")
+    when_can_borrow: FungibilityPolicy = crd_default("MayStopSearch")
+    when_can_preempt: FungibilityPolicy = crd_default("TryNextFlavor")
     preference: Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"] | None = None
 
 
@@ -137,7 +139,7 @@ class ClusterQueueSpec(
 ):
     resource_groups: ResourceGroups = None
     cohort_name: DNSName | None = None
-    queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO"] = crd_default("BestEffortFIFO")
+    queueing_strategy: QueueingStrategy = crd_default("BestEffortFIFO")
     namespace_selector: LabelSelector | None = None
     """Namespaces whose LocalQueues may submit here: unset selects none, `{}` selects all."""
     flavor_fungibility: FlavorFungibility = crd_default({}, default_factory=FlavorFungibility)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from ..api.objects import ObjectError, parse_object
 from ..api.v1beta2 import Workload
 from ..engine.cache import Cache, Change
 from ..engine.notices import Notice
-from ..engine.objects import ObjectError, parse_object
 from ..k8s.api import Kind
 
 log = logging.getLogger(__name__)

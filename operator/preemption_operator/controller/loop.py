@@ -28,7 +28,7 @@ from ..k8s import resources
 from ..k8s.api import Kind
 from ..k8s.writer import Outcome, StatusWriter, WriteResult
 from ..metrics import Metrics
-from . import statuses
+from . import queue_status
 from .faults import Faults
 from .feeder import CacheFeeder
 
@@ -332,22 +332,22 @@ class SchedulingLoop:
 
             def cq_status(current: dict[str, Any], cq: Any = cq, pending: int = pending) -> dict[str, Any]:
                 generation = current["metadata"].get("generation")
-                return statuses.cluster_queue_status(cq, pending, current.get("status"), now, generation)
+                return queue_status.cluster_queue_status(cq, pending, current.get("status"), now, generation)
 
             await self._write_status(resources.ClusterQueue, name, None, cq_status, obj.to_wire())
-        counts = statuses.local_queue_counts(snapshot)
+        counts = queue_status.local_queue_counts(snapshot)
         for lq in list(self.cache.objects["LocalQueue"].values()):
             lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
 
             def lq_status(current: dict[str, Any], lq_counts: tuple[int, int] = lq_counts) -> dict[str, Any]:
-                return statuses.local_queue_status(lq_counts, current.get("status"))
+                return queue_status.local_queue_status(lq_counts, current.get("status"))
 
             await self._write_status(resources.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire())
-        users = statuses.config_users(snapshot)
+        users = queue_status.config_users(snapshot)
         for name, config in list(self.cache.objects["PreemptionConfig"].items()):
 
             def pc_status(current: dict[str, Any], config: Any = config, name: str = name) -> dict[str, Any]:
-                return statuses.preemption_config_status(config, users.get(name, []), current.get("status"), now)
+                return queue_status.preemption_config_status(config, users.get(name, []), current.get("status"), now)
 
             await self._write_status(resources.PreemptionConfig, name, None, pc_status, config.to_wire())
         self.metrics.forget_cluster_queues(set(snapshot.cluster_queues))

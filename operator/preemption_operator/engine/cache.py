@@ -15,14 +15,15 @@ from typing import Any
 
 from ..api import v1beta2
 from ..api.meta import ObjectMeta
+from ..api.objects import KINDS
 from ..api.quantity import to_amount
 from .notices import Notice
-from .objects import KINDS
+from .ordering import queue_order
 from .protection import annotation_problems, class_problems
 from .quota import QuotaNode, ResourceQuota, compute_subtree
 from .selectors import NOTHING, SelectorError, build
 from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot, Trees
-from .tas import TasState
+from .tas_state import TasState
 from .workload import PriorityClassInfo, WorkloadInfo, build_info
 
 
@@ -581,12 +582,6 @@ class Cache:
             evicting=evicting,
             unreadable=frozenset(self._unreadable),
         )
-
-
-def queue_order(wl: WorkloadInfo) -> tuple[int, datetime, str]:
-    """Higher effective priority first, then older first (Kueue's queue-order timestamp is the
-    creation time); the key breaks ties so the order is total."""
-    return (-wl.priority, wl.created, wl.key)
 
 
 def _quotas(groups: list[v1beta2.ResourceGroup] | None) -> dict[tuple[str, str], ResourceQuota]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import status as wl_status
+from . import workload_status as wl_status
 from .scheduler import Admission, CycleResult, Eviction, Pending, Preemption
 from .workload import WorkloadInfo
 

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from ..api.v1alpha1 import CandidateSelector, NumericLabelConstraint, PreemptionConfig, PreemptionRule
 from . import protection
+from .candidates import CONFIGURABLE_PREEMPTION, Candidate, CandidateRecord, Context, RuleMatch
 from .notices import Notice
 from .ordering import candidate_key
-from .preemption import CONFIGURABLE_PREEMPTION, Candidate, CandidateRecord, Context, RuleMatch
 from .quota import QuotaNode
 from .selectors import EVERYTHING, Selector, SelectorError, build
 from .snapshot import ClusterQueueInfo, Snapshot

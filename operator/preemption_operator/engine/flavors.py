@@ -10,10 +10,10 @@ from enum import IntEnum
 
 from ..api.quantity import format_amount
 from ..api.v1beta2 import ResourceFlavor
+from .placement import CapacityMemo, NodeUsage, Placement, TopologyView, fit_message, place
 from .quota import FlavorResource, QuotaNode
 from .snapshot import ClusterQueueInfo
-from .tas import TasState
-from .topology import CapacityMemo, NodeUsage, Placement, TopologyView, fit_message, place
+from .tas_state import TasState
 from .workload import PodSetRequest, WorkloadInfo
 
 

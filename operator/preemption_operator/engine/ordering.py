@@ -1,4 +1,5 @@
-"""Kueue's candidate ordering: who is preempted first."""
+"""The three orderings of a cycle, as Kueue defines them: the queue (who heads a ClusterQueue),
+the entries (which head is processed first), and the candidates (who is preempted first)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,15 @@ def candidate_key(wl: WorkloadInfo, preemptor_cq: str, now: datetime) -> tuple[i
         -reserved.timestamp(),
         wl.uid,
     )
+
+
+def queue_order(wl: WorkloadInfo) -> tuple[int, datetime, str]:
+    """Higher effective priority first, then older first (Kueue's queue-order timestamp is the
+    creation time); the key breaks ties so the order is total."""
+    return (-wl.priority, wl.created, wl.key)
+
+
+def entry_order(wl: WorkloadInfo, waiting: bool, borrows: bool) -> tuple[bool, bool, int, datetime, str]:
+    """The heads of a cycle: a preemptor already waiting for its victims first (so the quota they
+    free is its own), then entries that fit without borrowing, higher priority, older."""
+    return (not waiting, borrows, -wl.priority, wl.created, wl.key)

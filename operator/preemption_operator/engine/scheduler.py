@@ -15,11 +15,13 @@ from datetime import datetime
 
 from ..api.quantity import format_amount
 from . import protection
+from .candidates import CandidateRecord, ExtraCandidates, Target
 from .flavors import Assignment, Mode, assign_flavors
-from .preemption import CandidateRecord, ExtraCandidates, Target, find_targets
+from .ordering import entry_order
+from .placement import NodeUsage
+from .preemption import find_targets
 from .quota import FlavorResource
 from .snapshot import ClusterQueueInfo, Snapshot
-from .topology import NodeUsage
 from .workload import WorkloadInfo
 
 WAITING_FOR_QUOTA = "WaitingForQuota"
@@ -238,15 +240,7 @@ class Scheduler:
             if not heads:
                 break
             entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
-            entries.sort(
-                key=lambda e: (
-                    e.wl.key not in state.waiting,
-                    e.assignment.borrowing,
-                    -e.wl.priority,
-                    e.wl.created,
-                    e.wl.key,
-                )
-            )
+            entries.sort(key=lambda e: entry_order(e.wl, e.wl.key in state.waiting, e.assignment.borrowing))
             progressed: set[str] = set()
             for entry in entries:
                 root = id(entry.cq.node.root())

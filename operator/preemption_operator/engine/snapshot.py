@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import Any
 
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
-from ..api.v1beta2 import ClusterQueuePreemption, ResourceFlavor
+from ..api.v1beta2 import ClusterQueuePreemption, FungibilityPolicy, QueueingStrategy, ResourceFlavor, StopPolicy
+from .placement import NodeUsage
 from .quota import FlavorResource, QuotaNode
 from .selectors import Selector
-from .tas import TasState
-from .topology import NodeUsage
+from .tas_state import TasState
 from .workload import WorkloadInfo
 
 
@@ -36,11 +36,11 @@ class ClusterQueueInfo:
     cohort: str | None
     resource_groups: tuple[ResourceGroupInfo, ...]
     preemption: ClusterQueuePreemption
-    queueing_strategy: str
+    queueing_strategy: QueueingStrategy
     namespace_selector: Selector
-    stop_policy: str
-    when_can_borrow: str
-    when_can_preempt: str
+    stop_policy: StopPolicy
+    when_can_borrow: FungibilityPolicy
+    when_can_preempt: FungibilityPolicy
     active: bool
     inactive_reason: str
     inactive_message: str

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..api.core import Node
 from ..api.quantity import QuantityError, to_amount
 from ..api.v1beta2 import ResourceFlavor, Topology
-from .topology import HOSTNAME, NodeRecord, NodeUsage, TopologyView, decode_assignment, node_capacity
+from .placement import HOSTNAME, NodeRecord, NodeUsage, TopologyView, decode_assignment, node_capacity
 from .workload import WorkloadInfo
 
 NodeAmounts = dict[str, dict[str, int]]

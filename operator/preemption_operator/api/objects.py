@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from ..api import core, v1alpha1, v1beta2
-from ..api.meta import PATTERN_WORDS, path_part
-from ..api.quantity import show
+from . import core, v1alpha1, v1beta2
+from .meta import PATTERN_WORDS, path_part
+from .quantity import show
 
 KINDS: dict[tuple[str, str], type[Any]] = {
     ("kueue.x-k8s.io", "PreemptionConfig"): v1alpha1.PreemptionConfig,

@@ -11,7 +11,7 @@ from ..api.quantity import format_amount
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..engine.configurable import validate
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
-from ..engine.status import set_condition
+from ..engine.workload_status import set_condition
 
 
 def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import copy
 from datetime import datetime
 from typing import Any
 
-from .preemption import CONFIGURABLE_PREEMPTION, preemption_message
+from .candidates import CONFIGURABLE_PREEMPTION, preemption_message
 from .protection import LAST_RESORT_SUFFIX
 from .scheduler import Admission, Eviction, Pending, Preemption
 
