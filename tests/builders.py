@@ -1,10 +1,10 @@
 """Kueue-style builders of Kubernetes objects in wire form (camelCase dicts), and runners.
 
 Conventions follow the reference's acceptance scenarios (§9): one flavor `default`, resource
-`cpu`, UIDs equal names (so the UID tie-break is alphabetical), every admitted workload reserved
-quota at `T0` unless stated, workloads live in namespace `default`, and every ClusterQueue gets a
-LocalQueue of the same name (`scenario` adds them), which is the default queue of a workload
-admitted there.
+`cpu`, UIDs equal names (so the UID tie-break is alphabetical), every object created and every
+admitted workload reserved quota at `T0` unless stated, workloads live in namespace `default`, and
+every ClusterQueue gets a LocalQueue of the same name (`scenario` adds them), which is the default
+queue of a workload admitted there.
 
     objects = scenario(
         [cluster_queue("standalone", 6, within="LowerPriority")],
@@ -13,6 +13,24 @@ admitted there.
     )
     result = one_cycle(objects)          # the engine's CycleResult for one scheduling cycle
     outcome = simulate(objects)          # simulate.run until settled: victims, reasons, statuses
+
+Sections: cluster objects, workloads, configurable preemption (`selector`, `rule`,
+`preemption_config`; `cluster_queue(..., config=NAME)` points a ClusterQueue at its
+PreemptionConfig), topology-aware scheduling, protection policies, runners.
+
+Topology-aware scheduling (TAS): the TAS flavor is `tas` (`resource_flavor(TAS_FLAVOR,
+topology=TOPOLOGY)`, for the nodes labelled `tas-node: "true"`), its Topology is `tas-topology`. A
+node's `levels` map a topology level's label to its value; the hostname label defaults to the
+node's name. Engine-level objects (`TopologyView`, `NodeRecord`) come from `view` and `node_record`.
+
+    objects = [
+        *basics(levels=[HOSTNAME]),      # namespace `default`, Topology `tas-topology`, flavor `tas`
+        node("x1", cpu=2), node("x2", cpu=2),
+        cluster_queue("a", 4, flavor=TAS_FLAVOR, config="default-config"),
+        local_queue("main", "a"),
+        workload("a1", queue="main").on_nodes("a", {"x1": 1}),
+        workload("incoming", queue="main", count=2, required=HOSTNAME),
+    ]
 """
 
 from __future__ import annotations
@@ -20,7 +38,7 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,14 +49,24 @@ import yaml
 from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.configurable import ConfigurablePreemption
+from preemption_operator.engine.placement import HOSTNAME, NodeRecord, TopologyView
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 from preemption_operator.engine.snapshot import Snapshot
 from preemption_operator.simulate import Simulation, run
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
+KUEUE_ALPHA = "kueue.x-k8s.io/v1alpha1"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
+CONFIG_ANNOTATION = "kueue.x-k8s.io/preemption-config-name"
 NAMESPACE = "default"
+
+TAS_FLAVOR = "tas"
+TOPOLOGY = "tas-topology"
+POOL_LABEL = "tas-node"
+BLOCK = "example.com/block"
+RACK = "example.com/rack"
+SUBRACK = "example.com/subrack"
 
 T0 = datetime(2026, 1, 1, 10, 0, 0, tzinfo=UTC)
 """Creation and quota-reservation time of every object unless stated."""
@@ -89,8 +117,17 @@ def namespace(name: str = NAMESPACE, labels: Mapping[str, str] | None = None) ->
     }
 
 
-def resource_flavor(name: str = "default") -> Obj:
-    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": {}}
+def resource_flavor(
+    name: str = "default", *, topology: str | None = None, node_labels: Mapping[str, str] | None = None
+) -> Obj:
+    """A ResourceFlavor; with `topology` (its Topology's name) a TAS flavor, for the nodes with
+    `node_labels` (default: the pool label `tas-node: "true"`)."""
+    spec: Obj = {}
+    if node_labels is not None or topology is not None:
+        spec["nodeLabels"] = dict(node_labels) if node_labels is not None else {POOL_LABEL: "true"}
+    if topology is not None:
+        spec["topologyName"] = topology
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
 
 
 def quota(nominal: int | str, borrowing_limit: int | str | None = None, lending_limit: int | str | None = None) -> Obj:
@@ -98,30 +135,42 @@ def quota(nominal: int | str, borrowing_limit: int | str | None = None, lending_
     return {"nominal": nominal, "borrowingLimit": borrowing_limit, "lendingLimit": lending_limit}
 
 
-def _resource_groups(cpu: int | str | Quota | Mapping[str, Quota] | None) -> list[Obj]:
-    """`cpu` is a nominal quota of flavor `default`, a `quota(...)`, or {flavor: quota(...)}."""
-    if cpu is None:
+def _resource_groups(
+    cpu: int | str | Quota | Mapping[str, Quota] | None,
+    *,
+    flavor: str = "default",
+    resources: Mapping[str, int | str] | None = None,
+) -> list[Obj]:
+    """`cpu` is a nominal quota of `flavor`, a `quota(...)`, or {flavor: quota(...)}; `resources`
+    are nominal quotas of other resources, in every flavor (resources listed by name)."""
+    if cpu is None and not resources:
         return []
-    if isinstance(cpu, int | str):
-        per_flavor: dict[str, Quota] = {"default": quota(cpu)}
+    if cpu is None:
+        per_flavor: dict[str, Quota | None] = {flavor: None}
+    elif isinstance(cpu, int | str):
+        per_flavor = {flavor: quota(cpu)}
     elif "nominal" in cpu:
-        per_flavor = {"default": cpu}
+        per_flavor = {flavor: cpu}
     else:
         per_flavor = dict(cpu)
     flavors = []
-    for flavor, q in per_flavor.items():
-        resource: Obj = {"name": "cpu", "nominalQuota": str(q["nominal"])}
-        if q.get("borrowingLimit") is not None:
-            resource["borrowingLimit"] = str(q["borrowingLimit"])
-        if q.get("lendingLimit") is not None:
-            resource["lendingLimit"] = str(q["lendingLimit"])
-        flavors.append({"name": flavor, "resources": [resource]})
-    return [{"coveredResources": ["cpu"], "flavors": flavors}]
+    for name, q in per_flavor.items():
+        entries: list[Obj] = [{"name": r, "nominalQuota": str(n)} for r, n in (resources or {}).items()]
+        if q is not None:
+            resource: Obj = {"name": "cpu", "nominalQuota": str(q["nominal"])}
+            if q.get("borrowingLimit") is not None:
+                resource["borrowingLimit"] = str(q["borrowingLimit"])
+            if q.get("lendingLimit") is not None:
+                resource["lendingLimit"] = str(q["lendingLimit"])
+            entries.append(resource)
+        flavors.append({"name": name, "resources": sorted(entries, key=lambda e: e["name"])})
+    covered = sorted({e["name"] for f in flavors for e in f["resources"]})
+    return [{"coveredResources": covered, "flavors": flavors}]
 
 
 def cluster_queue(
     name: str,
-    cpu: int | str | Quota | Mapping[str, Quota] = 0,
+    cpu: int | str | Quota | Mapping[str, Quota] | None = 0,
     *,
     cohort: str | None = None,
     borrowing_limit: int | str | None = None,
@@ -133,18 +182,27 @@ def cluster_queue(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     queueing_strategy: str | None = None,
+    preemption: Mapping[str, Any] | None = None,
+    config: str | None = None,
+    flavor: str = "default",
+    resources: Mapping[str, int | str] | None = None,
 ) -> Obj:
     """A ClusterQueue admitting from every namespace (`namespaceSelector: {}`).
 
-    `cpu` as in `_resource_groups`; `borrowing_limit`/`lending_limit` apply to a plain nominal.
-    `within`/`reclaim`/`borrow_within` are spec.preemption's withinClusterQueue,
-    reclaimWithinCohort and borrowWithinCohort.policy (unset = the CRD default `Never`)."""
+    `cpu` (None: no cpu), `flavor` and `resources` as in `_resource_groups`;
+    `borrowing_limit`/`lending_limit` apply to a plain nominal. `within`/`reclaim`/`borrow_within`
+    are spec.preemption's withinClusterQueue, reclaimWithinCohort and borrowWithinCohort.policy
+    (unset = the CRD default `Never`); `preemption` is more of spec.preemption in wire form.
+    `config` names the PreemptionConfig (the `kueue.x-k8s.io/preemption-config-name` annotation)."""
     if isinstance(cpu, int | str) and (borrowing_limit is not None or lending_limit is not None):
         cpu = quota(cpu, borrowing_limit, lending_limit)
-    spec: Obj = {"namespaceSelector": {}, "resourceGroups": _resource_groups(cpu)}
+    spec: Obj = {
+        "namespaceSelector": {},
+        "resourceGroups": _resource_groups(cpu, flavor=flavor, resources=resources),
+    }
     if cohort:
         spec["cohortName"] = cohort
-    preemption: Obj = {}
+    preemption = dict(preemption or {})
     if within is not None:
         preemption["withinClusterQueue"] = within
     if reclaim is not None:
@@ -158,6 +216,8 @@ def cluster_queue(
         spec["preemption"] = preemption
     if queueing_strategy is not None:
         spec["queueingStrategy"] = queueing_strategy
+    if config is not None:
+        annotations = {**(annotations or {}), CONFIG_ANNOTATION: config}
     return {
         "apiVersion": KUEUE,
         "kind": "ClusterQueue",
@@ -173,8 +233,10 @@ def cohort(
     *,
     borrowing_limit: int | str | None = None,
     lending_limit: int | str | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> Obj:
-    """A Cohort; `parent` is spec.parentName, `cpu` its own (shared) quota as for cluster_queue."""
+    """A Cohort; `parent` is spec.parentName, `cpu` its own (shared) quota as for cluster_queue;
+    `annotations` e.g. a preemption policy or delay."""
     if isinstance(cpu, int | str) and (borrowing_limit is not None or lending_limit is not None):
         cpu = quota(cpu, borrowing_limit, lending_limit)
     spec: Obj = {}
@@ -183,7 +245,7 @@ def cohort(
     groups = _resource_groups(cpu)
     if groups:
         spec["resourceGroups"] = groups
-    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": _meta(name), "spec": spec}
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": _meta(name, annotations=annotations), "spec": spec}
 
 
 def local_queue(name: str, cluster_queue: str | None = None, namespace: str = NAMESPACE) -> Obj:
@@ -195,8 +257,19 @@ def local_queue(name: str, cluster_queue: str | None = None, namespace: str = NA
     }
 
 
-def workload_priority_class(name: str, value: int) -> Obj:
-    return {"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": _meta(name), "value": value}
+def workload_priority_class(name: str, value: int, *, annotations: Mapping[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "WorkloadPriorityClass",
+        "metadata": _meta(name, annotations=annotations),
+        "value": value,
+    }
+
+
+def pod_priority_class(name: str, value: int, *, annotations: Mapping[str, str] | None = None) -> Obj:
+    """A scheduling.k8s.io/v1 PriorityClass (what `workload(..., pod_priority_class=)` refers to)."""
+    body = workload_priority_class(name, value, annotations=annotations)
+    return {**body, "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
 
 
 # -- workloads --------------------------------------------------------------------------------------
@@ -207,16 +280,19 @@ def _condition(kind: str, status: str, reason: str, message: str, at: datetime |
 
 
 class WorkloadBuilder:
-    """A Workload with one pod set `main` of `count` pods requesting `cpu` each. Chainable:
-    `workload("a", priority=1).admitted("cq", at=T0).evicted()`; `.obj()` gives the dict
-    (every helper here also accepts the builder itself)."""
+    """A Workload with one pod set `main` of `count` pods requesting `cpu` (None: no cpu) and
+    `requests` each. Chainable: `workload("a", priority=1).admitted("cq", at=T0).evicted()`;
+    `.obj()` gives the dict (every helper here also accepts the builder itself).
+
+    `required`/`preferred`/`unconstrained` are the pod set's topologyRequest, `node_selector` its
+    pods' nodeSelector; `pod_priority_class` refers to a scheduling.k8s.io PriorityClass."""
 
     def __init__(
         self,
         name: str,
         *,
         queue: str | None = None,
-        cpu: int | str = 1,
+        cpu: int | str | None = 1,
         count: int = 1,
         priority: int | None = None,
         priority_class: str | None = None,
@@ -227,6 +303,12 @@ class WorkloadBuilder:
         uid: str | None = None,
         namespace: str = NAMESPACE,
         created: datetime | str = T0,
+        requests: Mapping[str, int | str] | None = None,
+        required: str | None = None,
+        preferred: str | None = None,
+        unconstrained: bool | None = None,
+        node_selector: Mapping[str, str] | None = None,
+        pod_priority_class: str | None = None,
     ) -> None:
         all_labels = dict(labels or {})
         if job_uid is not None:
@@ -238,17 +320,18 @@ class WorkloadBuilder:
         self.namespace = namespace
         self.cpu = cpu
         self.count = count
-        spec: Obj = {
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": count,
-                    "template": {
-                        "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": str(cpu)}}}]}
-                    },
-                }
-            ],
-        }
+        self.requests: dict[str, str] = {r: str(q) for r, q in (requests or {}).items()}
+        """Per pod, cpu included."""
+        if cpu is not None:
+            self.requests["cpu"] = str(cpu)
+        pod_spec: Obj = {"containers": [{"name": "main", "resources": {"requests": dict(self.requests)}}]}
+        if node_selector:
+            pod_spec["nodeSelector"] = dict(node_selector)
+        pod_set: Obj = {"name": "main", "count": count, "template": {"spec": pod_spec}}
+        topology_request = {"required": required, "preferred": preferred, "unconstrained": unconstrained}
+        if any(v is not None for v in topology_request.values()):
+            pod_set["topologyRequest"] = {k: v for k, v in topology_request.items() if v is not None}
+        spec: Obj = {"podSets": [pod_set]}
         if queue is not None:
             spec["queueName"] = queue
         if priority is not None:
@@ -258,6 +341,12 @@ class WorkloadBuilder:
                 "group": "kueue.x-k8s.io",
                 "kind": "WorkloadPriorityClass",
                 "name": priority_class,
+            }
+        if pod_priority_class is not None:
+            spec["priorityClassRef"] = {
+                "group": "scheduling.k8s.io",
+                "kind": "PriorityClass",
+                "name": pod_priority_class,
             }
         self.body: Obj = {
             "apiVersion": KUEUE,
@@ -273,12 +362,29 @@ class WorkloadBuilder:
         return f"{self.namespace}/{self.name}"
 
     def admitted(
-        self, cq: str, at: datetime | str = T0, cpu: int | str | None = None, flavor: str = "default"
+        self,
+        cq: str,
+        at: datetime | str = T0,
+        cpu: int | str | None = None,
+        flavor: str = "default",
+        *,
+        evictions: Iterable[Mapping[str, Any]] | None = None,
+        topology_assignment: Obj | None = None,
     ) -> WorkloadBuilder:
         """QuotaReserved=True (lastTransitionTime `at`) and Admitted=True in `cq`, with
-        status.admission (cpu of `flavor`); the queue defaults to the LocalQueue named after `cq`."""
+        status.admission (the requests, or `cpu`, of `flavor`; `topology_assignment` in wire form);
+        the queue defaults to the LocalQueue named after `cq`. `evictions` are past
+        status.schedulingStats.evictions entries."""
         self.body["spec"].setdefault("queueName", cq)
-        total = _cpu_total(cpu if cpu is not None else self.cpu, self.count)
+        per_pod = {**self.requests, **({"cpu": str(cpu)} if cpu is not None else {})}
+        assignment: Obj = {
+            "name": "main",
+            "flavors": {r: flavor for r in per_pod},
+            "resourceUsage": {r: _total(r, q, self.count) for r, q in per_pod.items()},
+            "count": self.count,
+        }
+        if topology_assignment is not None:
+            assignment["topologyAssignment"] = topology_assignment
         status = self.body.setdefault("status", {})
         conditions = [c for c in status.get("conditions", []) if c["type"] not in ("QuotaReserved", "Admitted")]
         status["conditions"] = [
@@ -286,12 +392,41 @@ class WorkloadBuilder:
             _condition("Admitted", "True", "Admitted", "The workload is admitted", at),
             *conditions,
         ]
-        status["admission"] = {
-            "clusterQueue": cq,
-            "podSetAssignments": [
-                {"name": "main", "flavors": {"cpu": flavor}, "resourceUsage": {"cpu": total}, "count": self.count}
-            ],
-        }
+        status["admission"] = {"clusterQueue": cq, "podSetAssignments": [assignment]}
+        if evictions:
+            status["schedulingStats"] = {"evictions": [dict(e) for e in evictions]}
+        return self
+
+    def on_nodes(
+        self,
+        cq: str,
+        pods_per_node: Mapping[str, int] | None = None,
+        *,
+        at: datetime | str = T0,
+        flavor: str = TAS_FLAVOR,
+        assignment: Obj | None = None,
+    ) -> WorkloadBuilder:
+        """`.admitted(cq)` in the TAS flavor with its pods on `pods_per_node` (a hostname-level
+        topology assignment, counts adding up to `count`), or on `assignment` in wire form."""
+        if assignment is None:
+            assert pods_per_node is not None and sum(pods_per_node.values()) == self.count, (pods_per_node, self.count)
+            assignment = hostname_assignment(pods_per_node)
+        return self.admitted(cq, at=at, flavor=flavor, topology_assignment=assignment)
+
+    def requeued(self, at: datetime | str) -> WorkloadBuilder:
+        """Pending again after an eviction (and requeue) at `at`: its conditions become
+        QuotaReserved=False, Evicted=True and Requeued=True."""
+        status = self.body.setdefault("status", {})
+        status["conditions"] = [
+            _condition("QuotaReserved", "False", "Preempted", "Preempted earlier", at),
+            _condition("Evicted", "True", "Preempted", "Preempted earlier", at),
+            _condition("Requeued", "True", "Preempted", "Preempted earlier", at),
+        ]
+        return self
+
+    def accumulated(self, seconds: int) -> WorkloadBuilder:
+        """status.accumulatedPastExecutionTimeSeconds."""
+        self.body.setdefault("status", {})["accumulatedPastExecutionTimeSeconds"] = seconds
         return self
 
     def evicted(
@@ -328,10 +463,15 @@ def pending(name: str, queue: str, cpu: int | str = 1, **kwargs: Any) -> Workloa
     return WorkloadBuilder(name, queue=queue, cpu=cpu, **kwargs)
 
 
-def _cpu_total(cpu: int | str, count: int) -> str:
+def _total(resource: str, amount: int | str, count: int) -> str:
+    """`count` pods' worth of `amount` of `resource`, as a quantity."""
     from preemption_operator.api.quantity import format_amount, to_amount
 
-    return format_amount("cpu", to_amount("cpu", cpu) * count)
+    return format_amount(resource, to_amount(resource, amount) * count)
+
+
+def _cpu_total(cpu: int | str, count: int) -> str:
+    return _total("cpu", cpu, count)
 
 
 def as_dict(item: Obj | WorkloadBuilder) -> Obj:
@@ -357,6 +497,151 @@ def scenario(
         *[as_dict(e) for e in extra],
         *(as_dict(w) for w in workloads),
     ]
+
+
+def basics(*namespaces: str, levels: Sequence[str] | None = None) -> list[Obj]:
+    """The namespaces (default: `default`) and the flavor `default`; with topology `levels` (from
+    the widest to the narrowest), the Topology `tas-topology` and the TAS flavor `tas` instead."""
+    flavors = [topology(*levels), resource_flavor(TAS_FLAVOR, topology=TOPOLOGY)] if levels else [resource_flavor()]
+    return [*(namespace(ns) for ns in (namespaces or (NAMESPACE,))), *flavors]
+
+
+# -- configurable preemption (PreemptionConfig) --------------------------------------------------------
+
+
+def selector(scope: str, **fields: Any) -> Obj:
+    """A candidate selector; `fields` are wire names (labelSelector, clusterQueueSelector,
+    numericLabels, priority, quota, minExecutionDuration…)."""
+    return {"scope": scope, **fields}
+
+
+def rule(
+    name: str,
+    *selectors: Obj,
+    trigger: str = "Always",
+    preemptor_selector: Mapping[str, Any] | None = None,
+    preemptor_priority_class_selector: Mapping[str, Any] | None = None,
+    preemptor_quota: str | None = None,
+    min_trigger: str | None = None,
+) -> Obj:
+    """A rule; `trigger`, `preemptor_quota` and `min_trigger` (minTriggerRequiredDuration) make its
+    activationPolicy."""
+    policy: Obj = {"trigger": trigger}
+    if preemptor_quota is not None:
+        policy["preemptorQuota"] = preemptor_quota
+    if min_trigger is not None:
+        policy["minTriggerRequiredDuration"] = min_trigger
+    body: Obj = {"name": name, "activationPolicy": policy, "candidateSelectors": list(selectors)}
+    if preemptor_selector is not None:
+        body["preemptorSelector"] = dict(preemptor_selector)
+    if preemptor_priority_class_selector is not None:
+        body["preemptorPriorityClassSelector"] = dict(preemptor_priority_class_selector)
+    return body
+
+
+def preemption_config(name: str, *rules: Obj) -> Obj:
+    return {
+        "apiVersion": KUEUE_ALPHA,
+        "kind": "PreemptionConfig",
+        "metadata": _meta(name),
+        "spec": {"rules": list(rules)},
+    }
+
+
+# -- topology-aware scheduling ---------------------------------------------------------------------------
+
+
+def topology(*levels: str, name: str = TOPOLOGY) -> Obj:
+    """A Topology with `levels` from the widest to the narrowest."""
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Topology",
+        "metadata": _meta(name),
+        "spec": {"levels": [{"nodeLabel": level} for level in levels]},
+    }
+
+
+def node(
+    name: str,
+    levels: Mapping[str, str] | None = None,
+    *,
+    cpu: int | str | None = None,
+    allocatable: Mapping[str, int | str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    unschedulable: bool = False,
+    pool: bool = True,
+    hostname: str | None = None,
+) -> Obj:
+    """A Ready Node. `levels` are its topology labels; `kubernetes.io/hostname` is `hostname` (default:
+    the name); `pool` adds the TAS flavor's node label; `cpu` is shorthand for allocatable cpu."""
+    all_labels: dict[str, str] = {HOSTNAME: hostname or name, **(levels or {})}
+    if pool:
+        all_labels[POOL_LABEL] = "true"
+    all_labels.update(labels or {})
+    resources: dict[str, str] = {k: str(v) for k, v in (allocatable or {}).items()}
+    if cpu is not None:
+        resources["cpu"] = str(cpu)
+    resources.setdefault("pods", "110")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": _meta(name, labels=all_labels),
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"}],
+        },
+    }
+
+
+def hostname_assignment(pods_per_node: Mapping[str, int]) -> Obj:
+    """A topologyAssignment with levels `[kubernetes.io/hostname]`, written by hand (not by the code
+    under test): one slice, nodes in name order, `podCounts` per node."""
+    names = sorted(pods_per_node)
+    return {
+        "levels": [HOSTNAME],
+        "slices": [
+            {
+                "domainCount": len(names),
+                "valuesPerLevel": [{"roots": names}],
+                "podCounts": [pods_per_node[n] for n in names],
+            }
+        ],
+    }
+
+
+def node_record(name: str, levels: Mapping[str, str] | None = None, **allocatable: int) -> NodeRecord:
+    """An engine-level NodeRecord; allocatable amounts as the engine counts them (cpu in milli-units)."""
+    return NodeRecord(name, {HOSTNAME: name, **(levels or {})}, dict(allocatable))
+
+
+def view(
+    levels: Sequence[str], nodes: Sequence[NodeRecord], *, flavor: str = TAS_FLAVOR, name: str = TOPOLOGY
+) -> TopologyView:
+    """An engine-level TopologyView of `nodes`."""
+    return TopologyView(flavor, name, tuple(levels), tuple(nodes))
+
+
+# -- protection policies ---------------------------------------------------------------------------------
+
+NEW_PREFIX = "preemption-toleration.scheduling.x-k8s.io/"
+OLD_PREFIX = "preemption-toleration.scheduling.sigs.k8s.io/"
+MIN_KEY = "minimum-preemptable-priority"
+SECONDS_KEY = "toleration-seconds"
+ALLOW = "yunikorn.apache.org/allow-preemption"
+POLICY = "preemption-operator.io/preemption-policy"
+DELAY = "preemption-operator.io/preemption-delay"
+
+
+def toleration(minimum: int | str | None = None, seconds: int | str | None = None, prefix: str = NEW_PREFIX) -> dict:
+    """PreemptionToleration annotations (only the keys given), for a priority class."""
+    out: dict[str, str] = {}
+    if minimum is not None:
+        out[prefix + MIN_KEY] = str(minimum)
+    if seconds is not None:
+        out[prefix + SECONDS_KEY] = str(seconds)
+    return out
 
 
 # -- runners --------------------------------------------------------------------------------------------
@@ -464,3 +749,122 @@ def simulate_cli(objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW, 
         )
     assert result.exit_code == 0, result.output
     return Outcome(json.loads(result.stdout))
+
+
+# -- flavors, fungibility, partial admission, pods quota (issue #12: flavor assignment and quota) ------
+
+
+def resource_group(flavors: Mapping[str, Mapping[str, int | str | Quota]]) -> Obj:
+    """One resource group in wire form: {flavor: {resource: nominal or quota(...)}}, flavors in
+    the order given; it covers every resource named (sorted)."""
+    entries = []
+    for flavor, resources in flavors.items():
+        listed = []
+        for resource, value in resources.items():
+            q = value if isinstance(value, Mapping) else quota(value)
+            item: Obj = {"name": resource, "nominalQuota": str(q["nominal"])}
+            if q.get("borrowingLimit") is not None:
+                item["borrowingLimit"] = str(q["borrowingLimit"])
+            if q.get("lendingLimit") is not None:
+                item["lendingLimit"] = str(q["lendingLimit"])
+            listed.append(item)
+        entries.append({"name": flavor, "resources": listed})
+    covered = sorted({r for resources in flavors.values() for r in resources})
+    return {"coveredResources": covered, "flavors": entries}
+
+
+def with_resource_groups(cq: Obj, *groups: Obj) -> Obj:
+    """A ClusterQueue (or Cohort) from `cluster_queue`/`cohort` with these resource groups instead."""
+    cq["spec"]["resourceGroups"] = [copy.deepcopy(g) for g in groups]
+    return cq
+
+
+def with_fungibility(
+    cq: Obj,
+    when_can_borrow: str | None = None,
+    when_can_preempt: str | None = None,
+    preference: str | None = None,
+) -> Obj:
+    """spec.flavorFungibility (unset fields keep the CRD defaults MayStopSearch/TryNextFlavor)."""
+    fields = {"whenCanBorrow": when_can_borrow, "whenCanPreempt": when_can_preempt, "preference": preference}
+    cq["spec"]["flavorFungibility"] = {k: v for k, v in fields.items() if v is not None}
+    return cq
+
+
+def with_pod_sets(wl: WorkloadBuilder, *pod_sets: tuple[str, int, int | None]) -> WorkloadBuilder:
+    """Replaces the pod sets by (name, count, minCount) ones, each pod with the builder's requests."""
+    template = wl.body["spec"]["podSets"][0]["template"]
+    wl.body["spec"]["podSets"] = [
+        {
+            "name": name,
+            "count": count,
+            **({"minCount": min_count} if min_count is not None else {}),
+            "template": copy.deepcopy(template),
+        }
+        for name, count, min_count in pod_sets
+    ]
+    return wl
+
+
+def with_min_count(wl: WorkloadBuilder, min_count: int) -> WorkloadBuilder:
+    """spec.podSets[main].minCount: partial admission may admit as few pods as that."""
+    wl.body["spec"]["podSets"][0]["minCount"] = min_count
+    return wl
+
+
+def with_reclaimable(wl: WorkloadBuilder, counts: Mapping[str, int]) -> WorkloadBuilder:
+    """status.reclaimablePods: {pod set: pods that finished}."""
+    status = wl.body.setdefault("status", {})
+    status["reclaimablePods"] = [{"name": name, "count": count} for name, count in counts.items()]
+    return wl
+
+
+@dataclass
+class FirstCycle:
+    """What the first scheduling cycle decided, the same way for every path."""
+
+    admitted: dict[str, list[Obj]]
+    """Workload name -> status.admission.podSetAssignments (wire form)."""
+    cluster_queues: dict[str, str]
+    """Admitted workload name -> ClusterQueue."""
+    preempted: dict[str, str]
+    """Victim name -> Preempted reason."""
+    pending: dict[str, tuple[str, str]]
+    """Workload name -> (QuotaReserved reason, message)."""
+
+    def flavors(self, name: str) -> list[dict[str, str]]:
+        return [dict(psa["flavors"]) for psa in self.admitted[name]]
+
+    def counts(self, name: str) -> list[int]:
+        return [int(psa["count"]) for psa in self.admitted[name]]
+
+
+def first_cycle(objects: Iterable[Obj | WorkloadBuilder], path: str, now: datetime = NOW) -> FirstCycle:
+    """One scheduling cycle through `path`: "engine" (one_cycle), "simulate" (simulate.run) or
+    "cli" (`preemption-operator simulate --output json`), both stopped after one cycle."""
+    objects = list(objects)
+    if path == "engine":
+        result = one_cycle(objects, now)
+        return FirstCycle(
+            {a.workload.name: [dict(ps) for ps in a.pod_sets] for a in result.admitted},
+            {a.workload.name: a.cluster_queue for a in result.admitted},
+            {p.victim.name: p.target.reason for p in result.preempted},
+            {p.workload.name: (p.reason, p.message) for p in result.pending},
+        )
+    run = {"simulate": simulate, "cli": simulate_cli}[path]
+    outcome = run(objects, now, max_cycles=1)
+    admitted_names = [a["workload"].split("/", 1)[1] for a in outcome.actions if a["action"] == "Admitted"]
+    return FirstCycle(
+        {n: list(outcome.statuses[n]["admission"]["podSetAssignments"]) for n in admitted_names},
+        {a["workload"].split("/", 1)[1]: a["clusterQueue"] for a in outcome.actions if a["action"] == "Admitted"},
+        outcome.reasons,
+        {
+            a["workload"].split("/", 1)[1]: (a["reason"], a["message"])
+            for a in outcome.actions
+            if a["action"] == "Pending"
+        },
+    )
+
+
+PATHS = ("engine", "simulate", "cli")
+"""The three ways every acceptance case runs."""

@@ -158,18 +158,23 @@ def explain(paths: tuple[Path, ...], workload: str, now_text: str | None, max_cy
 def _parse_now(text: str | None) -> datetime:
     if text is None:
         return datetime.now(UTC).replace(microsecond=0)
-    from .api.meta import LATEST_TIME
+    from .api.meta import LATEST_TIME, format_time
 
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-        in_range = moment.astimezone(UTC) <= LATEST_TIME
+        # A time without a zone is not RFC 3339; taking it as UTC (or local time) would be a guess.
+        in_range = moment.tzinfo is None or moment.astimezone(UTC) <= LATEST_TIME
     except (ValueError, OverflowError):
         click.echo(f"error: --now: {text!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z", err=True)
         sys.exit(2)
+    if moment.tzinfo is None:
+        click.echo(
+            f"error: --now: {text!r} has no time zone: write an RFC 3339 time such as 2026-01-01T00:00:00Z", err=True
+        )
+        sys.exit(2)
     if not in_range:
         # As for the times in objects: the engine adds durations of up to ~292 years to it.
-        latest = LATEST_TIME.strftime("%Y-%m-%dT%H:%M:%SZ")
+        latest = format_time(LATEST_TIME)
         click.echo(f"error: --now: {text!r} is too far in the future: it must be before {latest}", err=True)
         sys.exit(2)
     return moment

@@ -7,13 +7,14 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from .api.meta import format_time
+
 PLAIN = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
 class _UtcFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        moment = datetime.fromtimestamp(record.created, UTC)
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(record.msecs):03d}Z"
+        return format_time(datetime.fromtimestamp(record.created, UTC), 3)
 
 
 class JsonFormatter(_UtcFormatter):

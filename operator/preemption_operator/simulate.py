@@ -115,6 +115,8 @@ def _apply(cache: Cache, sim: Simulation, cycle: int, result: CycleResult, now: 
         if new is None:
             continue
         cache.upsert(_with_status(info, new))
+        if change.action == changes.RELEASED:
+            continue  # an eviction already under way: no new action (see the explanation)
         record = {"cycle": cycle, **change.record}
         if change.action == changes.PREEMPTED:
             record["message"] = (wl_status.get_condition(new, "Preempted") or {}).get("message", "")

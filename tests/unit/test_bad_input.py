@@ -394,7 +394,9 @@ def test_count_1e9_is_valid_and_stays_pending(tmp_path: Path) -> None:
     )
     result, _ = simulate(tmp_path, docs)
     assert actions(result) == [("Pending", "ns/new")]
-    assert "request > maximum capacity (1000000000 > 4)" in result.output
+    assert "previously considered podsets requests (0) + current podset request (1G) > maximum capacity (4)" in (
+        result.output
+    )
 
 
 def test_largest_amounts_work(tmp_path: Path) -> None:

@@ -690,7 +690,10 @@ def test_preemptor_condition_after_first_cycle() -> None:
     assert reserved["message"].startswith(
         "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default"
     )
-    assert outcome.condition("alpha-mid", "Admitted") is None
+    # Written beside the pending reason, as Kueue does with its granular reasons (issue #12, item 6).
+    admitted = outcome.condition("alpha-mid", "Admitted")
+    assert admitted is not None
+    assert (admitted["status"], admitted["reason"]) == ("False", "NoReservation")
 
 
 def test_pending_message_without_victims() -> None:
@@ -808,7 +811,7 @@ def test_already_evicted_candidate_is_chosen_first() -> None:
 def test_already_evicted_target_is_not_evicted_again() -> None:
     before = next(o for o in evicted_mid_objects() if o["metadata"]["name"] == "mid")["status"]
     outcome = simulate(evicted_mid_objects(), max_cycles=1)
-    assert outcome.victims == ["mid"]
+    assert outcome.victims == []  # counted as a target, but no new Preempted action (issue #12, item 7)
     after = outcome.statuses["mid"]
     assert after["schedulingStats"] == before["schedulingStats"]
     for kind in ("Evicted", "Preempted"):

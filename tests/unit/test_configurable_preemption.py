@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,26 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import (
+    T0,
+    Obj,
+    WorkloadBuilder,
+    admitted,
+    as_dict,
+    basics,
+    cache_of,
+    cluster_queue,
+    cohort,
+    local_queue,
+    parse,
+    preemption_config,
+    rfc3339,
+    rule,
+    selector,
+    workload,
+    workload_priority_class,
+)
 from preemption_operator import simulate as simulation
-from preemption_operator.api.objects import parse_object
 from preemption_operator.cli import cli
 from preemption_operator.engine import workload_status as wl_status
 from preemption_operator.engine.cache import Cache
@@ -35,24 +53,8 @@ from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 
-from .configurable_builders import (
-    NOW,
-    Obj,
-    admitted,
-    basics,
-    cluster_queue,
-    cohort,
-    evicted,
-    local_queue,
-    preemption_config,
-    priority_class,
-    rule,
-    running,
-    selector,
-    workload,
-)
-
 NOW_DT = datetime(2026, 11, 30, tzinfo=UTC)
+NOW = rfc3339(NOW_DT)
 CONFIG = "default-config"
 PREEMPTOR = "default/incoming"
 REPO = Path(__file__).resolve().parents[2]
@@ -116,9 +118,7 @@ class Outcome:
 
 
 def load(objects: list[Obj]) -> Cache:
-    cache = Cache()
-    cache.load([parse_object(body) for body in objects])
-    return cache
+    return cache_of(objects)
 
 
 def engine_cycle(objects: list[Obj]) -> tuple[Outcome, CycleResult]:
@@ -140,7 +140,7 @@ def engine_cycle(objects: list[Obj]) -> tuple[Outcome, CycleResult]:
 
 def write_objects(objects: list[Obj], folder: Path) -> Path:
     path = folder / "objects.yaml"
-    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    path.write_text(yaml.safe_dump_all([as_dict(o) for o in objects], sort_keys=False))
     return path
 
 
@@ -163,7 +163,7 @@ def outcome_from_json(data: dict[str, Any], cycle: int | None = 1) -> Outcome:
         if action["action"] == "Preempted":
             assert key not in out.victims, f"{key} preempted twice"
             out.victims[key] = Victim(action["preemptor"], action["reason"], statuses[key])
-            # The action carries the Preempted condition's message (none for an eviction under way).
+            # The action carries the Preempted condition's message.
             condition = wl_status.get_condition(statuses[key], "Preempted") or {}
             assert action["message"] == condition.get("message", "")
         elif action["action"] == "Pending":
@@ -222,7 +222,7 @@ def assert_victims(out: Outcome, expected: dict[str, Expect], preemptor: str = P
 
 def scenario(
     cpu: int,
-    *objects: Obj,
+    *objects: Obj | WorkloadBuilder,
     rules: list[Obj] | None = None,
     preemption: dict[str, Any] | None = None,
     config: str | None = CONFIG,
@@ -237,16 +237,17 @@ def scenario(
     ]
     if rules is not None:
         out.append(preemption_config(CONFIG, *rules))
-    return [*out, *objects]
+    return [as_dict(o) for o in (*out, *objects)]
 
 
-def in_a(name: str, cpu: int = 1, **kwargs: Any) -> Obj:
+def in_a(name: str, cpu: int = 1, **kwargs: Any) -> WorkloadBuilder:
     kwargs.setdefault("queue", "main")
-    return running(name, "a", cpu, **kwargs)
+    return admitted(name, "a", cpu, **kwargs)
 
 
-def incoming(cpu: int = 1, **kwargs: Any) -> Obj:
-    return workload("incoming", cpu, **kwargs)
+def incoming(cpu: int = 1, **kwargs: Any) -> WorkloadBuilder:
+    kwargs.setdefault("queue", "main")
+    return workload("incoming", cpu=cpu, **kwargs)
 
 
 WITHIN_CQ = [rule("test-rule-one", selector("WithinClusterQueue"))]
@@ -279,7 +280,7 @@ def test_a3_stats_entry_for_the_config_is_incremented(run: Runner) -> None:
         {"reason": "Preempted", "underlyingCause": "", "count": 5},
         {"reason": "Preempted", "underlyingCause": CONFIG, "count": 2},
     ]
-    a1 = admitted(workload("a1", 1, queue="main"), "a", evictions=history)
+    a1 = workload("a1", queue="main").admitted("a", evictions=history)
     out = run(scenario(2, a1, in_a("a2"), incoming(1), rules=WITHIN_CQ))
     assert_victims(out, {"a1": by_rule("test-rule-one/0", count=3)})
     evictions = out.victims["default/a1"].status["schedulingStats"]["evictions"]
@@ -379,7 +380,7 @@ def test_a10_other_cluster_queue_first_within_parent_cohort(run: Runner) -> None
         1,
         cluster_queue("b", 1, cohort="all"),
         in_a("a1"),
-        running("b1", "b"),
+        admitted("b1", "b"),
         incoming(1),
         rules=[rule("test-rule-one", selector("WithinParentCohort"))],
     )
@@ -405,7 +406,7 @@ def test_a12_classic_candidate_given_back_in_fill_back(run: Runner) -> None:
         1,
         cluster_queue("b", 2, cohort="all"),
         in_a("s1", priority=50),
-        running("c1", "b", 2, priority=10, labels={TIER: "1"}),
+        admitted("c1", "b", 2, priority=10, labels={TIER: "1"}),
         incoming(2, priority=100, labels={TIER: "5"}),
         rules=[rule("test-rule-one", tier_lt("WithinParentCohort"))],
         preemption={"withinClusterQueue": "LowerPriority"},
@@ -419,7 +420,7 @@ def test_a12_explanation_records_the_spared_classic_candidate() -> None:
         1,
         cluster_queue("b", 2, cohort="all"),
         in_a("s1", priority=50),
-        running("c1", "b", 2, priority=10, labels={TIER: "1"}),
+        admitted("c1", "b", 2, priority=10, labels={TIER: "1"}),
         incoming(2, priority=100, labels={TIER: "5"}),
         rules=[rule("test-rule-one", tier_lt("WithinParentCohort"))],
         preemption={"withinClusterQueue": "LowerPriority"},
@@ -487,7 +488,7 @@ def test_a17_any_cluster_queue_gives_back_a_victim_that_frees_nothing(run: Runne
         1,
         cluster_queue("b", 1, cohort="two"),
         in_a("a1", priority=100),
-        running("b1", "b", priority=10),
+        admitted("b1", "b", priority=10),
         incoming(1, priority=0),
         rules=[rule("test-rule-one", selector("AnyClusterQueue"))],
         cohort_name="one",
@@ -498,21 +499,27 @@ def test_a17_any_cluster_queue_gives_back_a_victim_that_frees_nothing(run: Runne
 
 def test_a18_already_evicted_first(run: Runner) -> None:
     """z1 is taken before a1 despite its UID. Its eviction is already under way, so, as Kueue
-    counts such a target as done, it gets no new Evicted/Preempted condition and no new stats."""
-    objects = scenario(2, in_a("a1"), evicted(in_a("z1")), incoming(1), rules=WITHIN_CQ)
+    counts such a target without issuing a new preemption (IssuePreemptions skips it), only the
+    engine's decision lists it; the preemptor waits for it either way."""
+    objects = scenario(2, in_a("a1"), in_a("z1").evicted(), incoming(1), rules=WITHIN_CQ)
     out = run(objects)
-    assert set(out.victims) == {"default/z1"}
-    victim = out.victims["default/z1"]
-    assert (victim.preemptor, victim.reason) == (PREEMPTOR, CONFIGURABLE)
-    ev = wl_status.get_condition(victim.status, "Evicted")
-    assert ev is not None and (ev["status"], ev["reason"], ev["message"]) == ("True", "Preempted", "Preempted earlier")
-    assert wl_status.get_condition(victim.status, "Preempted") is None
-    assert not (victim.status.get("schedulingStats") or {}).get("evictions")
+    assert set(out.victims) <= {"default/z1"}
     assert out.pending.get(PREEMPTOR) == "WaitingForPreemptedWorkloads"
 
 
+def test_a18_an_eviction_under_way_gets_no_new_conditions_or_stats(tmp_path: Path) -> None:
+    objects = scenario(2, in_a("a1"), in_a("z1").evicted(), incoming(1), rules=WITHIN_CQ)
+    data = json.loads(simulate_cli(objects, tmp_path))
+    assert [a for a in data["actions"] if a["workload"] == "default/z1"] == []
+    (z1,) = [wl["status"] for wl in data["workloads"] if wl["name"] == "z1"]
+    ev = wl_status.get_condition(z1, "Evicted")
+    assert ev is not None and (ev["status"], ev["reason"], ev["message"]) == ("True", "Preempted", "Preempted earlier")
+    assert wl_status.get_condition(z1, "Preempted") is None
+    assert not (z1.get("schedulingStats") or {}).get("evictions")
+
+
 def test_a18_decision_names_the_rule() -> None:
-    objects = scenario(2, in_a("a1"), evicted(in_a("z1")), incoming(1), rules=WITHIN_CQ)
+    objects = scenario(2, in_a("a1"), in_a("z1").evicted(), incoming(1), rules=WITHIN_CQ)
     _, result = engine_cycle(objects)
     [p] = result.preempted
     assert p.victim.name == "z1" and p.target.rule is not None
@@ -585,8 +592,8 @@ def _hero() -> list[Obj]:
         local_queue("regular", "cq-regular"),
         local_queue("hero", "cq-hero"),
         preemption_config("hero-preemption", rule("hero-preemption", selector("AnyClusterQueue"))),
-        running("wl-a", "cq-regular", 2, queue="regular"),
-        workload("hero", 2, queue="hero"),
+        admitted("wl-a", "cq-regular", 2, queue="regular"),
+        workload("hero", cpu=2, queue="hero"),
     ]
 
 
@@ -599,7 +606,7 @@ def test_a30_hero_first_cycle(run: Runner) -> None:
 
 def test_a30_hero_admitted_later_and_victim_pending(tmp_path: Path) -> None:
     objects = _hero()
-    api = simulation.run([parse_object(o) for o in objects], NOW_DT).to_dict()
+    api = simulation.run(parse(objects), NOW_DT).to_dict()
     cli_data = json.loads(simulate_cli(objects, tmp_path, max_cycles=None))
     for data in (api, cli_data):
         actions = [(a["cycle"], a["action"], a["workload"]) for a in data["actions"]]
@@ -744,10 +751,10 @@ def _a33() -> list[Obj]:
         local_queue("lq2", "a", "ns1"),
         local_queue("lq1", "a", "ns2"),
         preemption_config(CONFIG, rule("test-rule-one", selector("WithinLocalQueue"))),
-        running("same-lq", "a", namespace="ns1", queue="lq1"),
-        running("diff-lq", "a", namespace="ns1", queue="lq2"),
-        running("diff-ns", "a", namespace="ns2", queue="lq1"),
-        workload("incoming", 1, namespace="ns1", queue="lq1"),
+        admitted("same-lq", "a", namespace="ns1", queue="lq1"),
+        admitted("diff-lq", "a", namespace="ns1", queue="lq2"),
+        admitted("diff-ns", "a", namespace="ns2", queue="lq1"),
+        workload("incoming", cpu=1, namespace="ns1", queue="lq1"),
     ]
 
 
@@ -794,7 +801,7 @@ def _a35() -> list[Obj]:
         1,
         cluster_queue("c", 1, cohort="other"),
         in_a("a1"),
-        running("c1", "c"),
+        admitted("c1", "c"),
         incoming(1),
         rules=[rule("test", selector("WithinCohortTree"), selector("AnyClusterQueue"))],
     )
@@ -823,7 +830,7 @@ def _a36() -> list[Obj]:
             CONFIG, rule("test-rule-one", selector("WithinCohortTree", clusterQueueSelector=cq_selector))
         ),
         in_a("a1"),
-        running("b1", "b"),
+        admitted("b1", "b"),
         incoming(1),
     ]
 
@@ -848,9 +855,9 @@ def test_scopes_parent_cohort_versus_cohort_tree() -> None:
         cluster_queue("lonely", 1),
         local_queue("main", "a"),
         in_a("w-a"),
-        running("w-sib", "a-sibling"),
-        running("w-b", "b"),
-        running("w-lonely", "lonely"),
+        admitted("w-sib", "a-sibling"),
+        admitted("w-b", "b"),
+        admitted("w-lonely", "lonely"),
         incoming(1),
     ]
     expected = {
@@ -956,7 +963,7 @@ def test_priority_boosted_compares_boosted_values_on_both_sides() -> None:
 
 
 def test_priority_class_names() -> None:
-    classes = [priority_class("low", 10), priority_class("high", 100)]
+    classes = [workload_priority_class("low", 10), workload_priority_class("high", 100)]
     cands = [in_a("low", priority_class="low"), in_a("high", priority_class="high"), in_a("plain")]
 
     def case(priority: dict[str, Any]) -> list[str]:
@@ -972,7 +979,7 @@ def test_priority_class_names() -> None:
 
 
 def test_preemptor_priority_class_selector() -> None:
-    classes = [priority_class("low", 10), priority_class("high", 100)]
+    classes = [workload_priority_class("low", 10), workload_priority_class("high", 100)]
     sel = selector("WithinClusterQueue")
 
     def case(preemptor_class: str | None, class_selector: dict[str, Any]) -> list[str]:
@@ -1015,7 +1022,7 @@ def test_empty_rules_and_selectors_give_no_candidates() -> None:
 
 def test_only_workloads_using_a_contested_flavor_are_candidates() -> None:
     """A workload holding quota only in a flavor the preemptor does not need is no candidate."""
-    other = admitted(workload("other-flavor", 1, queue="main"), "a", flavor="spare")
+    other = admitted("other-flavor", "a", flavor="spare", queue="main")
     objects = scenario(1, in_a("a1"), other, incoming(1), rules=WITHIN_CQ)
     assert names(evaluate(objects)) == ["a1"]
 
@@ -1259,14 +1266,14 @@ def _workload_fields(draw: st.DrawFn) -> dict[str, Any]:
         "namespace": draw(st.sampled_from(["ns1", "ns2"])),
         "queue": draw(st.sampled_from(["q1", "q2"])),
         "cpu": draw(st.integers(1, 2)),
-        "reserved": draw(st.sampled_from(["2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"])),
+        "reserved": draw(st.sampled_from([T0, T0 + timedelta(hours=1)])),
     }
 
 
-def _wl(name: str, f: dict[str, Any]) -> Obj:
+def _wl(name: str, f: dict[str, Any]) -> WorkloadBuilder:
     return workload(
         name,
-        f["cpu"],
+        cpu=f["cpu"],
         queue=f["queue"],
         namespace=f["namespace"],
         priority=f["priority"],
@@ -1290,8 +1297,8 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], Model]:
         *basics("ns1", "ns2"),
         cohort("one"),
         cohort("two", cohort_parent["two"]),
-        priority_class("low", 10),
-        priority_class("high", 100),
+        workload_priority_class("low", 10),
+        workload_priority_class("high", 100),
         local_queue("q1", "a", "ns1"),
         preemption_config("cfg", *rules),
     ]
@@ -1305,7 +1312,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], Model]:
         for i in range(draw(st.integers(0, 4))):
             f = draw(_workload_fields())
             wl_name = f"{name}-{i}"
-            objects.append(admitted(_wl(wl_name, f), name, reserved_at=f["reserved"]))
+            objects.append(_wl(wl_name, f).admitted(name, at=f["reserved"]).obj())
             workloads[f"{f['namespace']}/{wl_name}"] = {**f, "cq": name}
             used += f["cpu"]
         # Mostly full queues (some borrowing, some with a little room), so preemption is common.
@@ -1322,7 +1329,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], Model]:
         )
     p = {**draw(_workload_fields()), "namespace": "ns1", "queue": "q1", "cq": "a"}
     p["cpu"] = draw(st.integers(1, 4))
-    objects.append(_wl("incoming", p))
+    objects.append(_wl("incoming", p).obj())
     return objects, Model(cq_cohort, cq_labels, cohort_parent, workloads, p, rules)
 
 

@@ -27,7 +27,11 @@ import pytest
 from click.testing import CliRunner
 
 from builders import (
+    ALLOW,
+    DELAY,
     NOW,
+    OLD_PREFIX,
+    POLICY,
     T0,
     Obj,
     Outcome,
@@ -35,14 +39,21 @@ from builders import (
     admitted,
     cache_of,
     cluster_queue,
+    cohort,
     one_cycle,
     parse,
     pending,
+    pod_priority_class,
+    preemption_config,
     rfc3339,
+    rule,
     scenario,
     seconds,
+    selector,
     simulate,
     simulate_cli,
+    toleration,
+    workload_priority_class,
 )
 from preemption_operator.cli import cli
 from preemption_operator.engine import protection
@@ -52,24 +63,6 @@ from preemption_operator.engine.flavors import assign_flavors
 from preemption_operator.engine.protection import LAST_RESORT_SUFFIX
 from preemption_operator.engine.scheduler import WAITING_FOR_PREEMPTED, WAITING_FOR_QUOTA
 from preemption_operator.engine.workload import PriorityClassInfo, WorkloadInfo, build_info
-
-from .protection_builders import (
-    ALLOW,
-    DELAY,
-    OLD_PREFIX,
-    POLICY,
-    accumulated,
-    annotated_cohort,
-    configured,
-    pod_priority_class,
-    preemption_config,
-    requeued,
-    rule,
-    selector,
-    toleration,
-    uses_pod_priority_class,
-    workload_priority_class,
-)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -128,11 +121,17 @@ def tolerating(
 ) -> list[Obj]:
     """A victim of class `batch` (value `class_value`) holding all 2 cpu since NOW - running_for,
     and a pending 2-cpu preemptor `incoming`."""
-    victim = admitted("victim", "cq", 2, at=NOW - seconds(running_for), priority_class=None if pod_class else "batch")
+    victim = admitted(
+        "victim",
+        "cq",
+        2,
+        at=NOW - seconds(running_for),
+        priority_class=None if pod_class else "batch",
+        pod_priority_class="batch" if pod_class else None,
+    )
     if pod_class:
-        uses_pod_priority_class(victim, "batch")
         victim.body["spec"]["priority"] = class_value
-    cls = (pod_priority_class if pod_class else workload_priority_class)("batch", class_value, annotations)
+    cls = (pod_priority_class if pod_class else workload_priority_class)("batch", class_value, annotations=annotations)
     incoming = pending("incoming", "cq", 2, priority=preemptor_priority, boost=boost)
     return toleration_queue(victim, incoming, classes=[cls])
 
@@ -366,11 +365,11 @@ def test_toleration_unparsable_values_are_ignored_with_a_warning(runner: Runner,
 
 
 def test_toleration_warning_is_gone_once_the_class_is_fixed() -> None:
-    cache = cache_of([workload_priority_class("batch", 1, toleration("ten"))])
+    cache = cache_of([workload_priority_class("batch", 1, annotations=toleration("ten"))])
     assert list(cache.notices) == [("WorkloadPriorityClass", "batch")]
     (notice,) = cache.notices[("WorkloadPriorityClass", "batch")]
     assert notice.reason == "InvalidPreemptionToleration"
-    cache.load(parse([workload_priority_class("batch", 1, toleration(10))]))
+    cache.load(parse([workload_priority_class("batch", 1, annotations=toleration(10))]))
     assert cache.notices == {}
 
 
@@ -379,20 +378,22 @@ def test_victim_without_a_class_is_not_protected(runner: Runner) -> None:
         admitted("victim", "cq", 2, priority=1, at=NOW),
         pending("incoming", "cq", 2, priority=2),
         # A class with a forever-toleration exists, but the victim does not reference it.
-        classes=[workload_priority_class("batch", 1, toleration(10, -1))],
+        classes=[workload_priority_class("batch", 1, annotations=toleration(10, -1))],
     )
     assert runner(objects).victims == ["victim"]
 
 
 def test_toleration_applies_to_configurable_rules_too(runner: Runner) -> None:
     """Every preemption path honours the exemption: here a PreemptionConfig rule would take it."""
-    cq = configured(cluster_queue("cq", 2), "cfg")
-    config = preemption_config("cfg", rule("any", selector("WithinClusterQueue", priority=LOWER)))
+    cq = cluster_queue("cq", 2, config="cfg")
+    config = preemption_config(
+        "cfg", rule("any", selector("WithinClusterQueue", priority=LOWER), trigger="InsufficientQuota")
+    )
     objects = scenario(
         [cq],
         admitted("victim", "cq", 2, at=NOW, priority_class="batch"),
         pending("incoming", "cq", 2, priority=5),
-        extra=[workload_priority_class("batch", 1, toleration(10, 60)), config],
+        extra=[workload_priority_class("batch", 1, annotations=toleration(10, 60)), config],
     )
     outcome = runner(objects)
     assert outcome.victims == []
@@ -409,7 +410,7 @@ def test_toleration_spares_one_and_takes_another(runner: Runner) -> None:
         admitted("plain", "cq", 2, at=T0, priority_class="batch"),
         pending("incoming", "cq", 2, priority=5),
         extra=[
-            workload_priority_class("guarded", 0, toleration(10, 3600)),
+            workload_priority_class("guarded", 0, annotations=toleration(10, 3600)),
             workload_priority_class("batch", 1),
         ],
     )
@@ -525,14 +526,16 @@ def test_opt_out_from_the_priority_class(runner: Runner) -> None:
         admitted("out", "cq", 2, priority_class="shy", at=NOW - seconds(10)),
         admitted("in-anyway", "cq", 2, priority_class="shy", annotations={ALLOW: "true"}, at=NOW - seconds(100)),
         pending("incoming", "cq", 2, priority=5),
-        extra=[workload_priority_class("shy", 0, {ALLOW: "false"})],
+        extra=[workload_priority_class("shy", 0, annotations={ALLOW: "false"})],
     )
     assert runner(objects).victims == ["in-anyway"]
 
 
 def test_opt_out_with_a_configurable_rule(runner: Runner) -> None:
-    cq = configured(cluster_queue("cq", 4), "cfg")
-    config = preemption_config("cfg", rule("same-queue", selector("WithinClusterQueue", priority=LOWER)))
+    cq = cluster_queue("cq", 4, config="cfg")
+    config = preemption_config(
+        "cfg", rule("same-queue", selector("WithinClusterQueue", priority=LOWER), trigger="InsufficientQuota")
+    )
     objects = scenario(
         [cq],
         admitted("out", "cq", 2, priority=0, annotations={ALLOW: "false"}),
@@ -557,7 +560,7 @@ def test_toleration_beats_opt_out_last_resort(runner: Runner) -> None:
         admitted("out", "cq", 2, priority_class="guarded", annotations={ALLOW: "false"}, at=NOW),
         admitted("plain", "cq", 2, priority=0),
         pending("incoming", "cq", 4, priority=5),
-        extra=[workload_priority_class("guarded", 0, toleration(10, -1))],
+        extra=[workload_priority_class("guarded", 0, annotations=toleration(10, -1))],
     )
     assert runner(objects).victims == []
 
@@ -567,7 +570,12 @@ def test_toleration_beats_opt_out_last_resort(runner: Runner) -> None:
 # =================================================================================================
 
 ANY_RULE = preemption_config(
-    "any", rule("lower", selector("AnyClusterQueue", priority={"mode": "Boosted", "comparison": "LessThan"}))
+    "any",
+    rule(
+        "lower",
+        selector("AnyClusterQueue", priority={"mode": "Boosted", "comparison": "LessThan"}),
+        trigger="InsufficientQuota",
+    ),
 )
 
 
@@ -583,20 +591,19 @@ def fenced_tree(
     """Cohort root ⊃ {cohort left ⊃ {CQ a, CQ b}, cohort right ⊃ {CQ c}}; 2 cpu nominal each, no
     borrowing limits. `config`: every CQ uses PreemptionConfig `any` (AnyClusterQueue, strictly
     lower priority); `reclaim`: classic reclaimWithinCohort."""
+    any_rule = "any" if config else None
     cqs = [
-        cluster_queue("a", 2, cohort="left", annotations=a, reclaim=reclaim),
-        cluster_queue("b", 2, cohort="left", annotations=b, reclaim=reclaim),
-        cluster_queue("c", 2, cohort="right", annotations=c, reclaim=reclaim),
+        cluster_queue("a", 2, cohort="left", annotations=a, reclaim=reclaim, config=any_rule),
+        cluster_queue("b", 2, cohort="left", annotations=b, reclaim=reclaim, config=any_rule),
+        cluster_queue("c", 2, cohort="right", annotations=c, reclaim=reclaim, config=any_rule),
     ]
-    if config:
-        cqs = [configured(cq, "any") for cq in cqs]
     return scenario(
         cqs,
         *workloads,
         cohorts=[
-            annotated_cohort("root"),
-            annotated_cohort("left", "root", annotations=left),
-            annotated_cohort("right", "root"),
+            cohort("root"),
+            cohort("left", "root", annotations=left),
+            cohort("right", "root"),
         ],
         extra=[ANY_RULE] if config else [],
     )
@@ -771,12 +778,12 @@ def delayed(
     (2 cpu); `incoming` (priority 5, 2 cpu) created at `created` (default NOW - 30s)."""
     incoming = pending("incoming", "cq", 2, priority=5, created=created or NOW - seconds(30))
     if requeued_at is not None:
-        requeued(incoming, requeued_at)
+        incoming.requeued(requeued_at)
     return scenario(
         [cluster_queue("cq", 2, cohort="team", within="LowerPriority", annotations=cq)],
         admitted("low", "cq", 2, priority=0),
         incoming,
-        cohorts=[annotated_cohort("org", annotations=org), annotated_cohort("team", "org", annotations=team)],
+        cohorts=[cohort("org", annotations=org), cohort("team", "org", annotations=team)],
     )
 
 
@@ -879,7 +886,9 @@ def guarantee_config(quota: str | None, *, scope: str = "WithinCohortTree", **ru
     fields: dict[str, Any] = {"priority": {"mode": "Boosted", "comparison": "LessThanOrEqual"}}
     if quota is not None:
         fields["quota"] = quota
-    return preemption_config("guarantees", rule("reclaim", selector(scope, **fields), **rule_fields))
+    return preemption_config(
+        "guarantees", rule("reclaim", selector(scope, **fields), trigger="InsufficientQuota", **rule_fields)
+    )
 
 
 def tenants(
@@ -887,11 +896,11 @@ def tenants(
 ) -> list[Obj]:
     """Cohort `tenants` ⊃ CQ mine (`mine` cpu) and CQ theirs (`theirs` cpu); both use `config`."""
     cqs = [
-        configured(cluster_queue("mine", mine, cohort="tenants"), "guarantees"),
-        configured(cluster_queue("theirs", theirs, cohort="tenants"), "guarantees"),
+        cluster_queue("mine", mine, cohort="tenants", config="guarantees"),
+        cluster_queue("theirs", theirs, cohort="tenants", config="guarantees"),
         *(extra_cqs or []),
     ]
-    return scenario(cqs, *workloads, cohorts=[annotated_cohort("tenants")], extra=[config])
+    return scenario(cqs, *workloads, cohorts=[cohort("tenants")], extra=[config])
 
 
 def test_keeps_nominal_quota_rejects_a_victim_that_would_drop_its_queue_below_nominal(runner: Runner) -> None:
@@ -948,7 +957,7 @@ def test_quota_is_rechecked_as_victims_are_removed(runner: Runner) -> None:
             config=guarantee_config("KeepsNominalQuota"),
             mine=2,
             theirs=1,
-            extra_cqs=[configured(cluster_queue("others", 1, cohort="tenants"), "guarantees")],
+            extra_cqs=[cluster_queue("others", 1, cohort="tenants", config="guarantees")],
         )
     )
     assert outcome.victims == ["others-1", "theirs-new"]
@@ -988,7 +997,7 @@ def test_borrowing_capacity_requires_the_preemptors_cohort_tree() -> None:
         admitted("o-1", "outside", 1, at=T0),
         admitted("o-2", "outside", 1, at=T0 + seconds(1)),
         pending("incoming", "mine", 1),
-        cohorts=[annotated_cohort("tenants")],
+        cohorts=[cohort("tenants")],
     )
     snapshot = cache_of(objects).snapshot(NOW)
     mine = snapshot.cluster_queues["mine"]
@@ -1015,10 +1024,9 @@ def test_borrowing_capacity_needs_a_contested_flavor() -> None:
     """`theirs` is above nominal in flavor spot only; the preemptor needs flavor default, so the
     candidate using default is not taken."""
     cqs = [
-        configured(cluster_queue("mine", {"default": {"nominal": 2}}, cohort="tenants"), "guarantees"),
-        configured(
-            cluster_queue("theirs", {"default": {"nominal": 1}, "spot": {"nominal": 1}}, cohort="tenants"),
-            "guarantees",
+        cluster_queue("mine", {"default": {"nominal": 2}}, cohort="tenants", config="guarantees"),
+        cluster_queue(
+            "theirs", {"default": {"nominal": 1}, "spot": {"nominal": 1}}, cohort="tenants", config="guarantees"
         ),
         cluster_queue("spare", {"spot": {"nominal": 2}}, cohort="tenants"),
     ]
@@ -1031,7 +1039,7 @@ def test_borrowing_capacity_needs_a_contested_flavor() -> None:
             *(admitted(f"s-{i}", "theirs", 1, flavor="spot", at=T0) for i in range(1, spot_usage + 1)),
             admitted("mine-1", "mine", 2 - max(0, default_usage - 1)),
             pending("incoming", "mine", 1, priority=0),
-            cohorts=[annotated_cohort("tenants")],
+            cohorts=[cohort("tenants")],
             extra=[guarantee_config("BorrowingCapacityFromPreemptor")],
             flavors=("default", "spot"),
         )
@@ -1089,7 +1097,7 @@ def test_min_trigger_required_duration(runner: Runner) -> None:
     # Created long ago: eligible at once.
     assert runner(objects(pending("incoming", "mine", 2, created=T0))).victims == ["t"]
     # Created long ago but evicted a minute ago: counted from the eviction.
-    evicted = objects(requeued(pending("incoming", "mine", 2, created=T0), NOW - seconds(60)))
+    evicted = objects(pending("incoming", "mine", 2, created=T0).requeued(NOW - seconds(60)))
     assert runner(evicted).victims == []
     assert runner(evicted, now=NOW + seconds(240)).victims == ["t"]
 
@@ -1131,7 +1139,7 @@ def time_candidate(name: str, when: dict[str, datetime], priority: int = 0) -> W
 
 
 def time_preemptor() -> WorkloadBuilder:
-    return accumulated(pending("incoming", "cq", 1, priority=5, created=NOW - PREEMPTOR_AGE), PREEMPTOR_RAN)
+    return pending("incoming", "cq", 1, priority=5, created=NOW - PREEMPTOR_AGE).accumulated(PREEMPTOR_RAN)
 
 
 @pytest.mark.parametrize(("field", "value", "matching"), TIME_CASES)
@@ -1156,7 +1164,7 @@ def test_time_selector_in_a_cycle(runner: Runner, field: str, value: str, matchi
     """CQ of 2 cpu full with `old` and `young`; the rule's only selector is the time field. The
     candidate that does not match is made the one classic order prefers (lower priority)."""
     preferred = {"old", "young"} - matching if matching else set()
-    cq = configured(cluster_queue("cq", 2), "timed")
+    cq = cluster_queue("cq", 2, config="timed")
     config = preemption_config(
         "timed",
         rule("by-time", selector("WithinClusterQueue", priority=LOWER, **{field: value}), trigger="InsufficientQuota"),
@@ -1227,8 +1235,8 @@ def prod_and_test(
     of cohort `cluster`: nominal quota = guarantee, the cohort's capacity is the sum (the cluster
     is full), every pod has priority 0 and is one Workload; `prod_pending` more 1-cpu Prod pods wait."""
     cqs = [
-        configured(cluster_queue("prod", prod_guarantee, cohort="cluster"), LOOP_CONFIG),
-        configured(cluster_queue("test", test_guarantee, cohort="cluster"), LOOP_CONFIG),
+        cluster_queue("prod", prod_guarantee, cohort="cluster", config=LOOP_CONFIG),
+        cluster_queue("test", test_guarantee, cohort="cluster", config=LOOP_CONFIG),
     ]
     pods = [admitted(f"prod-{i}", "prod", cpu, priority=0, at=T0 + seconds(i)) for i, cpu in enumerate(prod_running)]
     pods += [admitted(f"test-{i}", "test", cpu, priority=0, at=T0 + seconds(i)) for i, cpu in enumerate(test_running)]
@@ -1236,7 +1244,7 @@ def prod_and_test(
         pending(f"prod-new-{i}", "prod", 1, priority=0, created=T0 + seconds(100 + i)) for i in range(prod_pending)
     ]
     assert sum(prod_running) + sum(test_running) == prod_guarantee + test_guarantee, "the cluster must be full"
-    return scenario(cqs, *pods, cohorts=[annotated_cohort("cluster")], extra=[loop_config(scope, laws=laws)])
+    return scenario(cqs, *pods, cohorts=[cohort("cluster")], extra=[loop_config(scope, laws=laws)])
 
 
 def usage(outcome: Outcome, cq: str) -> int:

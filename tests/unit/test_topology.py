@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,34 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from builders import (
+    BLOCK,
+    RACK,
+    SUBRACK,
+    T0,
+    TAS_FLAVOR,
+    TOPOLOGY,
+    Obj,
+    WorkloadBuilder,
+    as_dict,
+    basics,
+    cache_of,
+    cluster_queue,
+    local_queue,
+    node,
+    node_record,
+    parse,
+    preemption_config,
+    resource_flavor,
+    rule,
+    selector,
+    topology,
+    view,
+    workload,
+)
 from preemption_operator import simulate as simulation
-from preemption_operator.api.objects import parse_object
 from preemption_operator.cli import cli
 from preemption_operator.engine import workload_status as wl_status
-from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.candidates import Candidate, Context
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
@@ -40,24 +63,6 @@ from preemption_operator.engine.placement import (
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 from preemption_operator.engine.tas_state import TasState
 
-from .configurable_builders import Obj, preemption_config, rule, selector
-from .tas_builders import (
-    BLOCK,
-    RACK,
-    SUBRACK,
-    TAS_FLAVOR,
-    local_queue,
-    node,
-    node_record,
-    on_nodes,
-    tas_basics,
-    tas_cluster_queue,
-    tas_flavor,
-    tas_workload,
-    topology,
-    view,
-)
-
 NOW = "2026-11-30T00:00:00Z"
 NOW_DT = datetime(2026, 11, 30, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
@@ -72,15 +77,9 @@ TOPOLOGY_NAME = "tas-topology"
 # ------------------------------------------------------------------------------------------------
 
 
-def load(objects: list[Obj]) -> Cache:
-    cache = Cache()
-    cache.load([parse_object(body) for body in objects])
-    return cache
-
-
 def engine_cycle(objects: list[Obj]) -> CycleResult:
     """One scheduling cycle: Cache -> snapshot -> Scheduler with the configurable candidate stream."""
-    snapshot = load(objects).snapshot(NOW_DT)
+    snapshot = cache_of(objects).snapshot(NOW_DT)
     configurable = ConfigurablePreemption()
     configurable.begin_cycle(snapshot)
     return Scheduler(extra=configurable.candidates).cycle(snapshot, QueueState())
@@ -89,7 +88,7 @@ def engine_cycle(objects: list[Obj]) -> CycleResult:
 def simulate_json(objects: list[Obj], folder: Path, max_cycles: int | None = None) -> dict[str, Any]:
     """`preemption-operator simulate <file> --output json --now NOW` through click's CliRunner."""
     path = folder / "objects.yaml"
-    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    path.write_text(yaml.safe_dump_all([as_dict(o) for o in objects], sort_keys=False))
     args = ["simulate", str(path), "--output", "json", "--now", NOW]
     if max_cycles is not None:
         args += ["--max-cycles", str(max_cycles)]
@@ -103,7 +102,7 @@ def simulate_json(objects: list[Obj], folder: Path, max_cycles: int | None = Non
 
 def simulate_run(objects: list[Obj]) -> dict[str, Any]:
     """`simulate.run` (what the CLI runs, without the YAML round trip), as its JSON document."""
-    sim = simulation.run([parse_object(o) for o in objects], NOW_DT)
+    sim = simulation.run(parse(objects), NOW_DT)
     data: dict[str, Any] = json.loads(json.dumps(sim.to_dict()))
     return data
 
@@ -302,7 +301,7 @@ def test_level_not_in_the_topology_cannot_be_placed() -> None:
 
 
 def build_state(objects: list[Obj]) -> TasState:
-    parsed = [parse_object(o) for o in objects]
+    parsed = parse(objects)
     return TasState.build(
         {o.name: o for o in parsed if o.kind == "Node"},
         {o.name: o for o in parsed if o.kind == "Topology"},
@@ -314,7 +313,7 @@ def test_build_keeps_schedulable_nodes_of_the_flavor_with_every_level_label() ->
     state = build_state(
         [
             topology(RACK, HOSTNAME),
-            tas_flavor(),
+            resource_flavor(TAS_FLAVOR, topology=TOPOLOGY),
             node("ok", {RACK: "r1"}, cpu=4),
             node("cordoned", {RACK: "r1"}, cpu=4, unschedulable=True),
             node("other-pool", {RACK: "r1"}, cpu=4, pool=False),
@@ -333,7 +332,7 @@ def test_unschedulable_node_is_never_chosen() -> None:
     state = build_state(
         [
             topology(HOSTNAME),
-            tas_flavor(),
+            resource_flavor(TAS_FLAVOR, topology=TOPOLOGY),
             node("cordoned", cpu=2, unschedulable=True),
             node("roomy", cpu=8),
         ]
@@ -345,7 +344,7 @@ def test_unschedulable_node_is_never_chosen() -> None:
 
 
 def test_flavor_without_topology_has_no_view() -> None:
-    state = build_state([topology(HOSTNAME), tas_flavor("plain", topology_name="missing"), node("x", cpu=1)])
+    state = build_state([topology(HOSTNAME), resource_flavor("plain", topology="missing"), node("x", cpu=1)])
     assert state.views == {}
 
 
@@ -469,8 +468,8 @@ def test_admitted_assignment_resolves_to_the_same_node_usage() -> None:
     """What the engine writes is what it reads back: a placement's wire form, as a Workload's
     admission, gives the placement's per-node usage."""
     objects = [
-        *tas_basics(RACK, HOSTNAME),
-        tas_cluster_queue("a", cpu=100),
+        *basics(levels=[RACK, HOSTNAME]),
+        cluster_queue("a", 100, flavor=TAS_FLAVOR),
         local_queue("main", "a"),
         *(node(f"n{i}", {RACK: f"r{i % 2}"}, cpu=4) for i in range(4)),
     ]
@@ -478,8 +477,8 @@ def test_admitted_assignment_resolves_to_the_same_node_usage() -> None:
     v = state.views[TAS_FLAVOR]
     placement = place(v, None, {"cpu": 1500}, 4, required=RACK)
     assert placement is not None
-    wl = on_nodes(tas_workload("w", "1500m", count=4), "a", assignment=placement.wire())
-    cache = load([*objects, wl])
+    wl = workload("w", cpu="1500m", queue="main", count=4).on_nodes("a", assignment=placement.wire())
+    cache = cache_of([*objects, wl])
     assert cache.tas().by_workload["default/w"] == placement.usage({"cpu": 1500})
 
 
@@ -487,17 +486,17 @@ def test_rack_level_assignment_is_resolved_onto_the_racks_nodes() -> None:
     """An assignment above the nodes (levels [rack]) is spread over the rack's nodes in order,
     filling each; nothing is lost when the recorded counts over-commit them."""
     objects = [
-        *tas_basics(RACK),
-        tas_cluster_queue("a", cpu=100),
+        *basics(levels=[RACK]),
+        cluster_queue("a", 100, flavor=TAS_FLAVOR),
         local_queue("main", "a"),
         node("n1", {RACK: "r1"}, cpu=2),
         node("n2", {RACK: "r1"}, cpu=2),
     ]
     three = {"levels": [RACK], "slices": [{"domainCount": 1, "valuesPerLevel": [{"roots": ["r1"]}], "podCounts": [3]}]}
     six = {"levels": [RACK], "slices": [{"domainCount": 1, "valuesPerLevel": [{"roots": ["r1"]}], "podCounts": [6]}]}
-    cache = load([*objects, on_nodes(tas_workload("w", 1, count=3), "a", assignment=three)])
+    cache = cache_of([*objects, workload("w", cpu=1, queue="main", count=3).on_nodes("a", assignment=three)])
     assert cache.tas().by_workload["default/w"] == {"n1": {"cpu": 2000}, "n2": {"cpu": 1000}}
-    cache = load([*objects, on_nodes(tas_workload("w", 1, count=6), "a", assignment=six)])
+    cache = cache_of([*objects, workload("w", cpu=1, queue="main", count=6).on_nodes("a", assignment=six)])
     total = sum(amounts["cpu"] for amounts in cache.tas().by_workload["default/w"].values())
     assert total == 6000
 
@@ -527,14 +526,14 @@ def test_fit_message_wording() -> None:
 
 def test_fit_message_is_the_pending_message_without_preemption() -> None:
     objects = [
-        *tas_basics(HOSTNAME),
+        *basics(levels=[HOSTNAME]),
         node("x1", cpu=2),
         node("x2", cpu=2),
-        tas_cluster_queue("a", cpu=4),
+        cluster_queue("a", 4, flavor=TAS_FLAVOR),
         local_queue("main", "a"),
-        on_nodes(tas_workload("a1"), "a", {"x1": 1}),
-        on_nodes(tas_workload("a2"), "a", {"x2": 1}),
-        tas_workload("incoming", count=2, required=HOSTNAME),
+        workload("a1", queue="main").on_nodes("a", {"x1": 1}),
+        workload("a2", queue="main").on_nodes("a", {"x2": 1}),
+        workload("incoming", queue="main", count=2, required=HOSTNAME),
     ]
     result = engine_cycle(objects)
     assert not result.preempted and not result.admitted
@@ -556,15 +555,15 @@ def a25(nominal: int = 4) -> list[Obj]:
     """Hostname topology, nodes x1, x2 of 2 cpu; CQ a (`nominal` cpu) annotated; a1 on x1, a2 on
     x2 (1 cpu each); incoming 2 pods x 1 cpu, required hostname."""
     return [
-        *tas_basics(HOSTNAME),
+        *basics(levels=[HOSTNAME]),
         node("x1", cpu=2),
         node("x2", cpu=2),
-        tas_cluster_queue("a", cpu=nominal, config=CONFIG),
+        cluster_queue("a", nominal, flavor=TAS_FLAVOR, config=CONFIG),
         local_queue("main", "a"),
         preemption_config(CONFIG, *TOPOLOGY_RULE),
-        on_nodes(tas_workload("a1"), "a", {"x1": 1}),
-        on_nodes(tas_workload("a2"), "a", {"x2": 1}),
-        tas_workload("incoming", count=2, required=HOSTNAME),
+        workload("a1", queue="main").on_nodes("a", {"x1": 1}),
+        workload("a2", queue="main").on_nodes("a", {"x2": 1}),
+        workload("incoming", queue="main", count=2, required=HOSTNAME),
     ]
 
 
@@ -635,18 +634,18 @@ def test_topology_tier_frees_a_node_used_by_another_flavor() -> None:
 
     def objects(trigger: str) -> list[Obj]:
         return [
-            *tas_basics(HOSTNAME),
-            tas_flavor("tas-b"),
+            *basics(levels=[HOSTNAME]),
+            resource_flavor("tas-b", topology=TOPOLOGY),
             node("x1", cpu=2),
             node("x2", cpu=2),
-            tas_cluster_queue("a", cpu=4, config=CONFIG, cohort="all"),
-            tas_cluster_queue("b", cpu=4, flavor="tas-b", cohort="all"),
+            cluster_queue("a", 4, flavor=TAS_FLAVOR, config=CONFIG, cohort="all"),
+            cluster_queue("b", 4, flavor="tas-b", cohort="all"),
             local_queue("main", "a"),
             local_queue("b", "b"),
             preemption_config(CONFIG, rule("r", selector("AnyClusterQueue"), trigger=trigger)),
-            on_nodes(tas_workload("a1"), "a", {"x2": 1}),
-            on_nodes(tas_workload("b1", queue="b"), "b", {"x1": 1}, flavor="tas-b"),
-            tas_workload("incoming", count=2, required=HOSTNAME),
+            workload("a1", queue="main").on_nodes("a", {"x2": 1}),
+            workload("b1", queue="b").on_nodes("b", {"x1": 1}, flavor="tas-b"),
+            workload("incoming", queue="main", count=2, required=HOSTNAME),
         ]
 
     # b1 (other ClusterQueue) is ordered first and frees x1.
@@ -670,10 +669,10 @@ def one_cpu_nodes(config_rules: list[Obj], incoming: Obj, *extra: Obj) -> list[O
     """Hostname topology, nodes x1..x3 of 1 cpu (and x4, cordoned); CQ a 3 cpu annotated; a1 (tier 1)
     on x1, a2 on x2, a3 on x3, with A27's and A28's labels; `incoming` pending."""
     return [
-        *tas_basics(HOSTNAME),
+        *basics(levels=[HOSTNAME]),
         *(node(f"x{i}", cpu=1) for i in (1, 2, 3)),
         node("x4", cpu=1, unschedulable=True),
-        tas_cluster_queue("a", cpu=3, config=CONFIG),
+        cluster_queue("a", 3, flavor=TAS_FLAVOR, config=CONFIG),
         local_queue("main", "a"),
         preemption_config(CONFIG, *config_rules),
         *extra,
@@ -685,7 +684,7 @@ def evaluate(objects: list[Obj], preemptor: str = "default/incoming") -> tuple[l
     """The candidates `ConfigurablePreemption().candidates(ctx, True)` yields, each removed from the
     snapshot as the victim search removes it, for a Context built as the scheduler builds it (with
     the TAS state, so the pod set carries its topology view)."""
-    snapshot = load(objects).snapshot(NOW_DT)
+    snapshot = cache_of(objects).snapshot(NOW_DT)
     [(wl, name)] = [(w, n) for n, queue in snapshot.pending.items() for w in queue if w.key == preemptor]
     cq = snapshot.cluster_queues[name]
     assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage)
@@ -709,10 +708,10 @@ def a27() -> list[Obj]:
             rule("tier-rule", tier_lt()),
             rule("quota-rule", selector("WithinClusterQueue"), trigger="InsufficientQuota"),
         ],
-        tas_workload("incoming", 2, required=HOSTNAME, labels={TIER: "5"}),
-        on_nodes(tas_workload("a1", labels={TIER: "1"}), "a", {"x1": 1}),
-        on_nodes(tas_workload("a2", labels={TIER: "1"}), "a", {"x2": 1}),
-        on_nodes(tas_workload("a3"), "a", {"x3": 1}),
+        workload("incoming", cpu=2, queue="main", required=HOSTNAME, labels={TIER: "5"}),
+        workload("a1", queue="main", labels={TIER: "1"}).on_nodes("a", {"x1": 1}),
+        workload("a2", queue="main", labels={TIER: "1"}).on_nodes("a", {"x2": 1}),
+        workload("a3", queue="main").on_nodes("a", {"x3": 1}),
     )
 
 
@@ -734,10 +733,12 @@ def a28() -> list[Obj]:
     # One pod of 1 cpu pinned to x4, which is cordoned: never placed. Quota 3 + 1 > 3.
     return one_cpu_nodes(
         [rule("tier-rule", tier_lt()), rule("topology-rule", selector("WithinClusterQueue"), trigger=QFIT)],
-        tas_workload("incoming", 1, required=HOSTNAME, labels={TIER: "5"}, node_selector={HOSTNAME: "x4"}),
-        on_nodes(tas_workload("a1", labels={TIER: "1"}), "a", {"x1": 1}),
-        on_nodes(tas_workload("a2"), "a", {"x2": 1}),
-        on_nodes(tas_workload("a3"), "a", {"x3": 1}),
+        workload(
+            "incoming", cpu=1, queue="main", required=HOSTNAME, labels={TIER: "5"}, node_selector={HOSTNAME: "x4"}
+        ),
+        workload("a1", queue="main", labels={TIER: "1"}).on_nodes("a", {"x1": 1}),
+        workload("a2", queue="main").on_nodes("a", {"x2": 1}),
+        workload("a3", queue="main").on_nodes("a", {"x3": 1}),
     )
 
 
@@ -754,10 +755,10 @@ def test_a28_same_candidates_with_fits_topology_forced_false(monkeypatch: pytest
     to False (as Kueue's evaluator test forces `fits`)."""
     objects = one_cpu_nodes(
         [rule("tier-rule", tier_lt()), rule("topology-rule", selector("WithinClusterQueue"), trigger=QFIT)],
-        tas_workload("incoming", 1, required=HOSTNAME, labels={TIER: "5"}),
-        on_nodes(tas_workload("a1", labels={TIER: "1"}), "a", {"x1": 1}),
-        on_nodes(tas_workload("a2"), "a", {"x2": 1}),
-        on_nodes(tas_workload("a3"), "a", {"x3": 1}),
+        workload("incoming", cpu=1, queue="main", required=HOSTNAME, labels={TIER: "5"}),
+        workload("a1", queue="main", labels={TIER: "1"}).on_nodes("a", {"x1": 1}),
+        workload("a2", queue="main").on_nodes("a", {"x2": 1}),
+        workload("a3", queue="main").on_nodes("a", {"x3": 1}),
     )
     monkeypatch.setattr(Context, "fits_topology", lambda self: False)
     assert names(evaluate(objects)[0]) == ["a1", "a2", "a3"]
@@ -783,11 +784,11 @@ def a31(*extra: Obj) -> list[Obj]:
     root, both annotated); the rule: topology tier, [Boosted <=, AnyClusterQueue, label <gpu> < preemptor's,
     fallback 0]; wlA (label 1, 1 gpu) admitted on node-x; wlB (lq-b, label 2, 2 gpu, pinned to node-x)."""
     return [
-        *tas_basics(HOSTNAME),
+        *basics(levels=[HOSTNAME]),
         node("node-x", allocatable={GPU: 2}),
         node("node-y", allocatable={GPU: 2}),
-        tas_cluster_queue("cq-a", quota={GPU: 2}, cohort="root", config=CONFIG),
-        tas_cluster_queue("cq-b", quota={GPU: 2}, cohort="root", config=CONFIG),
+        cluster_queue("cq-a", None, resources={GPU: 2}, flavor=TAS_FLAVOR, cohort="root", config=CONFIG),
+        cluster_queue("cq-b", None, resources={GPU: 2}, flavor=TAS_FLAVOR, cohort="root", config=CONFIG),
         local_queue("lq-a", "cq-a"),
         local_queue("lq-b", "cq-b"),
         preemption_config(
@@ -802,14 +803,12 @@ def a31(*extra: Obj) -> list[Obj]:
                 trigger=QFIT,
             ),
         ),
-        on_nodes(
-            tas_workload("wl-a", None, requests={GPU: 1}, queue="lq-a", labels={GPU: "1"}, required=HOSTNAME),
-            "cq-a",
-            {"node-x": 1},
+        workload("wl-a", cpu=None, requests={GPU: 1}, queue="lq-a", labels={GPU: "1"}, required=HOSTNAME).on_nodes(
+            "cq-a", {"node-x": 1}
         ),
-        tas_workload(
+        workload(
             "wl-b",
-            None,
+            cpu=None,
             requests={GPU: 2},
             queue="lq-b",
             labels={GPU: "2"},
@@ -854,20 +853,20 @@ def settled_a31(tmp_path: Path, *extra: Obj) -> list[Obj]:
     """A31 after the simulation settled (final statuses), plus `extra` objects."""
     final = statuses(simulate_json(a31(), tmp_path))
     objects = []
-    for body in a31():
+    for body in map(as_dict, a31()):
         if body["kind"] == "Workload":
             body = {**body, "status": final[body["metadata"]["name"]]}
         objects.append(body)
     return [*objects, *extra]
 
 
-def wl_c(label: str) -> Obj:
+def wl_c(label: str) -> WorkloadBuilder:
     """wlC: 2 gpu pinned to node-x, in its own ClusterQueue cq-c (2 gpu, cohort root), so that its
     quota fits and the topology tier is reached (in cq-a or cq-b the cohort has no quota left, and
     the tier would not be reached for that reason alone)."""
-    return tas_workload(
+    return workload(
         "wl-c",
-        None,
+        cpu=None,
         requests={GPU: 2},
         queue="lq-c",
         labels={GPU: label},
@@ -877,7 +876,10 @@ def wl_c(label: str) -> Obj:
 
 
 def cq_c() -> list[Obj]:
-    return [tas_cluster_queue("cq-c", quota={GPU: 2}, cohort="root", config=CONFIG), local_queue("lq-c", "cq-c")]
+    return [
+        cluster_queue("cq-c", None, resources={GPU: 2}, flavor=TAS_FLAVOR, cohort="root", config=CONFIG),
+        local_queue("lq-c", "cq-c"),
+    ]
 
 
 def test_a31_later_equal_label_stays_pending(tmp_path: Path) -> None:
@@ -962,15 +964,15 @@ def test_hostname_label_is_what_the_assignment_names() -> None:
     """The hostname level's values are `kubernetes.io/hostname` label values, which need not be the
     Node's name; admitted assignments naming hostnames are charged to the right Node."""
     objects = [
-        *tas_basics(HOSTNAME),
+        *basics(levels=[HOSTNAME]),
         node("node-1", cpu=2, hostname="host-1"),
         node("node-2", cpu=2, hostname="host-2"),
-        tas_cluster_queue("a", cpu=10),
+        cluster_queue("a", 10, flavor=TAS_FLAVOR),
         local_queue("main", "a"),
-        on_nodes(tas_workload("big", 2), "a", {"host-1": 1}),
-        tas_workload("incoming", 2, required=HOSTNAME),
+        workload("big", cpu=2, queue="main").on_nodes("a", {"host-1": 1}),
+        workload("incoming", cpu=2, queue="main", required=HOSTNAME),
     ]
-    cache = load(objects)
+    cache = cache_of(objects)
     assert cache.tas().by_workload["default/big"] == {"node-1": {"cpu": 2000}}
     [admission] = engine_cycle(objects).admitted
     assignment = admission.pod_sets[0]["topologyAssignment"]
@@ -980,14 +982,14 @@ def test_hostname_label_is_what_the_assignment_names() -> None:
 
 def two_trees_one_node() -> list[Obj]:
     return [
-        *tas_basics(HOSTNAME),
+        *basics(levels=[HOSTNAME]),
         node("x1", cpu=2),
-        tas_cluster_queue("a", cpu=10),
-        tas_cluster_queue("b", cpu=10),
+        cluster_queue("a", 10, flavor=TAS_FLAVOR),
+        cluster_queue("b", 10, flavor=TAS_FLAVOR),
         local_queue("a", "a"),
         local_queue("b", "b"),
-        tas_workload("w1", 2, queue="a", required=HOSTNAME),
-        tas_workload("w2", 2, queue="b", required=HOSTNAME),
+        workload("w1", cpu=2, queue="a", required=HOSTNAME),
+        workload("w2", cpu=2, queue="b", required=HOSTNAME),
     ]
 
 
@@ -1000,15 +1002,15 @@ def test_one_cycle_does_not_over_commit_a_node_shared_by_two_cohort_trees() -> N
 
 
 def two_pod_sets() -> list[Obj]:
-    big = tas_workload("big", required=HOSTNAME, labels={"size": "2"})
+    big = workload("big", queue="main", required=HOSTNAME, labels={"size": "2"}).obj()
     pod_set = big["spec"]["podSets"][0]
     pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
     big["spec"]["podSets"] = [{**pod_set, "name": "p1"}, {**json.loads(json.dumps(pod_set)), "name": "p2"}]
     return [
-        *tas_basics(HOSTNAME),
+        *basics(levels=[HOSTNAME]),
         node("x1", cpu=2),
         node("x2", cpu=2),
-        tas_cluster_queue("a", cpu=10, config=CONFIG),
+        cluster_queue("a", 10, flavor=TAS_FLAVOR, config=CONFIG),
         local_queue("main", "a"),
         preemption_config(
             CONFIG,
@@ -1018,8 +1020,8 @@ def two_pod_sets() -> list[Obj]:
                 trigger=QFIT,
             ),
         ),
-        on_nodes(tas_workload("a1", labels={"size": "1"}), "a", {"x1": 1}),
-        on_nodes(tas_workload("a2", labels={"size": "1"}), "a", {"x2": 1}),
+        workload("a1", queue="main", labels={"size": "1"}).on_nodes("a", {"x1": 1}),
+        workload("a2", queue="main", labels={"size": "1"}).on_nodes("a", {"x2": 1}),
         big,
     ]
 
@@ -1047,18 +1049,18 @@ def competing_tree() -> list[Obj]:
     in CQ other, a separate cohort tree without a config."""
     defrag = selector("WithinClusterQueue", numericLabels=[{"key": "size", "comparison": "LessThan"}])
     return [
-        *tas_basics(RACK, HOSTNAME),
+        *basics(levels=[RACK, HOSTNAME]),
         node("r0-n0", {RACK: "rack-0"}, cpu=2),
         node("r1-n0", {RACK: "rack-1"}, cpu=2),
-        tas_cluster_queue("a", cpu=10, config=CONFIG),
-        tas_cluster_queue("other", cpu=10),
+        cluster_queue("a", 10, flavor=TAS_FLAVOR, config=CONFIG),
+        cluster_queue("other", 10, flavor=TAS_FLAVOR),
         local_queue("main", "a"),
         local_queue("other", "other"),
         preemption_config(CONFIG, rule("defrag", defrag, trigger=QFIT)),
-        on_nodes(tas_workload("s0", labels={"size": "1"}), "a", {"r0-n0": 1}, reserved_at="2026-01-01T02:00:00Z"),
-        on_nodes(tas_workload("s1", labels={"size": "1"}), "a", {"r1-n0": 1}),
-        tas_workload("large", count=2, labels={"size": "2"}, required=RACK),
-        tas_workload("o0", queue="other", required=HOSTNAME),
+        workload("s0", queue="main", labels={"size": "1"}).on_nodes("a", {"r0-n0": 1}, at=T0 + timedelta(hours=1)),
+        workload("s1", queue="main", labels={"size": "1"}).on_nodes("a", {"r1-n0": 1}),
+        workload("large", queue="main", count=2, labels={"size": "2"}, required=RACK),
+        workload("o0", queue="other", required=HOSTNAME),
     ]
 
 
@@ -1144,8 +1146,8 @@ def tas_clusters(draw: st.DrawFn) -> tuple[list[Obj], dict[str, str], dict[str, 
     workload -> node."""
     racks = draw(st.integers(2, 3))
     objects: list[Obj] = [
-        *tas_basics(RACK, HOSTNAME),
-        tas_cluster_queue("a", cpu=100, config=CONFIG),
+        *basics(levels=[RACK, HOSTNAME]),
+        cluster_queue("a", 100, flavor=TAS_FLAVOR, config=CONFIG),
         local_queue("main", "a"),
         preemption_config(
             CONFIG,
@@ -1174,15 +1176,15 @@ def tas_clusters(draw: st.DrawFn) -> tuple[list[Obj], dict[str, str], dict[str, 
             free -= cpu
             name = f"s{len(where)}"
             minute = draw(st.integers(0, 59))
-            wl = tas_workload(name, cpu, labels={"size": "1"}, required=HOSTNAME)
-            objects.append(on_nodes(wl, "a", {host: 1}, reserved_at=f"2026-01-01T01:{minute:02d}:00Z"))
+            wl = workload(name, cpu=cpu, queue="main", labels={"size": "1"}, required=HOSTNAME)
+            objects.append(wl.on_nodes("a", {host: 1}, at=T0 + timedelta(minutes=minute)).obj())
             where[name] = host
     # Sometimes a second ClusterQueue, in another cohort tree and without a config, has pending small
     # workloads that compete for the same nodes in the same cycles.
     if draw(st.booleans()):
-        objects += [tas_cluster_queue("other", cpu=100), local_queue("other", "other")]
+        objects += [cluster_queue("other", 100, flavor=TAS_FLAVOR), local_queue("other", "other")]
         for i in range(draw(st.integers(1, 3))):
-            objects.append(tas_workload(f"o{i}", draw(st.integers(1, 2)), queue="other", required=HOSTNAME))
+            objects.append(workload(f"o{i}", cpu=draw(st.integers(1, 2)), queue="other", required=HOSTNAME).obj())
     # The job nearly fills the largest emptied rack, so that it usually needs victims; one time in
     # ten it is one pod too large for any rack.
     cpu = draw(st.integers(1, 2))
@@ -1192,7 +1194,7 @@ def tas_clusters(draw: st.DrawFn) -> tuple[list[Obj], dict[str, str], dict[str, 
     largest = max(rack_pods.values())
     count = largest + 1 if draw(st.integers(0, 9)) == 0 else largest - draw(st.integers(0, 1))
     count = max(count, 2)
-    objects.append(tas_workload("large", cpu, count=count, labels={"size": "2"}, required=RACK))
+    objects.append(workload("large", cpu=cpu, queue="main", count=count, labels={"size": "2"}, required=RACK).obj())
     return objects, rack_of, cpu_of, where
 
 

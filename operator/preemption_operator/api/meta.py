@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     Strict,
     WithJsonSchema,
     model_validator,
@@ -225,6 +226,21 @@ def _amounts_fit(resources: dict[str, Any]) -> dict[str, Any]:
 # A corev1.ResourceList as the scheduler reads it: every amount non-negative and within int64.
 ResourceList = Annotated[dict[str, NonNegativeQuantity], AfterValidator(_amounts_fit)]
 
+
+def format_time(moment: datetime, digits: int = 0) -> str:
+    """How every time is written: RFC 3339 in UTC ("Z"), with `digits` of the second's fraction
+    (0 as Kubernetes writes a metav1.Time, 6 for a MicroTime). An offset is converted, never
+    relabelled. A naive time has no meaning here: it is refused, not guessed."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"{moment.isoformat()} has no time zone")
+    utc = moment.astimezone(UTC)
+    # Not strftime: its %Y does not pad years below 1000 on every platform.
+    text = f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
+    if digits:
+        text += "." + f"{utc.microsecond:06d}"[:digits]
+    return text + "Z"
+
+
 # The engine adds durations of up to Go's longest (about 292 years) to timestamps, and Python's
 # datetime ends with the year 9999: later timestamps could not take them.
 LATEST_TIME = datetime.max.replace(tzinfo=UTC) - MAX_DURATION
@@ -239,13 +255,18 @@ def _time_in_range(value: datetime) -> datetime:
     if utc > LATEST_TIME:
         raise problem(
             f"{shown} is too far in the future: durations of up to {MAX_DURATION_TEXT} are added "
-            f"to times, so they must be before {LATEST_TIME.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+            f"to times, so they must be before {format_time(LATEST_TIME)}"
         )
     return value
 
 
-# A metav1.Time: RFC 3339, so always with a time zone (a naive time cannot be compared with one).
-Time = Annotated[AwareDatetime, AfterValidator(_time_in_range)]
+# A metav1.Time: RFC 3339, so always with a time zone (a naive time cannot be compared with one),
+# and written back in UTC as the API server writes it.
+Time = Annotated[
+    AwareDatetime,
+    AfterValidator(_time_in_range),
+    PlainSerializer(lambda moment: format_time(moment), return_type=str, when_used="json"),
+]
 
 
 class ObjectMeta(OpenModel):

@@ -161,19 +161,27 @@ def max_quantity(resource: str) -> str:
 
 
 def format_amount(resource: str, amount: int) -> str:
-    """The canonical quantity string of an amount, as Kubernetes prints it (`1`, `500m`, `2Gi`)."""
+    """The canonical quantity string of an amount, as Kueue prints it (`1`, `500m`, `2Gi`, `1k`):
+    cpu in decimal SI from milli-units, memory-like resources in binary SI when exact, and
+    everything else in decimal SI."""
     if resource in MILLI_RESOURCES:
         if amount % 1000 == 0:
-            return str(amount // 1000)
+            return _format_decimal_si(amount // 1000)  # 1000 cpus print as "1k"
         return f"{amount}m"
-    if -1024 < amount < 1024:
+    if -1024 < amount < 1024 or not _binary_formatted(resource):
         # apimachinery prints small binary quantities in decimal SI (1000 -> "1k").
         return _format_decimal_si(amount)
     for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
         factor = _BINARY[suffix]
         if amount % factor == 0:
             return f"{amount // factor}{suffix}"
-    return str(amount)
+    # Kueue re-parses an inexact binary string, which then prints in decimal SI (2000 -> "2k").
+    return _format_decimal_si(amount)
+
+
+def _binary_formatted(resource: str) -> bool:
+    """Resources Kueue's formatter prints in binary SI: memory, ephemeral storage, huge pages."""
+    return resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-")
 
 
 def _format_decimal_si(amount: int) -> str:

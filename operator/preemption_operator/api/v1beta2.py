@@ -510,6 +510,20 @@ class PriorityClassRef(
     name: Annotated[DNSName, Field(min_length=1)]
 
 
+class PreemptionGate(KubeModel):
+    """A gate that, while closed, keeps the workload from preempting (spec.preemptionGates[])."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63)]
+
+
+class PreemptionGateState(KubeModel):
+    """Where a gate stands (status.preemptionGates[]); a gate with no state here is closed."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63)]
+    position: Literal["Closed", "Open"]
+    last_transition_time: Time
+
+
 class WorkloadSpec(KubeModel):
     pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=8, json_schema_extra=list_map("name"))]
     queue_name: DNSName | None = None
@@ -518,6 +532,11 @@ class WorkloadSpec(KubeModel):
     active: Annotated[bool, Strict()] = crd_default(True)
     """false deactivates the workload: it is evicted and not admitted again."""
     maximum_execution_time_seconds: PositiveInt32 | None = None
+    preemption_gates: Annotated[
+        list[PreemptionGate] | None, Field(max_length=8, json_schema_extra=list_map("name"))
+    ] = None
+    """Gates, closed unless status.preemptionGates opens them: the workload may not preempt while
+    one is closed."""
 
 
 class ValuesPerLevel(
@@ -615,6 +634,13 @@ class SchedulingStats(KubeModel):
     ] = None
 
 
+class ReclaimablePod(KubeModel):
+    """Pods of a pod set whose quota is no longer needed (they finished)."""
+
+    name: Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
+    count: NonNegativeInt32
+
+
 class WorkloadStatus(KubeModel):
     conditions: Conditions = None
     admission: Admission | None = None
@@ -622,8 +648,13 @@ class WorkloadStatus(KubeModel):
     scheduling_stats: SchedulingStats | None = None
     accumulated_past_execution_time_seconds: Int32 | None = None
     admission_checks: Annotated[list[Opaque] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
-    reclaimable_pods: Annotated[list[Opaque] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+    reclaimable_pods: Annotated[
+        list[ReclaimablePod] | None, Field(max_length=18, json_schema_extra=list_map("name"))
+    ] = None
     resource_requests: Annotated[list[Opaque] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+    preemption_gates: Annotated[
+        list[PreemptionGateState] | None, Field(max_length=8, json_schema_extra=list_map("name"))
+    ] = None
 
 
 _QUOTA_RESERVED = "{o}.status.conditions.exists(c, c.type == 'QuotaReserved' && c.status == 'True')"

@@ -192,7 +192,13 @@ class CacheFeeder:
             if (
                 previous is not None
                 and previous.cluster_queue
-                and (current is None or current.finished or current.cluster_queue != previous.cluster_queue)
+                and (
+                    current is None
+                    or current.finished
+                    or current.cluster_queue != previous.cluster_queue
+                    # reclaimablePods grew: finished pods gave quota back (Kueue requeues then too)
+                    or any(current.usage.get(fr, 0) < amount for fr, amount in previous.usage.items())
+                )
             ):
                 self.waker.quota_released(previous.cluster_queue)
             self.waker.poke()

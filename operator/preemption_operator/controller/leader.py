@@ -35,6 +35,7 @@ import msgspec
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
 
+from ..api.meta import format_time
 from ..k8s.resources import Lease
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def default_identity() -> str:
 
 
 def _micro_time(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_time(moment, 6)
 
 
 class LeaseClient:

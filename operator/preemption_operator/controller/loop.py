@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from ..api.v1beta2 import Workload
 from ..engine.cache import Cache
-from ..engine.changes import PREEMPTED, EventNote, StatusChange, status_changes
+from ..engine.changes import EVICTED, PREEMPTED, EventNote, StatusChange, status_changes
 from ..engine.configurable import ConfigurablePreemption
 from ..engine.notices import Notice
 from ..engine.scheduler import CycleResult, QueueState, Scheduler
@@ -286,7 +286,7 @@ class SchedulingLoop:
             ).inc()
             preemptor = change.preemptor.key if change.preemptor is not None else ""
             log.info("preempted %s for %s: %s", change.key, preemptor, change.record.get("message", ""))
-        elif change.releases_quota:
+        elif change.action == EVICTED:  # not RELEASED: that eviction was counted when it was made
             self.metrics.evicted.labels(
                 cluster_queue=change.cluster_queue, reason=change.reason, underlying_cause=""
             ).inc()

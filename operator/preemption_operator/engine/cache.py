@@ -351,7 +351,7 @@ class Cache:
             )
         for pc in self.objects["PriorityClass"].values():
             classes[("PriorityClass", pc.name)] = PriorityClassInfo(
-                pc.name, "PriorityClass", pc.value, dict(pc.metadata.annotations or {})
+                pc.name, "PriorityClass", pc.value, dict(pc.metadata.annotations or {}), pc.preemption_policy
             )
         return classes
 
@@ -462,6 +462,7 @@ class Cache:
                 stop_policy=obj.spec.stop_policy,
                 when_can_borrow=obj.spec.flavor_fungibility.when_can_borrow,
                 when_can_preempt=obj.spec.flavor_fungibility.when_can_preempt,
+                preference=obj.spec.flavor_fungibility.preference,
                 active=active,
                 inactive_reason=reason,
                 inactive_message=message,
@@ -526,21 +527,23 @@ class Cache:
             if not infos:
                 continue
             lq = local_queues.get(f"{namespace}/{queue_name}")
+            # Kueue's reasons and messages (its granular ones, the default since v0.20).
             for info in infos.values():
                 if not info.active:
+                    unqueued.append((info, "Deactivated", "The workload is deactivated"))
                     continue
                 if lq is None:
-                    unqueued.append((info, "Inadmissible", f"LocalQueue {queue_name} doesn't exist"))
+                    unqueued.append((info, "Misconfigured", f"LocalQueue {queue_name} doesn't exist"))
                     continue
                 if lq.spec.stop_policy != "None":
-                    unqueued.append((info, "Inadmissible", f"LocalQueue {queue_name} is inactive"))
+                    unqueued.append((info, "Suspended", f"LocalQueue {queue_name} is inactive"))
                     continue
                 cq_name = lq.spec.cluster_queue
                 if cq_name not in queue_names:
-                    unqueued.append((info, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist"))
+                    unqueued.append((info, "Misconfigured", f"ClusterQueue {cq_name} doesn't exist"))
                     continue
                 if not queue_names[cq_name].namespace_selector.matches(namespaces.get(namespace, {})):
-                    unqueued.append((info, "Inadmissible", "Workload namespace doesn't match ClusterQueue selector"))
+                    unqueued.append((info, "Misconfigured", "workload namespace doesn't match ClusterQueue selector"))
                     continue
                 pending.setdefault(cq_name, []).append(info)
         for infos_list in pending.values():

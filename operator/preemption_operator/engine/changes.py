@@ -18,6 +18,9 @@ from .scheduler import Admission, CycleResult, Eviction, Pending, Preemption
 from .workload import WorkloadInfo
 
 ADMITTED, PREEMPTED, EVICTED, PENDING = "Admitted", "Preempted", "Evicted", "Pending"
+RELEASED = "Released"
+"""A victim already being evicted gives its quota back: no new preemption, no Event, not counted
+again, and not reported as an action by `simulate`."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class StatusChange:
     @property
     def releases_quota(self) -> bool:
         """An eviction: the quota is given back only once it is written."""
-        return self.action in (PREEMPTED, EVICTED)
+        return self.action in (PREEMPTED, EVICTED, RELEASED)
 
     @property
     def key(self) -> str:
@@ -110,7 +113,38 @@ def eviction(e: Eviction, now: datetime) -> StatusChange:
     )
 
 
+def _completion(p: Preemption, now: datetime) -> StatusChange:
+    victim = p.victim
+
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status, reserved, finished = _conditions(current)
+        admission = status.get("admission") or {}
+        evicted = wl_status.get_condition(status, "Evicted")
+        if not reserved or finished or admission.get("clusterQueue") != victim.cluster_queue:
+            return None
+        if evicted is None or evicted.get("status") != "True":
+            return None  # no longer being evicted: a new decision is needed
+        return wl_status.completed(status, now, _generation(current))
+
+    return StatusChange(
+        RELEASED,
+        victim,
+        compute,
+        {
+            "action": RELEASED,
+            "workload": victim.key,
+            "preemptor": p.preemptor.key,
+            "clusterQueue": victim.cluster_queue,
+        },
+        preemptor=p.preemptor,
+        preemptor_cluster_queue=p.preemptor_cluster_queue,
+        cluster_queue=victim.cluster_queue or "",
+    )
+
+
 def preemption(p: Preemption, now: datetime) -> StatusChange:
+    if p.ongoing:
+        return _completion(p, now)
     victim = p.victim
 
     def compute(current: dict[str, Any]) -> dict[str, Any] | None:
@@ -196,12 +230,19 @@ def pending(p: Pending, now: datetime) -> StatusChange:
         if reserved or finished:
             return None
         condition = wl_status.get_condition(status, "QuotaReserved")
-        if condition is not None and (condition.get("reason"), condition.get("message")) == (p.reason, p.message):
+        blocked = wl_status.get_condition(status, wl_status.BLOCKED_ON_GATES) or {}
+        if (
+            condition is not None
+            and (condition.get("reason"), condition.get("message")) == (p.reason, p.message)
+            and (not p.blocked_on_gates or blocked.get("status") == "True")
+        ):
             return None
         return wl_status.pending(status, p, now, _generation(current))
 
     events = (
-        (EventNote("workload", "Warning", p.reason, p.message),) if p.reason == "WaitingForPreemptedWorkloads" else ()
+        (EventNote("workload", "Warning", p.reason, p.message),)
+        if p.reason in ("WaitingForPreemptedWorkloads", "AdmissionGated")
+        else ()
     )
     return StatusChange(
         PENDING,

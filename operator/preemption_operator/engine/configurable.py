@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from ..api.meta import format_time
 from ..api.v1alpha1 import CandidateSelector, NumericLabelConstraint, PreemptionConfig, PreemptionRule
 from . import protection
 from .candidates import CONFIGURABLE_PREEMPTION, Candidate, CandidateRecord, Context, RuleMatch
@@ -481,7 +482,7 @@ class ConfigurablePreemption:
             since = protection.pending_since(ctx.preemptor)
             if ctx.snapshot.now - since < required:
                 ctx.wake_no_later_than(since + required)
-                until = (since + required).strftime("%Y-%m-%dT%H:%M:%SZ")
+                until = format_time(since + required)
                 return f"minTriggerRequiredDuration {policy.min_trigger_required_duration} not reached (until {until})"
         return None
 

@@ -1,17 +1,19 @@
 """Flavor assignment: which flavor each requested resource takes, and whether it fits now,
-fits after preemption, or cannot fit. Follows Kueue's flavor assigner (fungibility defaults:
-stop at the first flavor that fits, keep looking past one that needs preemption)."""
+fits after preemption, or cannot fit. Follows Kueue's flavor assigner: every flavor gets a
+granular mode (how it fits and from how far up the cohort tree its quota comes), flavor
+fungibility decides when the search stops, and `preference` which of two modes is better."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 from ..api.quantity import format_amount
 from ..api.v1beta2 import ResourceFlavor
 from .placement import CapacityMemo, NodeUsage, Placement, TopologyView, fit_message, place
-from .quota import FlavorResource, QuotaNode
+from .quota import FlavorResource, borrowing_level
 from .snapshot import ClusterQueueInfo
 from .tas_state import TasState
 from .workload import PodSetRequest, WorkloadInfo
@@ -25,12 +27,72 @@ class Mode(IntEnum):
     FIT = 2
 
 
+class Possibility(IntEnum):
+    """Kueue's granular preemption modes of a flavor-resource, worst first: no fit; preemption
+    needed but nobody could be preempted; victims in the preemptor's own ClusterQueue; victims
+    only in other ClusterQueues (reclaim); fits now."""
+
+    NO_FIT = 0
+    NO_CANDIDATES = 1
+    PREEMPT = 2
+    RECLAIM = 3
+    FIT = 4
+
+
+_MODES = (Mode.NO_FIT, Mode.PREEMPT, Mode.PREEMPT, Mode.PREEMPT, Mode.FIT)
+"""The assignment mode of each possibility (Kueue's flavorAssignmentMode)."""
+
+
+class Granular(NamedTuple):
+    """How a flavor (or one of its resources) fits, and its borrowing level: 0 within the
+    ClusterQueue's own quota, else the height of the cohort subtree the quota comes from."""
+
+    possibility: Possibility
+    borrow: int
+
+
+_WORST = Granular(Possibility.NO_FIT, 2**31)
+_BEST = Granular(Possibility.FIT, 0)
+_UNSETTLED = Granular(Possibility.PREEMPT, 0)
+"""Needs preemption; no oracle asked, the borrowing level is measured later."""
+
+
+def is_preferred(a: Granular, b: Granular, preference: str | None) -> bool:
+    """Whether `a` is a better flavor than `b` (Kueue's isPreferred). A flavor that does not fit
+    is never better; one without preemption candidates ranks below any that can be admitted,
+    whatever the preference. Then BorrowingOverPreemption (the default) compares how it fits
+    before the borrowing level, PreemptionOverBorrowing the other way round."""
+    if a.possibility is Possibility.NO_FIT:
+        return False
+    if b.possibility is Possibility.NO_FIT:
+        return True
+    a_stuck = a.possibility is Possibility.NO_CANDIDATES
+    if a_stuck != (b.possibility is Possibility.NO_CANDIDATES):
+        return not a_stuck
+    by_fit = (a.possibility, -a.borrow) > (b.possibility, -b.borrow)
+    by_borrowing = (-a.borrow, a.possibility) > (-b.borrow, b.possibility)
+    return by_borrowing if preference == "PreemptionOverBorrowing" else by_fit
+
+
+def try_next_flavor(mode: Granular, cq: ClusterQueueInfo) -> bool:
+    """Kueue's shouldTryNextFlavor: always past a flavor that cannot be admitted (no fit, or no
+    preemption candidates); past one needing preemption or borrowing when fungibility says so."""
+    if mode.possibility in (Possibility.NO_FIT, Possibility.NO_CANDIDATES):
+        return True
+    if mode.possibility in (Possibility.PREEMPT, Possibility.RECLAIM) and cq.when_can_preempt == "TryNextFlavor":
+        return True
+    return mode.borrow > 0 and cq.when_can_borrow == "TryNextFlavor"
+
+
 @dataclass
 class PodSetFlavors:
     name: str
     count: int
+    """Pods assigned: the request's count, or fewer under partial admission."""
     flavors: dict[str, str] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
+    borrow: dict[str, int] = field(default_factory=dict)
+    """Borrowing level per resource (after preemption for resources that need it)."""
     mode: Mode = Mode.FIT
     reasons: list[str] = field(default_factory=list)
     request: PodSetRequest | None = None
@@ -61,10 +123,16 @@ class PodSetFlavors:
 class Assignment:
     pod_sets: list[PodSetFlavors]
     usage: dict[FlavorResource, int]
-    borrowing: bool
+    borrowing: int
+    """Kueue's borrowing level: the highest of every assigned resource's; 0 when nothing is
+    borrowed. Entries that borrow less are scheduled first."""
     need_preemption: set[FlavorResource]
     """Flavor-resources assigned in Preempt mode: victims must hold quota in one of these."""
     no_matching_flavor: bool = False
+    unsettled: set[FlavorResource] = field(default_factory=set)
+    """Flavor-resources needing preemption that no oracle looked at (only one flavor to choose
+    from): their borrowing level is not in `borrowing` until the scheduler measures it with the
+    victims it finds gone."""
 
     @property
     def mode(self) -> Mode:
@@ -84,20 +152,21 @@ class Assignment:
         return total.used
 
     def message(self) -> str:
-        """Kueue's message for the first pod set that does not fit as it is."""
+        """Kueue's message: one part per pod set that does not fit as it is, joined by "; ", up to
+        the first that cannot fit at all (Kueue stops assigning there)."""
+        parts = []
         for ps in self.pod_sets:
             if ps.mode != Mode.FIT:
-                return ps.message()
-        return ""
+                parts.append(ps.message())
+            if ps.mode == Mode.NO_FIT:
+                break
+        return "; ".join(parts)
 
 
-Oracle = Callable[[dict[FlavorResource, int], set[FlavorResource]], str]
-"""Given a flavor's requests and the pairs needing preemption: "none", "preempt" (victims in the
-preemptor's own ClusterQueue) or "reclaim" (victims only in other ClusterQueues)."""
-
-# How good a flavor is, Kueue's granular modes: NoFit < NoCandidates < Preempt < Reclaim < Fit.
-_RANK = {Mode.NO_FIT: 0, Mode.PREEMPT: 2, Mode.FIT: 4}
-_RANK_BY_ORACLE = {"none": 1, "preempt": 2, "reclaim": 3}
+Oracle = Callable[[FlavorResource, int], Granular]
+"""Kueue's preemption oracle: given one flavor-resource and the amount wanted of it, whether
+victims could make room (NO_CANDIDATES, PREEMPT or RECLAIM) and the borrowing level once they
+are gone."""
 
 
 def uses_configurable_preemption(cq: ClusterQueueInfo) -> bool:
@@ -105,50 +174,51 @@ def uses_configurable_preemption(cq: ClusterQueueInfo) -> bool:
 
 
 def can_preempt_while_borrowing(cq: ClusterQueueInfo) -> bool:
+    """Whether preemption may leave the ClusterQueue borrowing. Kueue: only with
+    borrowWithinCohort (fair sharing is not implemented here); withinClusterQueue does not count,
+    so a workload that would borrow preempts nobody in its own queue. A PreemptionConfig counts
+    too, as in Kueue's configurable preemption: its rules (hero queues) may preempt and then
+    borrow, within the borrowing limits."""
     borrow = cq.preemption.borrow_within_cohort
-    return (
-        (borrow is not None and borrow.policy != "Never")
-        or cq.preemption.within_cluster_queue != "Never"
-        or uses_configurable_preemption(cq)
-    )
+    return (borrow is not None and borrow.policy != "Never") or uses_configurable_preemption(cq)
 
 
-def lowest_subtree_that_fits(node: QuotaNode, fr: FlavorResource, value: int) -> bool:
-    """Whether some subtree below the root fits `value` more of `fr` (Kueue's
-    FindHeightOfLowestSubtreeThatFits, second result): then reclaiming inside it is possible."""
-    if not (node.borrowing_with(fr, value) and node.has_parent):
-        return node.has_parent
-    remaining = value - node.local_available(fr)
-    last = node
-    for ancestor in node.path_to_root():
-        last = ancestor
-        if not ancestor.borrowing_with(fr, remaining):
-            return ancestor.has_parent
-        remaining -= ancestor.local_available(fr)
-    return last.has_parent
-
-
-def _fits_quota(cq: ClusterQueueInfo, fr: FlavorResource, value: int, reasons: list[str]) -> tuple[Mode, bool]:
+def _fits_quota(
+    cq: ClusterQueueInfo,
+    fr: FlavorResource,
+    value: int,
+    reasons: list[str],
+    oracle: Oracle | None,
+    previous: int = 0,
+) -> Granular:
+    """Kueue's fitsResourceQuota. Without an oracle, a flavor-resource that could be had by
+    preemption counts as PREEMPT; its borrowing level is left to the scheduler, which measures it
+    with the victims it finds (the flavor-resource is `unsettled`)."""
     node = cq.node
     flavor, resource = fr
     max_capacity = node.potential_available(fr)
     if value > max_capacity:
+        # `previous`: what the workload's earlier pod sets take of the same flavor-resource.
         reasons.append(
-            f"insufficient quota for {resource} in flavor {flavor}, request > maximum capacity "
-            f"({format_amount(resource, value)} > {format_amount(resource, max_capacity)})"
+            f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
+            f"({format_amount(resource, previous)}) + current podset request "
+            f"({format_amount(resource, value - previous)}) > maximum capacity "
+            f"({format_amount(resource, max_capacity)})"
         )
-        return Mode.NO_FIT, False
-    borrow = node.borrowing_with(fr, value)
+        return Granular(Possibility.NO_FIT, 0)
     available = node.available(fr)
     if value <= available:
-        return Mode.FIT, borrow
+        return Granular(Possibility.FIT, borrowing_level(node, fr, value)[0])
     reasons.append(
         f"insufficient unused quota for {resource} in flavor {flavor}, "
         f"{format_amount(resource, value - available)} more needed"
     )
-    if value <= node.nominal(fr) or lowest_subtree_that_fits(node, fr, value) or can_preempt_while_borrowing(cq):
-        return Mode.PREEMPT, borrow
-    return Mode.NO_FIT, borrow
+    if value <= node.nominal(fr) or can_preempt_while_borrowing(cq):
+        return oracle(fr, value) if oracle is not None else _UNSETTLED
+    borrow, may_reclaim = borrowing_level(node, fr, value)
+    if may_reclaim:
+        return oracle(fr, value) if oracle is not None else _UNSETTLED
+    return Granular(Possibility.NO_FIT, borrow)
 
 
 def _flavor_matches(flavor: ResourceFlavor | None, pod_set: PodSetRequest) -> bool:
@@ -163,19 +233,27 @@ def assign_flavors(
     tas: TasState | None = None,
     node_usage: NodeUsage | None = None,
     oracle: Oracle | None = None,
+    counts: Sequence[int] | None = None,
 ) -> Assignment:
     """Chooses flavors for every pod set of `wl` in `cq`, against the usage in `cq.node`'s tree;
-    pod sets on a TAS flavor also get a placement on its nodes (against `node_usage`)."""
+    pod sets on a TAS flavor also get a placement on its nodes (against `node_usage`). `counts`
+    replaces the pod sets' counts (partial admission). The oracle is asked only where there is a
+    choice of flavors."""
     usage: dict[FlavorResource, int] = {}
     pod_sets: list[PodSetFlavors] = []
-    borrowing = False
     need_preemption: set[FlavorResource] = set()
+    unsettled: set[FlavorResource] = set()
     no_matching = False
-    for request in wl.pod_sets:
-        result = PodSetFlavors(request.name, request.count, request=request)
-        totals = request.total()
+    borrowing = 0
+    counts_pods = cq.group_for("pods") is not None
+    for index, request in enumerate(wl.pod_sets):
+        count = request.count if counts is None else counts[index]
+        result = PodSetFlavors(request.name, count, request=request)
+        totals = request.total(count)
+        if counts_pods:
+            totals["pods"] = count  # Kueue counts one `pods` per pod, whatever the containers ask
         pod_sets.append(result)
-        if request.count == 0:
+        if count == 0:
             continue
         handled: set[str] = set()
         for resource in sorted(totals):
@@ -189,56 +267,60 @@ def assign_flavors(
                 continue
             wanted = [r for r in group.covered_resources if totals.get(r, 0) > 0 or r == resource]
             handled.update(wanted)
-            best: tuple[Mode, bool, str, dict[FlavorResource, Mode]] | None = None
-            best_rank: tuple[int, bool] = (-1, False)
-            several = len(group.flavors) > 1
+            ask = oracle if len(group.flavors) > 1 else None
+            best: tuple[str, dict[str, Granular]] | None = None
+            best_mode = _WORST
+            matched = False
             for flavor_name in group.flavors:
                 if not _flavor_matches(flavors.get(flavor_name), request):
                     result.reasons.append(f"flavor {flavor_name} doesn't match node affinity")
                     continue
-                modes: dict[FlavorResource, Mode] = {}
-                flavor_borrow = False
+                matched = True
+                modes: dict[str, Granular] = {}
+                flavor_mode = _BEST
                 for res in wanted:
                     fr = (flavor_name, res)
                     value = totals.get(res, 0) + usage.get(fr, 0)
-                    mode, borrow = _fits_quota(cq, fr, value, result.reasons)
-                    modes[fr] = mode
-                    flavor_borrow = flavor_borrow or borrow
-                flavor_mode = min(modes.values(), default=Mode.FIT)
-                rank = _RANK[flavor_mode]
-                if flavor_mode == Mode.PREEMPT and oracle is not None and several:
-                    # Kueue's preemption oracle: a flavor where nobody could be preempted ranks
-                    # below one where someone could, and reclaiming from other queues above both.
-                    contested = {fr for fr, m in modes.items() if m == Mode.PREEMPT}
-                    wanted_usage = {(flavor_name, r): totals.get(r, 0) + usage.get((flavor_name, r), 0) for r in wanted}
-                    rank = _RANK_BY_ORACLE[oracle(wanted_usage, contested)]
-                if best is None or (rank, not flavor_borrow) > best_rank:
-                    best = (flavor_mode, flavor_borrow, flavor_name, modes)
-                    best_rank = (rank, not flavor_borrow)
-                if flavor_mode == Mode.FIT and (not flavor_borrow or _stop_when_borrowing(cq)):
+                    # Once the flavor cannot fit, the oracle's answer changes nothing.
+                    live = ask if flavor_mode.possibility is not Possibility.NO_FIT else None
+                    mode = modes[res] = _fits_quota(cq, fr, value, result.reasons, live, usage.get(fr, 0))
+                    # The flavor is as good as its worst resource (the first one decides alone).
+                    if flavor_mode is _BEST or is_preferred(flavor_mode, mode, cq.preference):
+                        flavor_mode = mode
+                if flavor_mode.possibility is Possibility.NO_FIT:
+                    continue  # never chosen, never a reason to stop
+                if not try_next_flavor(flavor_mode, cq):
+                    best, best_mode = (flavor_name, modes), flavor_mode
                     break
-                if flavor_mode == Mode.PREEMPT and _stop_when_preempting(cq):
-                    break
-            if best is None or best[0] == Mode.NO_FIT:
+                if best is None or is_preferred(flavor_mode, best_mode, cq.preference):
+                    best, best_mode = (flavor_name, modes), flavor_mode
+            if best is None:
                 result.mode = Mode.NO_FIT
-                if best is None and not result.reasons:
-                    result.reasons.append(f"no flavor in the ClusterQueue can hold {resource}")
-                no_matching = no_matching or best is None
+                if not matched:
+                    if not result.reasons:
+                        result.reasons.append(f"no flavor in the ClusterQueue can hold {resource}")
+                    no_matching = True
                 continue
-            mode, flavor_borrow, flavor_name, modes = best
-            result.mode = min(result.mode, mode)
-            borrowing = borrowing or flavor_borrow
+            flavor_name, modes = best
             for res in wanted:
                 fr = (flavor_name, res)
+                possibility, level = modes[res]
+                resource_mode = _MODES[possibility]
+                result.mode = min(result.mode, resource_mode)
                 result.flavors[res] = flavor_name
+                result.borrow[res] = level
+                if level > borrowing:
+                    borrowing = level
                 amount = totals.get(res, 0)
                 result.usage[res] = amount
                 usage[fr] = usage.get(fr, 0) + amount
-                if modes[fr] == Mode.PREEMPT:
+                if resource_mode == Mode.PREEMPT:
                     need_preemption.add(fr)
-        if tas is not None and result.mode != Mode.NO_FIT and request.count > 0:
+                    if ask is None:
+                        unsettled.add(fr)
+        if tas is not None and result.mode != Mode.NO_FIT and count > 0:
             node_usage = _place(result, tas, node_usage, need_preemption)
-    return Assignment(pod_sets, usage, borrowing, need_preemption, no_matching)
+    return Assignment(pod_sets, usage, borrowing, need_preemption, no_matching, unsettled)
 
 
 def _place(
@@ -271,11 +353,3 @@ def _place(
     else:
         result.mode = Mode.NO_FIT
     return node_usage
-
-
-def _stop_when_borrowing(cq: ClusterQueueInfo) -> bool:
-    return cq.when_can_borrow == "MayStopSearch"
-
-
-def _stop_when_preempting(cq: ClusterQueueInfo) -> bool:
-    return cq.when_can_preempt == "MayStopSearch"

@@ -27,7 +27,8 @@ def queue_order(wl: WorkloadInfo) -> tuple[int, datetime, str]:
     return (-wl.priority, wl.created, wl.key)
 
 
-def entry_order(wl: WorkloadInfo, waiting: bool, borrows: bool) -> tuple[bool, bool, int, datetime, str]:
+def entry_order(wl: WorkloadInfo, waiting: bool, borrowing: int) -> tuple[bool, int, int, datetime, str]:
     """The heads of a cycle: a preemptor already waiting for its victims first (so the quota they
-    free is its own), then entries that fit without borrowing, higher priority, older."""
-    return (not waiting, borrows, -wl.priority, wl.created, wl.key)
+    free is its own), then by Kueue's borrowing level (quota from nearer in the cohort tree first,
+    none borrowed best), higher priority, older."""
+    return (not waiting, borrowing, -wl.priority, wl.created, wl.key)

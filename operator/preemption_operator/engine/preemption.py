@@ -169,6 +169,8 @@ def _search(
                     detail = HUMAN_REASONS.get(c.reason, c.reason)
                     if c.last_resort:
                         detail += "; opted out of preemption, chosen as last resort"
+                    if c.workload.evicted:
+                        detail += "; already being evicted: counted, not preempted again"
                     ctx.record(c.workload, "chosen", detail, c.source)
                 return [Target(c.workload, c.reason, c.rule, c.last_resort) for c in chosen]
         for c in chosen:

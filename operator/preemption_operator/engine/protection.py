@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..api import duration
+from ..api.meta import format_time
 from .quota import QuotaNode
 from .workload import PriorityClassInfo, WorkloadInfo
 
@@ -151,7 +152,7 @@ def tolerates(victim: WorkloadInfo, preemptor: WorkloadInfo, now: datetime) -> s
     if now < until:
         return (
             f"{cls.kind} {cls.name} tolerates preemptors below priority {policy.minimum_preemptable_priority} "
-            f"until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} (preemptor has {preemptor.priority})"
+            f"until {format_time(until)} (preemptor has {preemptor.priority})"
         )
     return None
 
@@ -261,6 +262,24 @@ def protected(
         kind = "ClusterQueue" if fence.is_cluster_queue else "Cohort"
         return f"outside the preemption fence of {kind} {fence.name}"
     return tolerates(victim, preemptor, now)
+
+
+def closed_preemption_gates(wl: WorkloadInfo) -> list[str]:
+    """The workload's closed preemption gates. As in Kueue, a gate listed in the spec is closed
+    until status.preemptionGates says Open, so a workload can be created gated."""
+    status = wl.obj.status.preemption_gates if wl.obj.status is not None else None
+    positions = {gate.name: gate.position for gate in status or []}
+    return [gate.name for gate in wl.obj.spec.preemption_gates or [] if positions.get(gate.name) != "Open"]
+
+
+def may_not_preempt(wl: WorkloadInfo) -> str | None:
+    """Why the workload may never preempt, or None. A PriorityClass with preemptionPolicy: Never
+    forbids its pods to preempt (kube-scheduler, YuniKorn's allowPreemptOther, the toleration
+    plugin); the engine holds its workloads to it. A WorkloadPriorityClass has no such field."""
+    cls = wl.priority_class
+    if cls is not None and cls.kind == "PriorityClass" and cls.preemption_policy == "Never":
+        return f"PriorityClass {cls.name} has preemptionPolicy: Never"
+    return None
 
 
 def pending_since(wl: WorkloadInfo) -> datetime:

@@ -35,6 +35,7 @@ class QuotaNode:
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     """The object's annotations (preemption policy and delay are read from them)."""
+    _height: int | None = field(default=None, repr=False)
 
     # -- structure -------------------------------------------------------------------------
 
@@ -59,6 +60,19 @@ class QuotaNode:
         """`/root/.../parent/name`, as Kueue prints it in preemption messages."""
         names = [self.name, *(node.name for node in self.path_to_root())]
         return "/" + "/".join(reversed(names))
+
+    def height(self) -> int:
+        """Distance to the furthest leaf below (Kueue's getNodeHeight): 0 for a ClusterQueue or an
+        empty cohort, 1 for a cohort of ClusterQueues only. The tree's shape never changes within a
+        snapshot, so it is computed once per node."""
+        if self._height is None:
+            height = 0
+            if not self.is_cluster_queue:
+                height = 1 if self.child_cohorts or self.child_cluster_queues else 0
+                for child in self.child_cohorts:
+                    height = max(height, child.height() + 1)
+            self._height = height
+        return self._height
 
     def subtree_cluster_queues(self) -> Iterator[QuotaNode]:
         if self.is_cluster_queue:
@@ -137,6 +151,21 @@ class QuotaNode:
     def remove(self, usage: Mapping[FlavorResource, int]) -> None:
         for fr, value in usage.items():
             self.remove_usage(fr, value)
+
+
+def borrowing_level(node: QuotaNode, fr: FlavorResource, value: int) -> tuple[int, bool]:
+    """How far up the tree `value` more of `fr` must come from (Kueue's
+    FindHeightOfLowestSubtreeThatFits): 0 within the node's own quota, else the height of the
+    lowest ancestor whose subtree holds it (the root's if none does). The second value says whether
+    that subtree is smaller than the whole tree, so reclaiming inside it is possible."""
+    if node.parent is None or not node.borrowing_with(fr, value):
+        return 0, node.parent is not None
+    remaining = value - node.local_available(fr)
+    for ancestor in node.path_to_root():
+        if not ancestor.borrowing_with(fr, remaining):
+            return ancestor.height(), ancestor.parent is not None
+        remaining -= ancestor.local_available(fr)
+    return node.root().height(), False
 
 
 def quantities_fit_in_quota(

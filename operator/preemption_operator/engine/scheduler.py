@@ -9,18 +9,19 @@ for its victims to go is processed first, so the quota they free is not taken by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..api.meta import format_time
 from ..api.quantity import format_amount
 from . import protection
 from .candidates import CandidateRecord, ExtraCandidates, Target
-from .flavors import Assignment, Mode, assign_flavors
+from .flavors import Assignment, Granular, Mode, Possibility, assign_flavors
 from .ordering import entry_order
 from .placement import NodeUsage
 from .preemption import find_targets
-from .quota import FlavorResource
+from .quota import FlavorResource, borrowing_level
 from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo
 
@@ -28,7 +29,10 @@ WAITING_FOR_QUOTA = "WaitingForQuota"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
-INADMISSIBLE = "Inadmissible"
+SUSPENDED = "Suspended"
+MISCONFIGURED = "Misconfigured"
+ADMISSION_GATED = "AdmissionGated"
+GATED_MESSAGE = "Workload requires preemption, but it's gated"
 TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
 NODES = -1  # marks "an admission in this cycle placed pods on TAS nodes"
 
@@ -50,6 +54,12 @@ class Preemption:
     preemptor_path: str
     victim_path: str
 
+    @property
+    def ongoing(self) -> bool:
+        """The victim is already being evicted: Kueue counts it as a target (its quota is on the
+        way) but issues no new preemption."""
+        return self.victim.evicted
+
 
 @dataclass(frozen=True)
 class Eviction:
@@ -66,6 +76,8 @@ class Pending:
     cluster_queue: str
     reason: str
     message: str
+    blocked_on_gates: bool = False
+    """It needs preemption but a preemption gate is closed: Kueue's BlockedOnPreemptionGates."""
 
 
 @dataclass
@@ -102,6 +114,8 @@ class QueueState:
     """Per ClusterQueue, workloads parked (BestEffortFIFO) until quota is freed in their cohort tree."""
     waiting: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Preemptors waiting for their victims, with the victims' keys."""
+    gated: set[str] = field(default_factory=set)
+    """Parked workloads that were kept from preempting by a closed gate: opening it unparks them."""
 
     def park(self, cq: str, key: str) -> None:
         self.inadmissible.setdefault(cq, set()).add(key)
@@ -124,6 +138,10 @@ class _Entry:
     delayed_until: datetime | None = None
     delay_note: str = ""
     wake_at: datetime | None = None
+    may_not_preempt: str | None = None
+    """Why it may never preempt (its PriorityClass says preemptionPolicy: Never)."""
+    closed_gates: tuple[str, ...] = ()
+    """Closed preemption gates, when victims were found: they are not preempted."""
 
 
 def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...]:
@@ -141,12 +159,68 @@ def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...
     return tuple(out)
 
 
+def _admissible(entry: _Entry) -> bool:
+    """Fits, or has victims to make room (or waits out a preemption delay before choosing them)."""
+    mode = entry.assignment.mode
+    return mode == Mode.FIT or (mode == Mode.PREEMPT and (bool(entry.targets) or entry.delayed_until is not None))
+
+
+def _reduce(wl: WorkloadInfo, attempt: Callable[[list[int] | None], _Entry]) -> _Entry | None:
+    """Partial admission, as Kueue's PodSetReducer: every pod set with a minCount gives up pods
+    in proportion to how many it may give up, and a binary search over the total finds the
+    largest counts that are admissible (fit, or fit once victims are gone)."""
+    full = [ps.count for ps in wl.pod_sets]
+    slack = [max(0, ps.count - ps.min_count) if ps.min_count is not None else 0 for ps in wl.pod_sets]
+    total = sum(slack)
+    if total == 0:
+        return None
+    found: _Entry | None = None
+    low, high = 0, total + 1  # step 0 is the full counts; total + 1 means none is admissible
+    while low < high:
+        step = (low + high) // 2
+        entry = attempt([count - spare * step // total for count, spare in zip(full, slack, strict=True)])
+        if _admissible(entry):
+            found, high = entry, step
+        else:
+            low = step + 1
+    return found
+
+
+def _without(snapshot: Snapshot, targets: list[Target], measure: Callable[[], int]) -> int:
+    """`measure` with the targets' usage taken out of the snapshot (put back afterwards)."""
+    for target in targets:
+        snapshot.remove_workload(target.workload)
+    try:
+        return measure()
+    finally:
+        for target in targets:
+            snapshot.add_workload(target.workload)
+
+
+def _settle_borrowing(assignment: Assignment, cq: ClusterQueueInfo, snapshot: Snapshot, targets: list[Target]) -> None:
+    """The borrowing level of flavor-resources no oracle looked at, with the victims gone (Kueue's
+    oracle reports it per flavor-resource; with one flavor there is no oracle here, so it is
+    measured against the victims of the whole search; without victims, as things are)."""
+    node = cq.node
+    levels = [assignment.borrowing]
+    slow = []
+    for fr in sorted(assignment.unsettled):
+        value = assignment.usage.get(fr, 0)
+        freed = sum(t.workload.usage.get(fr, 0) for t in targets if t.workload.cluster_queue == cq.name)
+        if node.usage.get(fr, 0) - freed + value > node.subtree_quota.get(fr, 0):
+            slow.append((fr, value))
+        # else: within the ClusterQueue's own quota once its own victims are gone, level 0
+    if slow:
+        levels.append(_without(snapshot, targets, lambda: max(borrowing_level(node, fr, v)[0] for fr, v in slow)))
+    assignment.borrowing = max(levels)
+
+
 def _pending_reason(assignment: Assignment) -> str:
     if assignment.no_matching_flavor:
         return NO_MATCHING_FLAVOR
     if assignment.topology_failed:
         return TOPOLOGY_PLACEMENT_FAILED
-    if any("request > maximum capacity" in reason for ps in assignment.pod_sets for reason in ps.reasons):
+    if any(") > maximum capacity (" in reason for ps in assignment.pod_sets for reason in ps.reasons):
         return EXCEEDS_MAX_QUOTA
     return WAITING_FOR_QUOTA
 
@@ -159,27 +233,55 @@ class Scheduler:
         self.rounds = rounds
 
     def _nominate(self, wl: WorkloadInfo, cq: ClusterQueueInfo, snapshot: Snapshot) -> _Entry:
-        def oracle(requests: dict[FlavorResource, int], contested: set[FlavorResource]) -> str:
-            trial = Assignment([], dict(requests), False, set(contested))
+        """Kueue's getInitialAssignments: the full counts if they fit or victims make room, else
+        the largest partial admission (minCount) that does, else the full counts, pending."""
+
+        never = protection.may_not_preempt(wl)
+
+        def oracle(fr: FlavorResource, value: int) -> Granular:
+            if never is not None:  # nobody may be preempted for it
+                return Granular(Possibility.NO_CANDIDATES, borrowing_level(cq.node, fr, value)[0])
+            trial = Assignment([], {fr: value}, 0, {fr})
             targets = find_targets(wl, cq, trial, snapshot, self.extra).targets
             if not targets:
-                return "none"
-            return "preempt" if any(t.workload.cluster_queue == cq.name for t in targets) else "reclaim"
+                return Granular(Possibility.NO_CANDIDATES, borrowing_level(cq.node, fr, value)[0])
+            own = any(t.workload.cluster_queue == cq.name for t in targets)
+            after = _without(snapshot, targets, lambda: borrowing_level(cq.node, fr, value)[0])
+            return Granular(Possibility.PREEMPT if own else Possibility.RECLAIM, after)
 
-        assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage, oracle)
+        def attempt(counts: list[int] | None) -> _Entry:
+            assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage, oracle, counts)
+            return self._evaluate(wl, cq, assignment, snapshot)
+
+        full = attempt(None)
+        if _admissible(full):
+            return full
+        return _reduce(wl, attempt) or full
+
+    def _evaluate(self, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: Assignment, snapshot: Snapshot) -> _Entry:
+        """An assignment with its victims (or its preemption delay)."""
         if assignment.mode == Mode.PREEMPT:
+            never = protection.may_not_preempt(wl)
+            if never is not None:
+                return _Entry(wl, cq, assignment, [], [], may_not_preempt=never)
             delay, source = protection.preemption_delay(cq.node)
             if delay and snapshot.now < protection.pending_since(wl) + delay:
                 delayed_until = protection.pending_since(wl) + delay
                 kind = "ClusterQueue" if source is None or source.is_cluster_queue else "Cohort"
                 name = source.name if source is not None else cq.name
                 delay_note = (
-                    f"preemption delayed until {delayed_until.strftime('%Y-%m-%dT%H:%M:%SZ')} "
+                    f"preemption delayed until {format_time(delayed_until)} "
                     f"({protection.DELAY_ANNOTATION} of {kind} {name})"
                 )
                 return _Entry(wl, cq, assignment, [], [], delayed_until, delay_note)
             search = find_targets(wl, cq, assignment, snapshot, self.extra)
-            return _Entry(wl, cq, assignment, search.targets, search.records, wake_at=search.wake_at)
+            if assignment.unsettled:
+                _settle_borrowing(assignment, cq, snapshot, search.targets)
+            # As Kueue: gates matter only once there is someone to preempt.
+            gates = tuple(protection.closed_preemption_gates(wl)) if search.targets else ()
+            return _Entry(
+                wl, cq, assignment, search.targets, search.records, wake_at=search.wake_at, closed_gates=gates
+            )
         return _Entry(wl, cq, assignment, [], [])
 
     def heads(
@@ -198,7 +300,7 @@ class Scheduler:
             if not cq.active:
                 if queues is None:
                     for wl in queue:
-                        result.pending.append(Pending(wl, name, INADMISSIBLE, f"ClusterQueue {name} is inactive"))
+                        result.pending.append(Pending(wl, name, SUSPENDED, f"ClusterQueue {name} is inactive"))
                 continue
             # A workload waiting for its victims heads its queue, so the quota (or nodes) they
             # free goes to it and not to an older workload of equal priority, such as a victim.
@@ -211,6 +313,9 @@ class Scheduler:
                 continue
             parked = state.inadmissible.get(name, set()) if cq.queueing_strategy == "BestEffortFIFO" else set()
             for wl in queue:
+                if wl.key in parked and wl.key in state.gated and not protection.closed_preemption_gates(wl):
+                    parked.discard(wl.key)  # its gates opened: it may preempt now (Kueue requeues it)
+                    state.gated.discard(wl.key)
                 if wl.key not in parked:
                     heads.append((wl, cq))
                     break
@@ -225,6 +330,8 @@ class Scheduler:
             info = snapshot.workloads.get(key)
             if info is None or info.reserves_quota or info.finished:
                 del state.waiting[key]
+        if state.gated:
+            state.gated &= set().union(*state.inadmissible.values())
         for wl, reason, message in snapshot.unqueued:
             result.pending.append(Pending(wl, "", reason, message))
         for wl, reason, message in snapshot.drains:
@@ -301,6 +408,18 @@ class Scheduler:
             result.admitted.append(Admission(wl, cq.name, _pod_set_assignments(assignment)))
             return True
         message = assignment.message()
+        if mode == Mode.PREEMPT and entry.targets and entry.closed_gates:
+            # Kueue checks the gates before anything else about the targets: none is preempted.
+            for record in entry.records:
+                if record.outcome == "chosen":
+                    record.detail += "; not preempted: the preemptor is gated"
+            note = f"preemption gated: closed gate(s) {', '.join(entry.closed_gates)}; waits until they open"
+            result.explanations.append(Explanation(wl.key, cq.name, message, entry.records, [note]))
+            state.waiting.pop(wl.key, None)
+            state.park(cq.name, wl.key)
+            state.gated.add(wl.key)
+            result.pending.append(Pending(wl, cq.name, ADMISSION_GATED, GATED_MESSAGE, blocked_on_gates=True))
+            return cq.queueing_strategy == "BestEffortFIFO"
         if mode == Mode.PREEMPT and entry.targets:
             keys = {t.workload.key for t in entry.targets}
             explanation = Explanation(wl.key, cq.name, message, entry.records)
@@ -344,7 +463,12 @@ class Scheduler:
                 result.retry_at = entry.delayed_until
             return False
         if mode == Mode.PREEMPT:
-            result.explanations.append(Explanation(wl.key, cq.name, message, entry.records, ["no victim set found"]))
+            why = (
+                f"may not preempt: {entry.may_not_preempt}; it waits for free quota"
+                if entry.may_not_preempt is not None
+                else "no victim set found"
+            )
+            result.explanations.append(Explanation(wl.key, cq.name, message, entry.records, [why]))
         state.park(cq.name, wl.key)
         if mode == Mode.PREEMPT:
             reason = TOPOLOGY_PLACEMENT_FAILED if assignment.topology_failed else WAITING_FOR_QUOTA

@@ -4,12 +4,11 @@ usage in its snapshot (simulated removals, admissions) without touching the Cach
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..api.v1beta2 import ClusterQueuePreemption, FungibilityPolicy, QueueingStrategy, ResourceFlavor, StopPolicy
@@ -47,6 +46,9 @@ class ClusterQueueInfo:
     node: QuotaNode
     workloads: dict[str, WorkloadInfo] = field(default_factory=dict)
     """Workloads reserving quota here, by key."""
+    preference: str | None = None
+    """flavorFungibility.preference: BorrowingOverPreemption (Kueue's default when unset) or
+    PreemptionOverBorrowing."""
 
     @property
     def preemption_config_name(self) -> str | None:
@@ -57,6 +59,17 @@ class ClusterQueueInfo:
             if resource in group.covered_resources:
                 return group
         return None
+
+
+_T = TypeVar("_T")
+
+
+def _shallow(obj: _T) -> _T:
+    """copy.copy for a plain dataclass instance, several times faster: every cycle clones the
+    quota nodes and ClusterQueues of the trees it touches."""
+    twin: _T = object.__new__(type(obj))
+    twin.__dict__.update(obj.__dict__)
+    return twin
 
 
 class Trees:
@@ -72,7 +85,7 @@ class Trees:
 
     def _clone_tree(self, root: QuotaNode) -> None:
         def clone(node: QuotaNode, parent: QuotaNode | None) -> QuotaNode:
-            twin = copy.copy(node)
+            twin = _shallow(node)
             twin.usage = dict(node.usage)
             twin.parent = parent
             twin.child_cohorts = [clone(c, twin) for c in node.child_cohorts]
@@ -80,7 +93,7 @@ class Trees:
             if node.is_cluster_queue:
                 base = self._base_queues.get(node.name)
                 if base is not None:
-                    info = copy.copy(base)
+                    info = _shallow(base)
                     info.node = twin
                     self._queues[node.name] = info
             else:

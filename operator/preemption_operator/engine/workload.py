@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ..api.meta import Condition
@@ -29,6 +29,8 @@ class PodSetRequest:
     preferred_topology: str | None = None
     unconstrained_topology: bool = False
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    min_count: int | None = None
+    """spec.podSets[].minCount: the fewest pods partial admission may admit (None: all or nothing)."""
 
     def total(self, count: int | None = None) -> dict[str, int]:
         pods = self.count if count is None else count
@@ -57,6 +59,9 @@ class PriorityClassInfo:
     kind: str
     value: int
     annotations: Mapping[str, str] = field(default_factory=dict)
+    preemption_policy: str | None = None
+    """A PriorityClass's preemptionPolicy (Never: its workloads may not preempt); None for a
+    WorkloadPriorityClass, which has none."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,15 +175,20 @@ def build_info(
     else:
         base = 0
 
+    # Pods that finished need no quota: a pod set counts only the others (Kueue's reclaimablePods).
+    reclaimable = {rp.name: rp.count for rp in (obj.status.reclaimable_pods or [])} if obj.status else {}
+    spec_counts = {ps.name: ps.count for ps in obj.spec.pod_sets}
+    live = {name: count - min(reclaimable.get(name, 0), count) for name, count in spec_counts.items()}
     pod_sets = tuple(
         PodSetRequest(
             name=ps.name,
-            count=ps.count,
+            count=live[ps.name],
             per_pod=pod_requests(ps),
             required_topology=ps.topology_request.required if ps.topology_request else None,
             preferred_topology=ps.topology_request.preferred if ps.topology_request else None,
             unconstrained_topology=bool(ps.topology_request and ps.topology_request.unconstrained),
             node_selector=dict(ps.template.spec.node_selector or {}),
+            min_count=ps.min_count,
         )
         for ps in obj.spec.pod_sets
     )
@@ -196,14 +206,21 @@ def build_info(
         psa_list = []
         for psa in admission.pod_set_assignments:
             request = by_name.get(psa.name)
-            count = psa.count if psa.count is not None else (request.count if request else 0)
+            count = psa.count if psa.count is not None else spec_counts.get(psa.name, 0)
+            flavors = dict(psa.flavors or {})
             if psa.resource_usage:
                 amounts = {res: to_amount(res, q) for res, q in psa.resource_usage.items()}
             elif request is not None:
                 amounts = request.total(count)
+                if "pods" in flavors:
+                    amounts["pods"] = count  # a covered `pods` resource counts one per pod
             else:
                 amounts = {}
-            flavors = dict(psa.flavors or {})
+            after_reclaim = live.get(psa.name, count)
+            if after_reclaim < count:
+                # Scaled as Kueue scales it: per pod (integer division), times the pods still running.
+                amounts = {res: amount // count * after_reclaim for res, amount in amounts.items()}
+                count = after_reclaim
             topology = psa.topology_assignment.to_wire() if psa.topology_assignment is not None else None
             per_pod = dict(request.per_pod) if request is not None else {}
             psa_list.append(PodSetUsage(psa.name, count, flavors, amounts, per_pod, topology))
@@ -215,7 +232,7 @@ def build_info(
                 usage[fr] = usage.get(fr, 0) + amount
         admitted = tuple(psa_list)
 
-    created = meta.creation_timestamp or datetime.fromtimestamp(0).astimezone()
+    created = meta.creation_timestamp or datetime.fromtimestamp(0, UTC)
     return WorkloadInfo(
         obj=obj,
         key=f"{meta.namespace or ''}/{meta.name}",

@@ -11,15 +11,18 @@ import copy
 from datetime import datetime
 from typing import Any
 
+from ..api.meta import format_time
 from .candidates import CONFIGURABLE_PREEMPTION, preemption_message
 from .protection import LAST_RESORT_SUFFIX
 from .scheduler import Admission, Eviction, Pending, Preemption
 
 MAX_MESSAGE = 32 * 1024
+BLOCKED_ON_GATES = "BlockedOnPreemptionGates"
+PREEMPTION_GATED = "PreemptionGated"
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(moment)
 
 
 def _truncate(message: str) -> str:
@@ -65,7 +68,7 @@ def admitted(
         generation,
     )
     set_condition(out, "Admitted", "True", "Admitted", "The workload is admitted", now, generation)
-    for kind in ("Evicted", "Preempted"):
+    for kind in ("Evicted", "Preempted", BLOCKED_ON_GATES):
         previous = get_condition(out, kind)
         if previous is not None and previous.get("status") == "True":
             set_condition(
@@ -100,7 +103,7 @@ def evicted(
     if previous is not None and previous.get("status") == "True":
         # Already evicted and still holding quota: the eviction is under way, not a new one
         # (Kueue counts it as done); only the quota is given back.
-        return released(out, previous.get("message", ""), now, generation)
+        return completed(out, now, generation)
     evicted_message, preempted_message = eviction_messages(decision)
     reserved = get_condition(out, "QuotaReserved")
     if reserved is not None and reserved.get("status") == "True" and reserved.get("lastTransitionTime"):
@@ -108,7 +111,7 @@ def evicted(
         started = datetime.fromisoformat(str(reserved["lastTransitionTime"]).replace("Z", "+00:00"))
         ran = max(0, int((now - started).total_seconds()))
         out["accumulatedPastExecutionTimeSeconds"] = int(out.get("accumulatedPastExecutionTimeSeconds") or 0) + ran
-    set_condition(out, "Evicted", "True", "Preempted", evicted_message, now, generation)
+    _prepare_eviction(out, "Preempted", evicted_message, now, generation)
     set_condition(out, "Preempted", "True", decision.target.reason, preempted_message, now, generation)
     cause = decision.target.rule.config if decision.target.rule is not None else ""
     _count_eviction(out, "Preempted", cause)
@@ -119,14 +122,40 @@ def drained(status: dict[str, Any] | None, decision: Eviction, now: datetime, ge
     """A workload evicted because it was deactivated or its queue is draining; it gives its quota
     back at once (no job to stop). A deactivated workload is not requeued."""
     out = copy.deepcopy(status or {})
-    set_condition(out, "Evicted", "True", decision.reason, decision.message, now, generation)
+    _prepare_eviction(out, decision.reason, decision.message, now, generation)
     _count_eviction(out, decision.reason, "")
     out = released(out, decision.message, now, generation)
     if decision.reason == "Deactivated":
         set_condition(out, "Requeued", "False", "Deactivated", decision.message, now, generation)
-        set_condition(out, "QuotaReserved", "False", "Inactive", decision.message, now, generation)
+        set_condition(out, "QuotaReserved", "False", "Deactivated", decision.message, now, generation)
     else:
         set_condition(out, "Requeued", "True", decision.reason, decision.message, now, generation)
+    return out
+
+
+def _prepare_eviction(status: dict[str, Any], reason: str, message: str, now: datetime, generation: int | None) -> None:
+    """Evicted=True, as Kueue's eviction writes it: a BlockedOnPreemptionGates=True ends with the
+    eviction's reason, and every preemption gate closes again (a requeued workload must have its
+    gates opened anew before it preempts)."""
+    set_condition(status, "Evicted", "True", reason, message, now, generation)
+    blocked = get_condition(status, BLOCKED_ON_GATES)
+    if blocked is not None and blocked.get("status") == "True":
+        set_condition(status, BLOCKED_ON_GATES, "False", reason, message, now, generation)
+    for gate in status.get("preemptionGates") or []:
+        gate["position"] = "Closed"
+        gate["lastTransitionTime"] = rfc3339(now)
+
+
+def completed(status: dict[str, Any], now: datetime, generation: int | None) -> dict[str, Any]:
+    """A workload already being evicted gives its quota back (with no job to stop, at once), as
+    Kueue does once the job stopped: requeued only after a preemption or node failures."""
+    out = copy.deepcopy(status)
+    evicted_condition = get_condition(out, "Evicted") or {}
+    reason = str(evicted_condition.get("reason") or "Preempted")
+    message = str(evicted_condition.get("message") or "")
+    released(out, message, now, generation)
+    requeued = "True" if reason in ("Preempted", "NodeFailures") else "False"
+    set_condition(out, "Requeued", requeued, reason, message, now, generation)
     return out
 
 
@@ -152,4 +181,8 @@ def released(status: dict[str, Any], message: str, now: datetime, generation: in
 def pending(status: dict[str, Any] | None, decision: Pending, now: datetime, generation: int | None) -> dict[str, Any]:
     out = copy.deepcopy(status or {})
     set_condition(out, "QuotaReserved", "False", decision.reason, decision.message, now, generation)
+    # As Kueue writes it beside a pending reason (its UnadmittedWorkloadsObservability, on by default since v0.20).
+    set_condition(out, "Admitted", "False", "NoReservation", "The workload has no reservation", now, generation)
+    if decision.blocked_on_gates:
+        set_condition(out, BLOCKED_ON_GATES, "True", PREEMPTION_GATED, decision.message, now, generation)
     return out

@@ -32,6 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import httpx2 as httpx
 
+from ..api.meta import format_time
 from .api import ApiError, Kind
 
 log = logging.getLogger(__name__)
@@ -127,9 +128,7 @@ def _clip(message: str) -> str:
 
 
 def _timestamp(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(moment)
 
 
 class EventRecorder:
