@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -167,6 +168,8 @@ def main() -> None:
         lines.append(
             f"| {workloads:,} | {queues:,} | {load_s:.1f} | {r['snapshot_ms']:.2f} | {r['cycle_ms']:.2f} | {r['cycle_p90_ms']:.2f} |"
         )
+    command = " ".join(["python", "benchmarks/engine.py", *sys.argv[1:]])
+    lines += ["", f"Command: `{command}`"]
     text = "\n".join(lines) + "\n"
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
