@@ -159,6 +159,7 @@ async def test_the_operator_posts_no_event_and_counts_nothing() -> None:
     for body in list(api.objects.values()):
         loop.feeder.ingest(body["kind"], copy.deepcopy(body))
     await loop.cycle()
+    await loop.writes.idle()
     going = api.objects["/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/going"]
     assert "admission" not in going["status"]
     assert [r for r in recorded if r[0] == "going"] == []

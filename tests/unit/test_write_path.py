@@ -56,6 +56,12 @@ class Harness:
         )
         self.sync()
 
+    async def step(self) -> Any:
+        """One cycle, then its writes (the loop itself does not wait for them)."""
+        result = await self.loop.cycle()
+        await self.loop.writes.idle()
+        return result
+
     def sync(self) -> None:
         for body in list(self.api.objects.values()):
             self.loop.feeder.ingest(body["kind"], copy.deepcopy(body))
@@ -113,20 +119,21 @@ async def test_a_failed_write_gives_its_quota_back_and_in_flight_writes_keep_the
     hold.gate.set()
     hold2.gate.set()
     await first
+    await h.loop.writes.idle()
     assert h.admitted() == {"w1", "w2", "w3"}
     assert h.most_cpu_ever("cq") <= 3
     assert h.metrics.failed_writes.labels(outcome="failed")._value.get() == 1
-    third = await h.loop.cycle()
+    third = await h.step()
     assert not third.admitted and h.most_cpu_ever("cq") == 3
 
 
 async def test_every_write_of_a_batch_runs_to_its_end_even_when_one_fails() -> None:
     h = Harness(four_in_three())
     h.api.fail("PATCH", f"{WL}/w1/status", code=403)
-    await h.loop.cycle()
+    await h.step()
     assert h.admitted() == {"w2", "w3"}
     assert not h.cache.assumed
-    await h.loop.cycle()  # the failed one is decided again
+    await h.step()  # the failed one is decided again
     assert h.admitted() == {"w1", "w2", "w3"}
     assert h.most_cpu_ever("cq") == 3
 
@@ -139,12 +146,12 @@ async def test_admissions_wait_for_the_evictions_they_rely_on() -> None:
     objects = scenario([cluster_queue("cq", 2)], deactivated, pending("new", "cq", 2))
     h = Harness(objects)
     h.api.fail("PATCH", f"{WL}/old/status", code=500)
-    result = await h.loop.cycle()
+    result = await h.step()
     assert [a.workload.name for a in result.admitted] == ["new"]  # decided...
     assert h.admitted() == {"old"}  # ...but not written
     assert h.api.count("PATCH", f"{WL}/new/status") == 0
-    await h.loop.cycle()
-    await h.loop.cycle()
+    await h.step()
+    await h.step()
     assert h.admitted() == {"new"}
     assert h.most_cpu_ever("cq") == 2
 
@@ -165,7 +172,8 @@ async def test_an_eviction_in_flight_keeps_its_quota_and_is_not_repeated() -> No
     assert not second.preempted and not second.admitted  # low is being evicted: wait, do not evict again
     hold.gate.set()
     await first
-    third = await h.loop.cycle()
+    await h.loop.writes.idle()
+    third = await h.step()
     assert [a.workload.name for a in third.admitted] == ["high"]
     low = h.workload("low")
     assert [e["count"] for e in low["status"]["schedulingStats"]["evictions"]] == [1]
@@ -182,7 +190,7 @@ async def test_a_write_answered_404_removes_the_object_and_it_is_never_written_a
     h = Harness(objects)
     h.api.remove("Workload", "waiting", "default")  # the cache does not hear of it
     for _ in range(5):
-        await h.loop.cycle()
+        await h.step()
     assert h.api.count("PATCH", f"{WL}/waiting/status") == 1
     assert "default/waiting" not in h.cache.infos
 
@@ -195,9 +203,9 @@ async def test_a_ghost_holding_quota_is_dropped_when_its_write_finds_it_gone() -
     )
     h = Harness(objects)
     h.api.remove("Workload", "ghost", "default")
-    await h.loop.cycle()  # tries to evict the ghost: 404
+    await h.step()  # tries to evict the ghost: 404
     assert "default/ghost" not in h.cache.infos
-    await h.loop.cycle()
+    await h.step()
     assert h.admitted() == {"high"}
     assert h.api.count("PATCH", f"{WL}/ghost/status") == 1
 
@@ -220,13 +228,13 @@ async def test_preconditions_read_the_object_as_it_is_when_written() -> None:
         ]
     }
     h.api.put(done)  # the watch has not delivered it yet
-    await h.loop.cycle()
+    await h.step()
     assert h.admitted() == set()
     assert h.cache.infos["default/done"].finished
     off = copy.deepcopy(h.workload("off"))
     off["spec"]["active"] = False
     h.api.put(off)
-    await h.loop.cycle()
+    await h.step()
     assert h.admitted() == set()
 
 
@@ -240,7 +248,7 @@ async def test_no_write_is_sent_once_the_lease_deadline_has_passed() -> None:
             leading["now"] = False  # the process was frozen here past its lease
 
     h = Harness(four_in_three(), leading=lambda: leading["now"], faults=Freeze())
-    result = await h.loop.cycle()
+    result = await h.step()
     assert len(result.admitted) == 3
     assert h.api.count("PATCH") == 0
     assert h.admitted() == set() and not h.cache.assumed
@@ -327,7 +335,7 @@ async def test_simulate_and_the_operator_write_the_same_statuses() -> None:
     offline = simulate_run(parse(objects), NOW)
     h = Harness(objects)
     for _ in range(5):
-        await h.loop.cycle()
+        await h.step()
 
     def summary(status: Obj) -> Any:
         conditions = sorted((c["type"], c["status"], c["reason"], c["message"]) for c in status.get("conditions") or [])
@@ -388,10 +396,12 @@ async def test_a_failing_status_write_does_not_lose_the_wake_up() -> None:
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("unexpected")
 
+    from datetime import UTC, datetime
+
     writer_update = h.writer.update_status
     h.writer.update_status = broken  # type: ignore[method-assign]
-    h.loop.statuses_at = -1e9
-    await h.loop.cycle()  # the decision writes fail too, but nothing escapes
+    await h.step()  # the decision writes fail too, but nothing escapes
+    await h.loop._queue_statuses(datetime.now(UTC))  # nor from the queue statuses
     h.writer.update_status = writer_update  # type: ignore[method-assign]
     assert h.loop._wake_deadline < float("inf")
 
@@ -411,19 +421,19 @@ def test_wake_ups_are_one_deadline_not_one_timer_each() -> None:
 async def test_notices_are_posted_once_and_forgotten_when_fixed() -> None:
     objects = scenario([cluster_queue("cq", 1, annotations={"preemption-operator.io/preemption-policy": "bogus"})])
     h = Harness(objects)
-    await h.loop.cycle()
-    await h.loop.cycle()
+    await h.step()
+    await h.step()
     warnings = [r for r in h.events.recorded if r[1] == "InvalidPreemptionPolicy"]
     assert len(warnings) == 1
     fixed = copy.deepcopy(h.api.objects["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq"])
     fixed["metadata"]["annotations"] = {}
     h.loop.feeder.ingest("ClusterQueue", h.api.put(fixed))
-    await h.loop.cycle()
+    await h.step()
     assert h.loop.posted == set()
     broken = copy.deepcopy(fixed)
     broken["metadata"]["annotations"] = {"preemption-operator.io/preemption-policy": "bogus"}
     h.loop.feeder.ingest("ClusterQueue", h.api.put(broken))
-    await h.loop.cycle()
+    await h.step()
     assert len([r for r in h.events.recorded if r[1] == "InvalidPreemptionPolicy"]) == 2  # broken again: told again
 
 
@@ -433,13 +443,15 @@ async def test_metric_series_go_with_their_cluster_queue() -> None:
     h = Harness(
         scenario([cluster_queue("gone", 1), cluster_queue("kept", 1)], pending("w", "gone", 1), pending("v", "kept", 2))
     )
-    h.loop.statuses_at = -1e9
-    await h.loop.cycle()
+    from datetime import UTC, datetime
+
+    await h.step()
+    await h.loop._queue_statuses(datetime.now(UTC))
     assert 'cluster_queue="gone"' in generate_latest(h.metrics.registry).decode()
     h.api.remove("ClusterQueue", "gone")
     h.loop.feeder.forget("ClusterQueue", {"metadata": {"name": "gone"}})
-    h.loop.statuses_at = -1e9
-    await h.loop.cycle()
+    await h.step()
+    await h.loop._queue_statuses(datetime.now(UTC))
     text = generate_latest(h.metrics.registry).decode()
     assert [line for line in text.splitlines() if "gone" in line] == []
     assert 'cluster_queue="kept"' in text

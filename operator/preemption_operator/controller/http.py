@@ -29,7 +29,8 @@ def make_app(metrics: Metrics, alive: Callable[[], bool], ready: Callable[[], bo
 
 
 async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
+    # A probe or scrape in flight must not hold up shutdown (the default waits up to a minute).
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

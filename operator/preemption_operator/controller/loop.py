@@ -1,11 +1,11 @@
 """The scheduling loop: one cycle at a time, woken by changes and coalesced under load.
 
 Each cycle cuts a snapshot from the cache (what the API says, plus the decisions whose writes are
-in flight), lets the engine decide, and writes the decisions. Every decision is assumed in the
-cache before its write is sent and forgotten when the write ends: a written one is then in the
-cache from the API's answer, a failed one gives its quota back. So no cycle can hand out quota
-that a write in flight is taking, and a victim is not evicted twice (Kueue's assume/forget and
-expectations).
+in flight), lets the engine decide, assumes the decisions in the cache and hands them to the
+write queue; it does not wait for them. A written decision comes back into the cache from the
+API's answer, a failed one is forgotten (its quota is free again). So no cycle can hand out quota
+that a write in flight is taking, a victim is not evicted twice (Kueue's assume/forget and
+expectations), and writes never hold up the next decision.
 """
 
 from __future__ import annotations
@@ -31,15 +31,17 @@ from ..metrics import Metrics
 from . import queue_status
 from .faults import Faults
 from .feeder import CacheFeeder
+from .write_queue import WriteQueue
 
 log = logging.getLogger(__name__)
 
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
 API_VERSIONS = {"PreemptionConfig": "kueue.x-k8s.io/v1alpha1", "PriorityClass": "scheduling.k8s.io/v1", "Node": "v1"}
 WRITE_PARALLELISM = 8  # as Kueue issues preemptions
-STATUS_INTERVAL_SECONDS = 5.0
+STATUS_INTERVAL_SECONDS = 1.0  # queue statuses, as Kueue batches them
+STATUS_PARALLELISM = 4
 ROUNDS_PER_CYCLE = 64  # consecutive Kueue cycles decided before one batch of writes
-RETRY_START, RETRY_MAX = 1.0, 30.0
+RETRY_START = 1.0
 
 
 class EventSink(Protocol):
@@ -58,7 +60,7 @@ class SchedulingLoop:
         *,
         relist: Callable[[], Awaitable[None]] | None = None,
         faults: Faults | None = None,
-        coalesce_seconds: float = 0.05,
+        coalesce_seconds: float = 0.01,
         resync_seconds: float = 30.0,
         rounds: int = ROUNDS_PER_CYCLE,
     ) -> None:
@@ -82,12 +84,12 @@ class SchedulingLoop:
         self.heartbeat = time.monotonic()
         """When the loop last completed a pass (a cycle, or a standby's check): liveness reads it."""
         self.pending_queues: set[str] = set()
-        self.statuses_at = 0.0
         self.busy = False
+        self.writes = WriteQueue(self._write, self._drop, WRITE_PARALLELISM)
+        self.statuses_due = asyncio.Event()
         self.failed_writes = 0
         self._was_leading = False
         self._wake_deadline = math.inf
-        self._retry_delay = RETRY_START
 
     # -- triggers --------------------------------------------------------------------------
 
@@ -116,6 +118,17 @@ class SchedulingLoop:
 
     async def run(self, synced: asyncio.Event) -> None:
         await synced.wait()
+        publisher = asyncio.create_task(self._publish_statuses(), name="queue-statuses")
+        try:
+            await self._decide(synced)
+        finally:
+            publisher.cancel()
+            abandoned = await self.writes.stop()
+            if abandoned:
+                log.info("stopping with %d write(s) not sent", abandoned)
+            await asyncio.gather(publisher, return_exceptions=True)
+
+    async def _decide(self, synced: asyncio.Event) -> None:
         resync_at = time.monotonic() + self.resync_seconds
         while True:
             deadline = min(resync_at, self._wake_deadline)
@@ -173,20 +186,13 @@ class SchedulingLoop:
         if result.retry_at is not None:
             self._wake_at(result.retry_at)
         changes = status_changes(result, now)
-        written = await self._apply(changes)
-        freed = {c.workload.cluster_queue or "" for c in written if c.releases_quota}
-        if freed:
-            self.state.quota_released(snapshot, freed)
+        self._apply(changes)
         self._post_notices()
         counts = {name: len(queue) for name, queue in snapshot.pending.items()}
         for name in self.pending_queues | set(counts):
             self.metrics.pending.labels(cluster_queue=name).set(counts.get(name, 0))
         self.pending_queues = set(counts)
-        # Queue statuses are for people: refresh them when the cluster settles, or every few
-        # seconds while admissions stream in, so they never take write capacity from workloads.
-        if not result.changed or time.monotonic() - self.statuses_at >= STATUS_INTERVAL_SECONDS:
-            self.statuses_at = time.monotonic()
-            await self._queue_statuses(now)
+        self.statuses_due.set()
         self.cycles += 1
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
         self.busy = result.changed
@@ -196,10 +202,8 @@ class SchedulingLoop:
 
     # -- writing decisions -------------------------------------------------------------------
 
-    async def _apply(self, changes: Sequence[StatusChange]) -> list[StatusChange]:
-        """Assumes every decision, then writes: evictions first; admissions only if every eviction
-        of the batch was written (an admission may use quota a drained workload gave back); then
-        pending reasons. Returns the changes written."""
+    def _apply(self, changes: Sequence[StatusChange]) -> None:
+        """Assumes every decision in the cache, then queues its write (see write_queue)."""
         for change in changes:
             if change.holds_quota:
                 wire = change.workload.obj.to_wire()
@@ -209,41 +213,12 @@ class SchedulingLoop:
             elif change.releases_quota:
                 self.cache.assume_eviction(change.key)
         self.faults.before_writes(changes)
-        releases = [c for c in changes if c.releases_quota]
-        takes = [c for c in changes if c.holds_quota]
-        others = [c for c in changes if not c.releases_quota and not c.holds_quota]
-        written, failed = await self._write_all(releases)
-        if failed:
-            for change in takes:
-                self.cache.forget(change.key)
-            log.warning("%d eviction(s) not written; their cycle's %d admission(s) are retried", failed, len(takes))
-        else:
-            more, failed = await self._write_all(takes)
-            written += more
-        more, failed_others = await self._write_all(others)
-        written += more
-        if not self.leading():
-            log.warning(
-                "the lease deadline passed with decisions in hand: %d write(s) not sent", len(changes) - len(written)
-            )
-        if failed or failed_others:
-            self._wake_in(self._retry_delay)
-            self._retry_delay = min(RETRY_MAX, self._retry_delay * 2)
-        else:
-            self._retry_delay = RETRY_START
-        return written
+        self.writes.submit(changes)
 
-    async def _write_all(self, changes: Sequence[StatusChange]) -> tuple[list[StatusChange], int]:
-        limit = asyncio.Semaphore(WRITE_PARALLELISM)
-
-        async def bounded(change: StatusChange) -> WriteResult:
-            async with limit:
-                return await self._write(change)
-
-        results = await asyncio.gather(*(bounded(c) for c in changes))
-        written = [c for c, r in zip(changes, results, strict=True) if r.outcome is Outcome.WRITTEN]
-        failed = sum(r.outcome in (Outcome.FAILED, Outcome.FENCED) for r in results)
-        return written, failed
+    def _drop(self, change: StatusChange) -> None:
+        """A decision that will not be written (its batch's eviction failed): decided again."""
+        self.cache.forget(change.key)
+        self._wake_in(RETRY_START)
 
     async def _write(self, change: StatusChange) -> WriteResult:
         wl = change.workload
@@ -262,11 +237,14 @@ class SchedulingLoop:
         if result.outcome is Outcome.WRITTEN:
             assert result.body is not None
             self._report(change, result.body)
+            if change.releases_quota and change.cluster_queue:
+                self.quota_released(change.cluster_queue)
         elif result.outcome in (Outcome.FAILED, Outcome.FENCED):
             self.failed_writes += 1
             self.metrics.failed_writes.labels(outcome=result.outcome.value).inc()
             if result.outcome is Outcome.FAILED:
                 log.warning("%s of %s not written: %s", change.action, wl.key, result.error)
+                self._wake_in(RETRY_START)  # decided again shortly
             else:
                 log.debug("%s of %s not sent: the lease deadline has passed", change.action, wl.key)
         return result
@@ -321,9 +299,26 @@ class SchedulingLoop:
             log.warning("%s", notice.message)
         self.posted = current
 
+    async def _publish_statuses(self) -> None:
+        """ClusterQueue, LocalQueue and PreemptionConfig status at most once a second (as Kueue
+        batches them), after any cycle: current within a second of the queue settling."""
+        while True:
+            await self.statuses_due.wait()
+            self.statuses_due.clear()
+            started = time.monotonic()
+            if self.leading():
+                try:
+                    await self._queue_statuses(datetime.now(UTC).replace(microsecond=0))
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a status for people must never stop scheduling
+                    log.exception("writing queue statuses failed")
+            await asyncio.sleep(max(0.0, STATUS_INTERVAL_SECONDS - (time.monotonic() - started)))
+
     async def _queue_statuses(self, now: datetime) -> None:
-        """ClusterQueue, LocalQueue and PreemptionConfig status; written only when it changes."""
+        """Every queue's status; only those that change are written, a few at a time."""
         snapshot = self.cache.snapshot(now)
+        writes: list[tuple[Kind, str, str | None, Any, dict[str, Any]]] = []
         for name, cq in snapshot.cluster_queues.items():
             obj = self.cache.objects["ClusterQueue"].get(name)
             if obj is None:
@@ -334,7 +329,7 @@ class SchedulingLoop:
                 generation = current["metadata"].get("generation")
                 return queue_status.cluster_queue_status(cq, pending, current.get("status"), now, generation)
 
-            await self._write_status(resources.ClusterQueue, name, None, cq_status, obj.to_wire())
+            writes.append((resources.ClusterQueue, name, None, cq_status, obj.to_wire()))
         counts = queue_status.local_queue_counts(snapshot)
         for lq in list(self.cache.objects["LocalQueue"].values()):
             lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
@@ -342,14 +337,23 @@ class SchedulingLoop:
             def lq_status(current: dict[str, Any], lq_counts: tuple[int, int] = lq_counts) -> dict[str, Any]:
                 return queue_status.local_queue_status(lq_counts, current.get("status"))
 
-            await self._write_status(resources.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire())
+            writes.append((resources.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire()))
         users = queue_status.config_users(snapshot)
         for name, config in list(self.cache.objects["PreemptionConfig"].items()):
 
             def pc_status(current: dict[str, Any], config: Any = config, name: str = name) -> dict[str, Any]:
                 return queue_status.preemption_config_status(config, users.get(name, []), current.get("status"), now)
 
-            await self._write_status(resources.PreemptionConfig, name, None, pc_status, config.to_wire())
+            writes.append((resources.PreemptionConfig, name, None, pc_status, config.to_wire()))
+        # Unchanged ones cost no request: compute first, send only what differs.
+        changed = [w for w in writes if (new := w[3](w[4])) is not None and new != (w[4].get("status") or {})]
+        limit = asyncio.Semaphore(STATUS_PARALLELISM)
+
+        async def bounded(write: tuple[Kind, str, str | None, Any, dict[str, Any]]) -> None:
+            async with limit:
+                await self._write_status(*write)
+
+        await asyncio.gather(*(bounded(w) for w in changed))
         self.metrics.forget_cluster_queues(set(snapshot.cluster_queues))
 
     async def _write_status(

@@ -8,6 +8,7 @@ what to tell people once it is written (Kueue's Events).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +19,8 @@ from .scheduler import Admission, CycleResult, Eviction, Pending, Preemption
 from .workload import WorkloadInfo
 
 ADMITTED, PREEMPTED, EVICTED, PENDING = "Admitted", "Preempted", "Evicted", "Pending"
+_FIGURES = re.compile(r"(?<![\w-])[0-9]+(\.[0-9]+)?[a-zA-Z]{0,2}(?![\w-])")
+"""A quantity or count standing on its own (not part of a name such as cq-1)."""
 RELEASED = "Released"
 """A victim already being evicted gives its quota back: no new preemption, no Event, not counted
 again, and not reported as an action by `simulate`."""
@@ -80,6 +83,13 @@ def _active(obj: dict[str, Any]) -> bool:
 def _generation(obj: dict[str, Any]) -> int | None:
     generation = (obj.get("metadata") or {}).get("generation")
     return generation if isinstance(generation, int) else None
+
+
+def same_in_substance(written: str, new: str) -> bool:
+    """Whether a pending message says nothing new: only its figures changed ("4 more needed" ->
+    "3 more needed"). Rewriting it every cycle would spend the API's write capacity, which
+    admissions need, on numbers that are stale again a cycle later."""
+    return written == new or _FIGURES.sub("#", written) == _FIGURES.sub("#", new)
 
 
 def _priorities(wl: WorkloadInfo) -> str:
@@ -233,7 +243,8 @@ def pending(p: Pending, now: datetime) -> StatusChange:
         blocked = wl_status.get_condition(status, wl_status.BLOCKED_ON_GATES) or {}
         if (
             condition is not None
-            and (condition.get("reason"), condition.get("message")) == (p.reason, p.message)
+            and condition.get("reason") == p.reason
+            and same_in_substance(str(condition.get("message", "")), p.message)
             and (not p.blocked_on_gates or blocked.get("status") == "True")
         ):
             return None

@@ -1,0 +1,159 @@
+"""Decisions on their way to the API: a bounded pool of writers that never holds up the next cycle.
+
+A cycle assumes its decisions in the cache and hands them over here; the next cycle decides
+against that assumed state while the writes are in flight. The order that matters is kept per
+batch (one cycle's decisions): its evictions are written first, and its admissions only once they
+all were (an admission may use quota a drained workload gave back; if an eviction fails, those
+admissions are dropped and decided again). Evictions and admissions go before pending reasons;
+a pending reason waiting to be written is replaced by a newer one for the same workload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..engine.changes import StatusChange
+from ..k8s.writer import Outcome, WriteResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Batch:
+    """One cycle's decisions."""
+
+    releases_left: int
+    takes: list[StatusChange] = field(default_factory=list)
+    failed: bool = False
+
+
+Write = Callable[[StatusChange], Awaitable[WriteResult]]
+Drop = Callable[[StatusChange], None]
+
+
+class WriteQueue:
+    def __init__(self, write: Write, drop: Drop, parallelism: int = 8) -> None:
+        self._write = write
+        self._drop = drop
+        self.parallelism = parallelism
+        self._urgent: deque[tuple[StatusChange, Batch]] = deque()
+        self._pending: OrderedDict[str, tuple[StatusChange, Batch]] = OrderedDict()
+        self._ready = asyncio.Event()
+        self._busy = 0
+        self._held = 0
+        """Admissions waiting for the evictions of their batch."""
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._workers: list[asyncio.Task[None]] = []
+
+    # -- what the loop uses
+
+    def submit(self, changes: Sequence[StatusChange]) -> None:
+        if not self._workers:
+            self.start()
+        releases = [c for c in changes if c.releases_quota]
+        batch = Batch(len(releases))
+        for change in changes:
+            if change.releases_quota or change.holds_quota:
+                self._pending.pop(change.key, None)  # a queued pending reason for it is outdated
+        for change in releases:
+            self._urgent.append((change, batch))
+        for change in changes:
+            if change.holds_quota:
+                if releases:
+                    batch.takes.append(change)  # released by the batch's last eviction
+                    self._held += 1
+                else:
+                    self._urgent.append((change, batch))
+            elif not change.releases_quota:
+                self._pending.pop(change.key, None)
+                self._pending[change.key] = (change, batch)
+        self._signal()
+
+    @property
+    def queued(self) -> int:
+        return len(self._urgent) + len(self._pending) + self._held
+
+    @property
+    def in_flight(self) -> int:
+        return self._busy
+
+    async def idle(self) -> None:
+        """Until nothing is queued or being written."""
+        while self.queued or self._busy:
+            self._idle.clear()
+            await self._idle.wait()
+
+    def start(self) -> None:
+        self._workers = [asyncio.create_task(self._work(), name=f"writer-{i}") for i in range(self.parallelism)]
+
+    async def stop(self) -> int:
+        """At shutdown: what is queued is not written and writes in flight are abandoned (their
+        assumptions die with the process; the next leader starts from a fresh list). Returns how
+        many were not written."""
+        left = self.queued + self._busy
+        self._urgent.clear()
+        self._pending.clear()
+        self._held = 0
+        workers, self._workers = self._workers, []
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        return left
+
+    # -- the writers
+
+    def _signal(self) -> None:
+        if self._urgent or self._pending:
+            self._ready.set()
+        elif not self._busy:
+            self._idle.set()
+
+    def _next(self) -> tuple[StatusChange, Batch] | None:
+        if self._urgent:
+            return self._urgent.popleft()
+        if self._pending:
+            return self._pending.popitem(last=False)[1]
+        return None
+
+    async def _work(self) -> None:
+        while True:
+            item = self._next()
+            if item is None:
+                self._ready.clear()
+                self._signal()
+                await self._ready.wait()
+                continue
+            change, batch = item
+            self._busy += 1
+            try:
+                result = await self._write(change)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the write classifies what it knows; never lose a writer
+                log.exception("writing %s of %s failed", change.action, change.key)
+                result = WriteResult(Outcome.FAILED, error=repr(exc))
+            finally:
+                self._busy -= 1
+            if change.releases_quota:
+                self._released(batch, result)
+            self._signal()
+
+    def _released(self, batch: Batch, result: WriteResult) -> None:
+        if result.outcome in (Outcome.FAILED, Outcome.FENCED):
+            batch.failed = True
+        batch.releases_left -= 1
+        if batch.releases_left or not batch.takes:
+            return
+        takes, batch.takes = batch.takes, []
+        self._held -= len(takes)
+        if batch.failed:
+            log.warning("an eviction was not written; %d admission(s) of its cycle are decided again", len(takes))
+            for change in takes:
+                self._drop(change)
+            return
+        self._urgent.extend((change, batch) for change in takes)

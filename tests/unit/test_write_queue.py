@@ -1,0 +1,152 @@
+"""The write queue on its own: writes never hold up the next cycle, keep the order that matters
+(a batch's evictions before its admissions; evictions and admissions before pending reasons),
+coalesce pending reasons per workload, and stop at once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from builders import NOW, admitted, cluster_queue, one_cycle, pending, scenario
+from preemption_operator.controller.write_queue import WriteQueue
+from preemption_operator.engine import changes
+from preemption_operator.engine.changes import StatusChange, same_in_substance, status_changes
+from preemption_operator.k8s.writer import Outcome, WriteResult
+
+
+class Writer:
+    """Records the order of writes; `outcomes` fails chosen ones; `gate` holds all of them."""
+
+    def __init__(self, outcomes: dict[str, Outcome] | None = None) -> None:
+        self.order: list[tuple[str, str]] = []
+        self.outcomes = outcomes or {}
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def write(self, change: StatusChange) -> WriteResult:
+        await self.gate.wait()
+        self.order.append((change.action, change.workload.name))
+        return WriteResult(self.outcomes.get(change.workload.name, Outcome.WRITTEN))
+
+
+def drained_and_admitted() -> list[StatusChange]:
+    """One cycle: a deactivated workload drained, the quota it gave back admitted to another, and
+    a third left pending."""
+    old = admitted("old", "cq", 2).obj()
+    old["spec"]["active"] = False
+    result = one_cycle(
+        scenario(
+            [cluster_queue("cq", 2), cluster_queue("other", 1)],
+            old,
+            pending("new", "cq", 2),
+            pending("late", "other", 2),
+        )
+    )
+    found = status_changes(result, NOW)
+    assert [c.action for c in found] == [changes.EVICTED, changes.ADMITTED, changes.PENDING]
+    return found
+
+
+async def test_a_batch_writes_its_evictions_before_its_admissions_and_pending_reasons_last() -> None:
+    writer, dropped = Writer(), []
+    queue = WriteQueue(writer.write, dropped.append, parallelism=4)
+    queue.submit(drained_and_admitted())
+    await queue.idle()
+    assert writer.order == [("Evicted", "old"), ("Admitted", "new"), ("Pending", "late")]
+    assert dropped == []
+    await queue.stop()
+
+
+async def test_a_failed_eviction_drops_the_admissions_of_its_batch() -> None:
+    writer, dropped = Writer({"old": Outcome.FAILED}), []
+    queue = WriteQueue(writer.write, lambda c: dropped.append(c.workload.name), parallelism=4)
+    queue.submit(drained_and_admitted())
+    await queue.idle()
+    assert ("Admitted", "new") not in writer.order
+    assert dropped == ["new"]
+    await queue.stop()
+
+
+async def test_submitting_never_waits_for_writes() -> None:
+    writer = Writer()
+    writer.gate.clear()
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=2)
+    queue.submit(drained_and_admitted())  # returns at once although nothing can be written
+    await asyncio.sleep(0)
+    # The eviction and the pending reason are on their way; the admission waits for the eviction.
+    assert queue.in_flight == 2 and queue.queued == 1 and writer.order == []
+    writer.gate.set()
+    await queue.idle()
+    assert len(writer.order) == 3
+    await queue.stop()
+
+
+async def test_a_newer_pending_reason_replaces_the_queued_one() -> None:
+    writer = Writer()
+    writer.gate.clear()
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1)
+    first = drained_and_admitted()
+    queue.submit(first)
+    await asyncio.sleep(0)
+    later = [c for c in drained_and_admitted() if c.action == changes.PENDING]
+    queue.submit(later)
+    assert queue.queued == 2  # the admission, and one pending reason for "late", not two
+    writer.gate.set()
+    await queue.idle()
+    assert [w for w in writer.order if w[0] == "Pending"] == [("Pending", "late")]
+    await queue.stop()
+
+
+async def test_stop_abandons_what_is_queued_and_in_flight_at_once() -> None:
+    writer = Writer()
+    writer.gate.clear()
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1)
+    queue.submit(drained_and_admitted())
+    await asyncio.sleep(0)
+    left = await asyncio.wait_for(queue.stop(), 1)
+    assert left == 3 and writer.order == []
+
+
+async def test_a_writer_survives_an_unexpected_error() -> None:
+    calls: list[str] = []
+
+    async def flaky(change: StatusChange) -> WriteResult:
+        calls.append(change.workload.name)
+        if len(calls) == 1:
+            raise RuntimeError("a bug")
+        return WriteResult(Outcome.WRITTEN)
+
+    dropped: list[Any] = []
+    queue = WriteQueue(flaky, dropped.append, parallelism=1)
+    queue.submit(drained_and_admitted())
+    await queue.idle()
+    assert calls == ["old", "late"] and len(dropped) == 1  # the eviction failed: its admission is decided again
+    await queue.stop()
+
+
+def test_a_pending_reason_is_rewritten_only_when_it_says_something_new() -> None:
+    assert same_in_substance(
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 4 more needed",
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1500m more needed",
+    )
+    assert same_in_substance("Pending the preemption of 1 workload(s)", "Pending the preemption of 2 workload(s)")
+    assert not same_in_substance("ClusterQueue cq-1 is inactive", "ClusterQueue cq-2 is inactive")
+    assert not same_in_substance(
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor a, 4 more needed",
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor b, 4 more needed",
+    )
+    pend = next(c for c in drained_and_admitted() if c.action == changes.PENDING)
+    written = pending("late", "other", 2).obj()
+    written["status"] = {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": pend.reason,
+                "message": pend.record["message"].replace("(2)", "(7)"),
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    assert "(2)" in pend.record["message"]
+    assert pend.compute(written) is None  # only a figure differs: not written again
