@@ -150,3 +150,18 @@ def test_a_pending_reason_is_rewritten_only_when_it_says_something_new() -> None
     }
     assert "(2)" in pend.record["message"]
     assert pend.compute(written) is None  # only a figure differs: not written again
+
+
+async def test_below_waits_until_the_backlog_shrinks() -> None:
+    writer = Writer()
+    writer.gate.clear()
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1)
+    queue.submit(drained_and_admitted())
+    await asyncio.sleep(0)
+    waiting = asyncio.create_task(queue.below(2))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()  # two are queued (one held by its eviction), one in flight
+    writer.gate.set()
+    await asyncio.wait_for(waiting, 1)
+    assert queue.queued < 2
+    await queue.stop()

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
 API_VERSIONS = {"PreemptionConfig": "kueue.x-k8s.io/v1alpha1", "PriorityClass": "scheduling.k8s.io/v1", "Node": "v1"}
 WRITE_PARALLELISM = 8  # as Kueue issues preemptions
+WRITE_BACKLOG = 512  # writes queued before the loop waits for the API to catch up
 STATUS_INTERVAL_SECONDS = 1.0  # queue statuses, as Kueue batches them
 STATUS_PARALLELISM = 4
 ROUNDS_PER_CYCLE = 64  # consecutive Kueue cycles decided before one batch of writes
@@ -147,6 +148,12 @@ class SchedulingLoop:
                 # Woken by the watches: let a burst of changes land before deciding. After a
                 # cycle that changed something, the next one starts at once.
                 await asyncio.sleep(self.coalesce_seconds)
+            else:
+                # But it yields first: a cycle does no I/O, and without this the writers and the
+                # watches would never run while decisions keep coming.
+                await asyncio.sleep(0)
+            # Backpressure: decisions must not outrun the API by more than a few batches.
+            await self.writes.below(WRITE_BACKLOG)
             self.wake.clear()
             if not self.leading():
                 self._was_leading = False

@@ -48,6 +48,8 @@ class WriteQueue:
         """Admissions waiting for the evictions of their batch."""
         self._idle = asyncio.Event()
         self._idle.set()
+        self._drained = asyncio.Event()
+        """Set each time a write ends: `below` looks again."""
         self._workers: list[asyncio.Task[None]] = []
 
     # -- what the loop uses
@@ -81,6 +83,12 @@ class WriteQueue:
     @property
     def in_flight(self) -> int:
         return self._busy
+
+    async def below(self, limit: int) -> None:
+        """Until fewer than `limit` writes are queued."""
+        while self.queued >= limit:
+            self._drained.clear()
+            await self._drained.wait()
 
     async def idle(self) -> None:
         """Until nothing is queued or being written."""
@@ -141,6 +149,7 @@ class WriteQueue:
                 self._busy -= 1
             if change.releases_quota:
                 self._released(batch, result)
+            self._drained.set()
             self._signal()
 
     def _released(self, batch: Batch, result: WriteResult) -> None:
