@@ -17,8 +17,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2 as httpx
-
 from preemption_operator.k8s.api import ApiError
 from preemption_operator.k8s.resources import BY_NAME
 
@@ -147,7 +145,7 @@ class FakeApi:
                 if event.get("type") == "CLOSE":
                     return
                 if event.get("type") == "FAIL":
-                    raise httpx.ReadError("connection lost")
+                    raise ApiError(0, "ReadError", "watch stream lost: connection lost")
                 yield event
         finally:
             self._watchers.remove(entry)
@@ -175,7 +173,7 @@ class FakeApi:
             if fault.method == method and fnmatch.fnmatch(path, fault.pattern) and fault.times != 0:
                 fault.times -= 1
                 if fault.code == 0:
-                    raise httpx.ConnectError("connection refused")
+                    raise ApiError(0, "ConnectError", "no answer from the API server: connection refused")
                 raise ApiError(fault.code, "Injected", f"injected {fault.code}")
 
     def _store(self, path: str, body: dict[str, Any]) -> None:

@@ -231,7 +231,7 @@ class SchedulingLoop:
         wl = change.workload
         try:
             result = await self.writer.update_status(
-                resources.Workload, wl.name, wl.namespace, change.compute, wl.obj.to_wire()
+                resources.Workload, wl.name, wl.namespace, change.compute, latest=lambda: self._observed(wl.key)
             )
         except Exception as exc:  # the writer classifies what it knows; anything else fails this write only
             result = WriteResult(Outcome.FAILED, error=repr(exc))
@@ -255,6 +255,11 @@ class SchedulingLoop:
             else:
                 log.debug("%s of %s not sent: the lease deadline has passed", change.action, wl.key)
         return result
+
+    def _observed(self, key: str) -> dict[str, Any] | None:
+        """The freshest copy of a Workload the cache holds (write answers and watch events)."""
+        obj = self.cache.objects["Workload"].get(key)
+        return obj.to_wire() if obj is not None else None
 
     def _report(self, change: StatusChange, body: dict[str, Any]) -> None:
         """Events and metrics for a change that was written."""

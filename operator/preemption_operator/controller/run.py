@@ -88,7 +88,10 @@ async def operate(
     async def relist() -> None:
         await asyncio.gather(*(informer.relist() for informer in informers))
 
-    loop = SchedulingLoop(cache, writer, recorder, metrics, leading, relist=relist, faults=faults)
+    # Without election there is no earlier leader whose last writes a fresh list must catch.
+    loop = SchedulingLoop(
+        cache, writer, recorder, metrics, leading, relist=relist if leader_election else None, faults=faults
+    )
     informers.extend(Informer(api, kind, loop.feeder) for kind in WATCHED)
     synced = asyncio.Event()
 
@@ -153,7 +156,7 @@ async def operate(
     waiter.cancel()
     await runner.cleanup()
     await api.close()
-    log.info("stopped in %.1fs", time.monotonic() - started)
+    log.info("stopped in %.1fs; API requests: %s", time.monotonic() - started, metrics.request_summary())
     if failure is not None:
         raise SystemExit(1)
 

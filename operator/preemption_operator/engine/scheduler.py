@@ -23,7 +23,7 @@ from .placement import NodeUsage
 from .preemption import find_targets
 from .quota import FlavorResource, borrowing_level
 from .snapshot import ClusterQueueInfo, Snapshot
-from .workload import WorkloadInfo
+from .workload import WorkloadInfo, scheduling_shape
 
 WAITING_FOR_QUOTA = "WaitingForQuota"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
@@ -33,6 +33,9 @@ SUSPENDED = "Suspended"
 MISCONFIGURED = "Misconfigured"
 ADMISSION_GATED = "AdmissionGated"
 GATED_MESSAGE = "Workload requires preemption, but it's gated"
+BYPASSED_MESSAGE = "Bypassed scheduling evaluation because an equivalent workload recently failed"
+STALE_REASONS = frozenset({"", "PendingEvaluation", "Pending", "Deactivated", "Suspended"})
+"""Pending reasons Kueue replaces when an equivalent workload failed (shouldCheckEquivalenceHash)."""
 TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
 NODES = -1  # marks "an admission in this cycle placed pods on TAS nodes"
 
@@ -364,6 +367,29 @@ class Scheduler:
         return result
 
     @staticmethod
+    def _park_equivalents(
+        wl: WorkloadInfo, cq: ClusterQueueInfo, reason: str, snapshot: Snapshot, state: QueueState, result: CycleResult
+    ) -> None:
+        """Kueue's SchedulingEquivalenceHashing: pending workloads of the same shape cannot fit
+        either, so they are parked with it, unevaluated, until quota frees. Like Kueue's workload
+        controller, a bypassed one only gets a status when it shows a stale one (pending evaluation
+        after an eviction, say); one that has no condition yet keeps having none."""
+        shape = scheduling_shape(wl)
+        for other in snapshot.pending.get(cq.name, ()):
+            if (
+                other.key == wl.key
+                or snapshot.admitted_in_cycle(other)
+                or other.key in state.waiting
+                or other.key in state.inadmissible.get(cq.name, ())
+                or scheduling_shape(other) != shape
+            ):
+                continue
+            state.park(cq.name, other.key)
+            condition = other.condition("QuotaReserved")
+            if condition is not None and condition.reason in STALE_REASONS:
+                result.pending.append(Pending(other, cq.name, reason, BYPASSED_MESSAGE))
+
+    @staticmethod
     def _reserve(entry: _Entry, snapshot: Snapshot, touched: set[int]) -> None:
         """Holds the room the victims free for their preemptor for the rest of the cycle, so a later
         entry cannot take it and waste the evictions (Kueue reserves a preemptor's quota in its
@@ -475,4 +501,6 @@ class Scheduler:
         else:
             reason = _pending_reason(assignment)
         result.pending.append(Pending(wl, cq.name, reason, message))
+        if cq.queueing_strategy == "BestEffortFIFO":
+            self._park_equivalents(wl, cq, reason, snapshot, state, result)
         return cq.queueing_strategy == "BestEffortFIFO"

@@ -220,6 +220,10 @@ class Snapshot:
         if nodes:
             self._own_node_usage().add(nodes)
 
+    def admitted_in_cycle(self, wl: WorkloadInfo) -> bool:
+        """Whether this cycle admitted it (its admission is not written yet)."""
+        return wl.key in self._assumed
+
     def is_removed(self, wl: WorkloadInfo) -> bool:
         return wl.key in self._removed
 

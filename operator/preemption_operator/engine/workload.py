@@ -256,3 +256,25 @@ def build_info(
         evicted=is_true(obj, "Evicted"),
         accumulated_execution_seconds=(obj.status.accumulated_past_execution_time_seconds or 0) if obj.status else 0,
     )
+
+
+def scheduling_shape(wl: WorkloadInfo) -> tuple[object, ...]:
+    """What Kueue's scheduling equivalence hash covers: effective priority and, per pod set, its
+    name, count, minCount, requests and placement constraints. Workloads of one shape that one
+    failed to fit cannot fit either."""
+    return (
+        wl.priority,
+        tuple(
+            (
+                ps.name,
+                ps.count,
+                ps.min_count,
+                tuple(sorted(ps.per_pod.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.required_topology,
+                ps.preferred_topology,
+                ps.unconstrained_topology,
+            )
+            for ps in wl.pod_sets
+        ),
+    )

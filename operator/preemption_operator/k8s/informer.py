@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import httpx2 as httpx
-
 from .api import ApiError, Kind, KubeApi
 
 log = logging.getLogger(__name__)
@@ -86,7 +84,7 @@ class Informer:
                 continue
             except asyncio.CancelledError:
                 raise
-            except (ApiError, httpx.HTTPError, ValueError) as exc:
+            except (ApiError, ValueError) as exc:
                 if isinstance(exc, ApiError) and exc.code == 404:
                     await self._kind_missing()
                     continue
@@ -157,7 +155,7 @@ class Informer:
             try:
                 resource_version = stream.result()
                 backoff = BACKOFF_START
-            except (httpx.HTTPError, ApiError, ValueError) as exc:
+            except (ApiError, ValueError) as exc:
                 if isinstance(exc, ApiError) and exc.code in (404, 410):
                     raise _Relist() from None
                 log.warning("watching %s failed (%s); resuming in %.1fs", self.kind.plural, exc, backoff)

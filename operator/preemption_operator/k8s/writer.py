@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2 as httpx
-
 from .api import ApiError, Kind, KubeApi
 
 log = logging.getLogger(__name__)
@@ -73,14 +71,19 @@ class StatusWriter:
         namespace: str | None,
         compute: StatusFn,
         current: dict[str, Any] | None = None,
+        latest: Callable[[], dict[str, Any] | None] | None = None,
     ) -> WriteResult:
-        """Writes `compute(object)` as the object's status, starting from `current` (the version
-        the decision saw) and re-reading on conflict. Writes to one object go one at a time."""
+        """Writes `compute(object)` as the object's status, starting from `current`, or from what
+        `latest()` gives once this write's turn comes (the freshest copy the caller holds, so a
+        write queued behind another to the same object does not start from a version that one
+        replaced), and re-reading on conflict. Writes to one object go one at a time."""
         key = f"{kind.name}/{namespace or ''}/{name}"
         lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
         self._locks[key] = (lock, users + 1)
         try:
             async with lock:
+                if current is None and latest is not None:
+                    current = latest()
                 return await self._update(kind, name, namespace, compute, current)
         finally:
             lock, users = self._locks[key]
@@ -124,6 +127,4 @@ class StatusWriter:
                     await asyncio.sleep(min(MAX_RETRY_AFTER, exc.retry_after or 1.0))
                     continue
                 return WriteResult(Outcome.FAILED, error=str(exc))
-            except httpx.HTTPError as exc:
-                return WriteResult(Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
         return WriteResult(Outcome.FAILED, error=f"gave up after {self.attempts} attempts (conflicts or throttling)")

@@ -1,0 +1,94 @@
+"""Kueue's SchedulingEquivalenceHashing (on by default since v0.18): when a head fails to fit, or
+finds nobody to preempt, the pending workloads of the same shape in a BestEffortFIFO queue are
+parked with it unevaluated, and get no status write unless they show a stale one. Kueue's tests:
+pkg/cache/queue/cluster_queue_test.go TestRecordInadmissibleHash, TestRequeueHashTriggerByReason,
+TestQueueInadmissibleWorkloadsClearsHashes; pkg/controller/core/workload_controller_test.go
+"reconcile bypassed workload when SchedulingEquivalenceHashing is enabled (stale status ->
+bypassed status)"."""
+
+from __future__ import annotations
+
+from builders import NOW, admitted, cache_of, cluster_queue, pending, scenario
+from preemption_operator.engine.scheduler import BYPASSED_MESSAGE, QueueState, Scheduler
+from preemption_operator.engine.workload import scheduling_shape
+
+
+def full_queue(strategy: str = "BestEffortFIFO", *extra: object) -> list[object]:
+    return scenario(
+        [cluster_queue("cq", 4, queueing_strategy=strategy)],
+        admitted("running", "cq", 4),
+        *(pending(f"same-{i}", "cq", 2, priority=5) for i in range(4)),
+        *extra,
+    )
+
+
+def test_equivalent_workloads_are_parked_with_the_head_without_a_status() -> None:
+    # Kueue: TestRecordInadmissibleHash "bulk-moves matching workloads".
+    state = QueueState()
+    result = Scheduler(rounds=64).cycle(cache_of(full_queue()).snapshot(NOW), state)
+    assert [p.workload.name for p in result.pending] == ["same-0"]
+    assert state.inadmissible["cq"] == {f"default/same-{i}" for i in range(4)}
+
+
+def test_a_different_shape_is_still_evaluated() -> None:
+    # Kueue: TestRecordInadmissibleHash "no-op when no workloads match" (here: a smaller request
+    # and a different priority are other shapes, and are looked at).
+    objects = full_queue(
+        "BestEffortFIFO", pending("smaller", "cq", 1, priority=5), pending("other", "cq", 2, priority=1)
+    )
+    result = Scheduler(rounds=64).cycle(cache_of(objects).snapshot(NOW), QueueState())
+    assert {p.workload.name for p in result.pending} == {"same-0", "smaller", "other"}
+
+
+def test_strict_fifo_parks_nothing_in_bulk() -> None:
+    # Kueue: handleInadmissibleHash applies only to BestEffortFIFO queues.
+    state = QueueState()
+    Scheduler(rounds=64).cycle(cache_of(full_queue("StrictFIFO")).snapshot(NOW), state)
+    assert state.inadmissible.get("cq") == {"default/same-0"}  # the head only
+
+
+def test_a_stale_pending_reason_is_replaced_by_the_bypass_message() -> None:
+    # Kueue's workload controller: a bypassed workload showing PendingEvaluation (it was evicted
+    # and requeued) gets the failed one's reason and "Bypassed scheduling evaluation ...".
+    requeued = pending("z-requeued", "cq", 2, priority=5).obj()  # behind the head
+    requeued["status"] = {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "PendingEvaluation",
+                "message": "Preempted earlier",
+                "lastTransitionTime": "2026-01-01T10:00:00Z",
+            }
+        ]
+    }
+    result = Scheduler(rounds=64).cycle(cache_of(full_queue("BestEffortFIFO", requeued)).snapshot(NOW), QueueState())
+    bypassed = {p.workload.name: (p.reason, p.message) for p in result.pending if p.workload.name == "z-requeued"}
+    assert bypassed == {"z-requeued": ("WaitingForQuota", BYPASSED_MESSAGE)}
+
+
+def test_freed_quota_lets_the_parked_ones_in() -> None:
+    # Kueue: TestQueueInadmissibleWorkloadsClearsHashes: a capacity event requeues them all.
+    cache = cache_of(full_queue())
+    state, scheduler = QueueState(), Scheduler(rounds=64)
+    scheduler.cycle(cache.snapshot(NOW), state)
+    cache.delete("Workload", "default/running")
+    snapshot = cache.snapshot(NOW)
+    state.quota_released(snapshot, {"cq"})
+    result = scheduler.cycle(snapshot, state)
+    assert [a.workload.name for a in result.admitted] == ["same-0", "same-1"]
+
+
+def test_the_shape_covers_what_kueues_hash_covers() -> None:
+    cache = cache_of(
+        scenario(
+            [cluster_queue("cq", 4)],
+            pending("a", "cq", 2, priority=5),
+            pending("b", "cq", 2, priority=5, labels={"team": "x"}),
+            pending("c", "cq", 2, priority=6),
+            pending("d", "cq", 3, priority=5),
+        )
+    )
+    shapes = {name: scheduling_shape(cache.infos[f"default/{name}"]) for name in "abcd"}
+    assert shapes["a"] == shapes["b"]  # labels are not part of it
+    assert shapes["a"] != shapes["c"] and shapes["a"] != shapes["d"]
