@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import fnmatch
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +28,16 @@ class Fault:
     code: int
     times: int
     """How many matching requests fail (-1: all)."""
+    after: bool = False
+    """The request takes effect before it fails (a 500 or a cut connection after the write)."""
 
 
 @dataclass
 class Hold:
     method: str
     pattern: str
+    limit: int | None = None
+    """How many requests it parks at most (None: all that match)."""
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: int = 0
 
@@ -54,15 +58,21 @@ class FakeApi:
         self.history: list[dict[str, dict[str, Any]]] = []
         """After every stored change, a copy of every Workload (path -> object)."""
         self._watchers: list[tuple[str, asyncio.Queue[dict[str, Any]]]] = []
+        self.chaos: Callable[[str, str], tuple[int, bool, int] | None] | None = None
+        """Per request: (code, after, pauses) to fail it (after it took effect, if `after`), or
+        None; `pauses` event-loop turns are waited first, so other tasks run in between."""
+        self._after: dict[tuple[str, str], int] = {}
 
     # -- test controls
 
-    def fail(self, method: str, pattern: str, code: int = 500, times: int = 1) -> None:
-        """Matching requests (fnmatch on the path) fail with `code` (0: a transport error)."""
-        self.faults.append(Fault(method, pattern, code, times))
+    def fail(self, method: str, pattern: str, code: int = 500, times: int = 1, *, after: bool = False) -> None:
+        """Matching requests (fnmatch on the path) fail with `code` (0: a transport error); with
+        `after`, only once they took effect."""
+        self.faults.append(Fault(method, pattern, code, times, after))
 
-    def hold(self, method: str, pattern: str) -> Hold:
-        held = Hold(method, pattern)
+    def hold(self, method: str, pattern: str, *, limit: int | None = None) -> Hold:
+        """Parks matching requests (each in the first open hold with room) until `gate` is set."""
+        held = Hold(method, pattern, limit)
         self.holds.append(held)
         return held
 
@@ -93,6 +103,7 @@ class FakeApi:
 
     async def get(self, path: str) -> dict[str, Any]:
         await self._enter("GET", path)
+        self._after.pop(("GET", path), None)  # a read has no effect to fail after
         if path not in self.objects:
             raise ApiError(404, "NotFound", f"{path} not found")
         return copy.deepcopy(self.objects[path])
@@ -103,11 +114,13 @@ class FakeApi:
         await self._enter("PATCH", path)
         target = path.removesuffix("/status")
         if target not in self.objects:
+            self._after.pop(("PATCH", path), None)
             raise ApiError(404, "NotFound", f"{target} not found")
         body = copy.deepcopy(self.objects[target])
         for op in operations:
             if op["op"] == "test":
                 if op["path"] == "/metadata/resourceVersion" and body["metadata"]["resourceVersion"] != op["value"]:
+                    self._after.pop(("PATCH", path), None)
                     raise ApiError(422, "Invalid", "the test operation failed")
             elif op["op"] == "add" and op["path"] == "/status":
                 body["status"] = copy.deepcopy(op["value"])
@@ -115,6 +128,7 @@ class FakeApi:
                 raise ApiError(400, "BadRequest", f"unsupported operation {op}")
         self._store(target, body)
         self._notify("MODIFIED", target)
+        self._leave("PATCH", path)
         return copy.deepcopy(body)
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -165,12 +179,37 @@ class FakeApi:
 
     async def _enter(self, method: str, path: str) -> None:
         self.requests.append((method, path))
+        if self.chaos is not None and (fault := self.chaos(method, path)) is not None:
+            code, after, pauses = fault
+            for _ in range(pauses):
+                await asyncio.sleep(0)
+            if code and after:
+                self._after[(method, path)] = code
+            elif code:
+                raise ApiError(code, "Chaos", f"injected {code}")
         for held in self.holds:
-            if held.method == method and fnmatch.fnmatch(path, held.pattern) and not held.gate.is_set():
+            if (
+                held.method == method
+                and fnmatch.fnmatch(path, held.pattern)
+                and not held.gate.is_set()
+                and (held.limit is None or held.waiting < held.limit)
+            ):
                 held.waiting += 1
                 await held.gate.wait()
+                break
+        self._raise_faults(method, path, after=False)
+
+    def _leave(self, method: str, path: str) -> None:
+        code = self._after.pop((method, path), None)
+        if code is not None:
+            raise ApiError(code, "Chaos", f"injected {code} after the write")
+        self._raise_faults(method, path, after=True)
+
+    def _raise_faults(self, method: str, path: str, *, after: bool) -> None:
         for fault in self.faults:
-            if fault.method == method and fnmatch.fnmatch(path, fault.pattern) and fault.times != 0:
+            if fault.after != after or fault.method != method or not fnmatch.fnmatch(path, fault.pattern):
+                continue
+            if fault.times != 0:
                 fault.times -= 1
                 if fault.code == 0:
                     raise ApiError(0, "ConnectError", "no answer from the API server: connection refused")

@@ -118,6 +118,31 @@ def test_an_assumed_admission_holds_quota_until_forgotten() -> None:
     assert [w.key for w in cache.snapshot(NOW).pending["cq"]] == ["default/w"]
 
 
+def test_only_the_deciding_write_ends_an_assumption() -> None:
+    cache = Cache()
+    cache.load(parse(scenario([cluster_queue("cq", 3)], pending("w", "cq", 2))))
+    older, newer = object(), object()
+    cache.assume_eviction("default/w", older)
+    cache.assume_admission(Workload.model_validate(admitted("w", "cq", 2).obj()), newer)
+    cache.forget("default/w", older)  # the older decision's write ended: not this assumption's
+    assert cache.assumed == {"default/w"} and used(cache, "cq") == 2000
+    cache.forget("default/w", newer)
+    assert not cache.assumed and used(cache, "cq") == 0
+
+
+def test_an_admission_being_written_holds_quota_and_is_no_candidate() -> None:
+    objects = scenario([cluster_queue("cq", 2, within="LowerPriority")], pending("low", "cq", 2, priority=0))
+    cache = Cache()
+    cache.load(parse(objects))
+    cache.assume_admission(Workload.model_validate(admitted("low", "cq", 2, priority=0).obj()))
+    cache.upsert(parse_object(pending("high", "cq", 2, priority=10).obj()))
+    snapshot = cache.snapshot(NOW)
+    assert snapshot.admitting == {"default/low"}
+    result = Scheduler().cycle(snapshot, QueueState())
+    assert not result.preempted and not result.admitted
+    assert snapshot.passed_over == {"default/low"}
+
+
 def test_an_assumed_eviction_keeps_the_quota_and_is_no_candidate() -> None:
     objects = scenario(
         [cluster_queue("cq", 2, within="LowerPriority")],

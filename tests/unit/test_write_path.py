@@ -108,7 +108,7 @@ async def test_a_failed_write_gives_its_quota_back_and_in_flight_writes_keep_the
     h = Harness(four_in_three())
     hold = h.api.hold("PATCH", f"{WL}/w1/status")
     hold2 = h.api.hold("PATCH", f"{WL}/w2/status")
-    h.api.fail("PATCH", f"{WL}/w3/status", code=500)
+    h.api.fail("PATCH", f"{WL}/w3/status", code=403)
     first = asyncio.create_task(h.loop.cycle())
     while hold.waiting == 0 or hold2.waiting == 0:
         await asyncio.sleep(0)
@@ -126,6 +126,109 @@ async def test_a_failed_write_gives_its_quota_back_and_in_flight_writes_keep_the
     assert h.metrics.failed_writes.labels(outcome="failed")._value.get() == 1
     third = await h.step()
     assert not third.admitted and h.most_cpu_ever("cq") == 3
+
+
+async def test_a_write_that_took_effect_before_its_error_keeps_its_quota() -> None:
+    """Issue #11 chaos (500 after the write): the admission took effect although its answer was
+    an error; before its watch event arrives the next cycle must not give the same quota away."""
+    h = Harness(scenario([cluster_queue("cq", 2)], pending("w1", "cq", 2), pending("w2", "cq", 2)))
+    h.api.fail("PATCH", f"{WL}/w1/status", code=500, after=True)
+    first = await h.step()
+    assert [a.workload.name for a in first.admitted] == ["w1"]
+    second = await h.step()  # no sync: the watch event of w1 has not arrived
+    assert not second.admitted
+    assert h.admitted() == {"w1"} and h.most_cpu_ever("cq") == 2
+    assert [r for _, r, _ in h.events.recorded].count("QuotaReserved") == 1
+
+
+async def test_a_write_nobody_can_confirm_holds_its_quota_until_a_read_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer is lost and the API cannot be read either: the admission may have taken
+    effect, so it keeps its quota (no cycle admits into it) until a read says what happened."""
+    import preemption_operator.controller.loop as loop_module
+
+    monkeypatch.setattr(loop_module, "VERIFY_START", 0.01)
+    h = Harness(scenario([cluster_queue("cq", 2)], pending("w1", "cq", 2), pending("w2", "cq", 2)))
+    h.api.fail("PATCH", f"{WL}/w1/status", code=0, after=True)
+    h.api.fail("GET", f"{WL}/w1", code=0, times=6)
+    await h.step()
+    assert h.metrics.failed_writes.labels(outcome="unknown")._value.get() == 1
+    assert h.cache.assumed == {"default/w1"}
+    assert not (await h.step()).admitted  # w1 may hold the quota
+    while h.loop._verifying:
+        await asyncio.sleep(0.01)
+    assert not h.cache.assumed
+    assert _reserved(h.cache.objects["Workload"]["default/w1"].to_wire())  # the read told
+    assert not (await h.step()).admitted
+    assert h.admitted() == {"w1"} and h.most_cpu_ever("cq") == 2
+
+
+async def test_a_write_that_did_not_take_effect_is_decided_again_once_a_read_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import preemption_operator.controller.loop as loop_module
+
+    monkeypatch.setattr(loop_module, "VERIFY_START", 0.01)
+    h = Harness(scenario([cluster_queue("cq", 2)], pending("w1", "cq", 2), pending("w2", "cq", 2)))
+    h.api.fail("PATCH", f"{WL}/w1/status", code=0)
+    h.api.fail("GET", f"{WL}/w1", code=0, times=6)
+    await h.step()
+    assert h.cache.assumed == {"default/w1"} and h.admitted() == set()
+    while h.loop._verifying:
+        await asyncio.sleep(0.01)
+    assert not h.cache.assumed
+    third = await h.step()
+    assert [a.workload.name for a in third.admitted] == ["w1"]
+    assert h.admitted() == {"w1"} and h.most_cpu_ever("cq") == 2
+
+
+async def test_an_admission_being_written_is_no_preemption_candidate() -> None:
+    """Chaos (409 storm, then the loop): a victim chosen while its own admission was still being
+    written found nothing to evict, its preemptor was admitted, and then the victim's admission
+    landed: 18 cpu in a 16-cpu cohort. Kueue's rule for admissions of the same cycle holds for
+    admissions in flight: they hold quota and wait to become candidates until written."""
+    h = Harness(scenario([cluster_queue("cq", 2, within="LowerPriority")], pending("low", "cq", 2, priority=0)))
+    hold = h.api.hold("PATCH", f"{WL}/low/status")
+    first = asyncio.create_task(h.loop.cycle())
+    while hold.waiting == 0:
+        await asyncio.sleep(0)
+    await first
+    h.api.put(pending("high", "cq", 2, priority=10).obj())
+    h.sync()
+    second = await h.loop.cycle()
+    assert not second.preempted and not second.admitted  # low's admission is on its way
+    hold.gate.set()
+    await h.loop.writes.idle()
+    h.sync()
+    third = await h.step()
+    assert [p.victim.name for p in third.preempted] == ["low"]
+    assert h.most_cpu_ever("cq") <= 2
+
+
+async def test_an_older_write_ending_keeps_a_newer_decisions_assumption() -> None:
+    """Found by test_write_path_property: a pending reason for `w` was being written when `w` was
+    admitted; that older write ended first and took the admission's assumption with it, so the
+    next cycle gave `w`'s quota to `x` as well. Only a decision's own write ends its assumption."""
+    big = admitted("big", "cq", 2)
+    h = Harness(scenario([cluster_queue("cq", 2)], big, pending("w", "cq", 2), pending("x", "cq", 2)))
+    reason = h.api.hold("PATCH", f"{WL}/w/status", limit=1)
+    first = asyncio.create_task(h.loop.cycle())
+    while reason.waiting == 0:
+        await asyncio.sleep(0)
+    await first  # w and x get a pending reason; w's is in flight
+    h.api.remove("Workload", "big", "default")
+    h.loop.feeder.forget("Workload", {"metadata": {"name": "big", "namespace": "default"}})
+    admission = h.api.hold("PATCH", f"{WL}/w/status", limit=1)
+    second = await h.loop.cycle()
+    assert [a.workload.name for a in second.admitted] == ["w"]
+    reason.gate.set()
+    while admission.waiting == 0:  # the reason was written; the admission is on its way
+        await asyncio.sleep(0)
+    assert "default/w" in h.cache.assumed
+    third = await h.loop.cycle()
+    assert not third.admitted
+    admission.gate.set()
+    await h.loop.writes.idle()
+    assert h.admitted() == {"w"} and h.most_cpu_ever("cq") == 2
 
 
 async def test_every_write_of_a_batch_runs_to_its_end_even_when_one_fails() -> None:
@@ -146,7 +249,7 @@ async def test_admissions_wait_for_the_evictions_they_rely_on() -> None:
     deactivated["spec"]["active"] = False
     objects = scenario([cluster_queue("cq", 2)], deactivated, pending("new", "cq", 2))
     h = Harness(objects)
-    h.api.fail("PATCH", f"{WL}/old/status", code=500)
+    h.api.fail("PATCH", f"{WL}/old/status", code=403)
     result = await h.step()
     assert [a.workload.name for a in result.admitted] == ["new"]  # decided...
     assert h.admitted() == {"old"}  # ...but not written
@@ -271,14 +374,42 @@ async def _write(api: FakeApi, fence: Callable[[], bool] = lambda: True, current
 
 @pytest.mark.parametrize(
     ("code", "outcome"),
-    [(500, Outcome.FAILED), (403, Outcome.FAILED), (0, Outcome.FAILED), (404, Outcome.GONE)],
+    [
+        (403, Outcome.FAILED),
+        (400, Outcome.FAILED),
+        (404, Outcome.GONE),
+        (500, Outcome.UNKNOWN),  # perhaps after the write: nobody can say it was not written
+        (503, Outcome.UNKNOWN),
+        (0, Outcome.UNKNOWN),
+    ],
 )
 async def test_the_writer_classifies_every_answer(code: int, outcome: Outcome) -> None:
     api = FakeApi()
     api.put(pending("w1", "cq").obj())
-    api.fail("PATCH", "*", code=code)
+    api.fail("PATCH", "*", code=code, times=-1)
     result = await _write(api)
     assert result.outcome is outcome
+
+
+async def test_a_lost_answer_is_settled_by_reading_the_object_again() -> None:
+    """A 500 or a cut connection may come after the write took effect: the writer reads the
+    object again instead of reporting a failure, and does not write twice."""
+    api = FakeApi()
+    api.put(pending("w1", "cq").obj())
+    api.fail("PATCH", "*", code=0, after=True)
+    result = await _write(api)
+    assert result.outcome is Outcome.WRITTEN
+    assert result.body is not None and result.body["status"]["mark"] == "written"
+    assert [m for m, _ in api.requests] == ["GET", "PATCH", "GET"]
+
+
+async def test_an_error_before_the_write_is_retried_from_a_fresh_read() -> None:
+    api = FakeApi()
+    api.put(pending("w1", "cq").obj())
+    api.fail("PATCH", "*", code=503)
+    result = await _write(api)
+    assert result.outcome is Outcome.WRITTEN
+    assert [m for m, _ in api.requests] == ["GET", "PATCH", "GET", "PATCH"]
 
 
 async def test_the_writer_retries_throttling_and_conflicts() -> None:

@@ -25,7 +25,7 @@ from ..engine.configurable import ConfigurablePreemption
 from ..engine.notices import Notice
 from ..engine.scheduler import CycleResult, QueueState, Scheduler
 from ..k8s import resources
-from ..k8s.api import Kind
+from ..k8s.api import ApiError, Kind
 from ..k8s.writer import Outcome, StatusWriter, WriteResult
 from ..metrics import Metrics
 from . import queue_status
@@ -43,6 +43,8 @@ STATUS_INTERVAL_SECONDS = 1.0  # queue statuses, as Kueue batches them
 STATUS_PARALLELISM = 4
 ROUNDS_PER_CYCLE = 64  # consecutive Kueue cycles decided before one batch of writes
 RETRY_START = 1.0
+VERIFY_START = 0.5  # first look at a workload whose write may or may not have taken effect
+VERIFY_MAX = 10.0
 
 
 class EventSink(Protocol):
@@ -89,6 +91,11 @@ class SchedulingLoop:
         self.writes = WriteQueue(self._write, self._drop, WRITE_PARALLELISM)
         self.statuses_due = asyncio.Event()
         self.failed_writes = 0
+        self.passed_over: set[str] = set()
+        """Admissions in flight that a preemption could not consider: when written, parked
+        workloads of their cohort look again."""
+        self._verifying: dict[int, asyncio.Task[None]] = {}
+        """Workloads whose write may have taken effect: their decision stays assumed until a read says."""
         self._was_leading = False
         self._wake_deadline = math.inf
 
@@ -124,10 +131,12 @@ class SchedulingLoop:
             await self._decide(synced)
         finally:
             publisher.cancel()
+            for task in self._verifying.values():
+                task.cancel()
             abandoned = await self.writes.stop()
             if abandoned:
                 log.info("stopping with %d write(s) not sent", abandoned)
-            await asyncio.gather(publisher, return_exceptions=True)
+            await asyncio.gather(publisher, *self._verifying.values(), return_exceptions=True)
 
     async def _decide(self, synced: asyncio.Event) -> None:
         resync_at = time.monotonic() + self.resync_seconds
@@ -189,6 +198,7 @@ class SchedulingLoop:
             self.released = set()
         self.configurable.begin_cycle(snapshot)
         result = self.scheduler.cycle(snapshot, self.state)
+        self.passed_over |= snapshot.passed_over
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         if result.retry_at is not None:
             self._wake_at(result.retry_at)
@@ -216,15 +226,16 @@ class SchedulingLoop:
                 wire = change.workload.obj.to_wire()
                 new = change.compute(wire)
                 if new is not None:
-                    self.cache.assume_admission(Workload.model_validate({**wire, "status": new}))
+                    self.cache.assume_admission(Workload.model_validate({**wire, "status": new}), change)
             elif change.releases_quota:
-                self.cache.assume_eviction(change.key)
+                self.cache.assume_eviction(change.key, change)
         self.faults.before_writes(changes)
         self.writes.submit(changes)
 
     def _drop(self, change: StatusChange) -> None:
         """A decision that will not be written (its batch's eviction failed): decided again."""
-        self.cache.forget(change.key)
+        self.cache.forget(change.key, change)
+        self.passed_over.discard(change.key)
         self._wake_in(RETRY_START)
 
     async def _write(self, change: StatusChange) -> WriteResult:
@@ -237,24 +248,69 @@ class SchedulingLoop:
             result = WriteResult(Outcome.FAILED, error=repr(exc))
         if result.outcome is Outcome.GONE:
             self.feeder.gone("Workload", wl.key)
+            self.passed_over.discard(wl.key)
+            return result
+        if result.outcome is Outcome.UNKNOWN and (change.holds_quota or change.releases_quota):
+            # Forgetting it now could hand the same quota out twice: the decision stays assumed
+            # until the API says what happened.
+            self.failed_writes += 1
+            self.metrics.failed_writes.labels(outcome=result.outcome.value).inc()
+            log.warning(
+                "%s of %s may or may not have been written (%s); holding it until the API answers",
+                change.action,
+                wl.key,
+                result.error,
+            )
+            self._verify(change)
             return result
         if result.body is not None:
             self.feeder.ingest("Workload", result.body)  # before forgetting: no gap without the quota
-        self.cache.forget(wl.key)
+        if change.holds_quota or change.releases_quota:
+            self.cache.forget(wl.key, change)  # only its own: a later decision may be assumed now
+        if wl.key in self.passed_over:
+            self.passed_over.discard(wl.key)
+            if change.holds_quota and change.cluster_queue:
+                self.quota_released(change.cluster_queue)  # a new candidate: parked ones look again
         if result.outcome is Outcome.WRITTEN:
             assert result.body is not None
             self._report(change, result.body)
             if change.releases_quota and change.cluster_queue:
                 self.quota_released(change.cluster_queue)
-        elif result.outcome in (Outcome.FAILED, Outcome.FENCED):
+        elif result.outcome in (Outcome.FAILED, Outcome.FENCED, Outcome.UNKNOWN):
             self.failed_writes += 1
             self.metrics.failed_writes.labels(outcome=result.outcome.value).inc()
-            if result.outcome is Outcome.FAILED:
+            if result.outcome is not Outcome.FENCED:
                 log.warning("%s of %s not written: %s", change.action, wl.key, result.error)
                 self._wake_in(RETRY_START)  # decided again shortly
             else:
                 log.debug("%s of %s not sent: the lease deadline has passed", change.action, wl.key)
         return result
+
+    def _verify(self, change: StatusChange) -> None:
+        self._verifying[id(change)] = asyncio.create_task(self._read_back(change), name=f"verify {change.key}")
+
+    async def _read_back(self, change: StatusChange) -> None:
+        """Reads a workload until the API answers, then takes that answer for the truth."""
+        key, name, namespace = change.key, change.workload.name, change.workload.namespace
+        pause = VERIFY_START
+        try:
+            while True:
+                await asyncio.sleep(pause)
+                pause = min(VERIFY_MAX, pause * 2)
+                try:
+                    body = await self.writer.api.get(resources.Workload.path(name, namespace))
+                except ApiError as exc:
+                    if exc.code == 404:
+                        self.feeder.gone("Workload", key)
+                        return
+                    log.debug("reading %s back failed: %s", key, exc)
+                    continue
+                self.feeder.ingest("Workload", body)
+                self.cache.forget(key, change)
+                self.poke()
+                return
+        finally:
+            self._verifying.pop(id(change), None)
 
     def _observed(self, key: str) -> dict[str, Any] | None:
         """The freshest copy of a Workload the cache holds (write answers and watch events)."""

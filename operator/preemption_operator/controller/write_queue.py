@@ -153,7 +153,7 @@ class WriteQueue:
             self._signal()
 
     def _released(self, batch: Batch, result: WriteResult) -> None:
-        if result.outcome in (Outcome.FAILED, Outcome.FENCED):
+        if result.outcome in (Outcome.FAILED, Outcome.FENCED, Outcome.UNKNOWN):
             batch.failed = True
         batch.releases_left -= 1
         if batch.releases_left or not batch.takes:

@@ -63,6 +63,8 @@ class _Assumption:
 
     admitted: WorkloadInfo | None
     """The workload as admitted (None: an eviction)."""
+    token: object = None
+    """The decision it stands for: only that decision's write may end it."""
 
 
 def _version(text: str | None) -> int | None:
@@ -266,22 +268,28 @@ class Cache:
 
     # -- assumptions: decisions whose writes are in flight -----------------------------------
 
-    def assume_admission(self, admitted: v1beta2.Workload) -> None:
-        """`admitted` is the workload with the status about to be written."""
+    def assume_admission(self, admitted: v1beta2.Workload, token: object = None) -> None:
+        """`admitted` is the workload with the status about to be written; `token` names the
+        decision (see `forget`)."""
         key = _key(admitted.metadata)
         if key in self._observed:
-            self._assumed[key] = _Assumption(build_info(admitted, self._priority_classes))
+            self._assumed[key] = _Assumption(build_info(admitted, self._priority_classes), token)
             self._reindex(key)
 
-    def assume_eviction(self, key: str) -> None:
+    def assume_eviction(self, key: str, token: object = None) -> None:
         if key in self._observed:
-            self._assumed[key] = _Assumption(None)
+            self._assumed[key] = _Assumption(None, token)
             self._reindex(key)
 
-    def forget(self, key: str) -> None:
-        """The write of a decision finished (its answer, if any, is stored) or failed."""
-        if self._assumed.pop(key, None) is not None:
-            self._reindex(key)
+    def forget(self, key: str, token: object = None) -> None:
+        """The write of a decision finished (its answer, if any, is stored) or failed. With a
+        `token`, only that decision's assumption ends: a later decision about the same workload
+        (an admission decided while an older write to it was still in flight) stays assumed."""
+        assumed = self._assumed.get(key)
+        if assumed is None or (token is not None and assumed.token is not token):
+            return
+        del self._assumed[key]
+        self._reindex(key)
 
     @property
     def assumed(self) -> frozenset[str]:
@@ -291,6 +299,11 @@ class Cache:
     def evicting(self) -> frozenset[str]:
         """Workloads whose eviction is being written: they still hold their quota."""
         return frozenset(k for k, a in self._assumed.items() if a.admitted is None)
+
+    @property
+    def admitting(self) -> frozenset[str]:
+        """Workloads whose admission is being written: they hold quota, but are no candidates yet."""
+        return frozenset(k for k, a in self._assumed.items() if a.admitted is not None)
 
     @property
     def unreadable(self) -> dict[str, str]:
@@ -548,7 +561,7 @@ class Cache:
                 pending.setdefault(cq_name, []).append(info)
         for infos_list in pending.values():
             infos_list.sort(key=queue_order)
-        evicting = self.evicting
+        evicting = self.evicting | self.admitting  # neither is drained until its write is done
         drains = [
             (self.infos[key], "Deactivated", "The workload is deactivated")
             for key in sorted(self._deactivated)
@@ -582,7 +595,8 @@ class Cache:
             tas=self.tas(),
             preemption_configs=dict(self.objects["PreemptionConfig"]),
             namespace_labels=namespaces,
-            evicting=evicting,
+            evicting=self.evicting,
+            admitting=self.admitting,
             unreadable=frozenset(self._unreadable),
         )
 

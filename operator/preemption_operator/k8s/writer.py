@@ -5,7 +5,10 @@ computed from a stale object is refused (409/422) and recomputed from a fresh re
 writers' conditions and fields survive. Nothing is written when the status would not change.
 
 Every write ends in one of the outcomes below, never in an exception, so one failed write cannot
-abort the others of its batch. No request is sent once `fence()` says this replica may no longer
+abort the others of its batch. An error that may come after the write took effect (a 5xx, a
+connection lost on the way back) is not a failure: the object is read again, which tells whether
+it did; if even that read cannot be made, the outcome is UNKNOWN and the caller must act as if the
+write took effect until it learns otherwise. No request is sent once `fence()` says this replica may no longer
 write (its lease deadline passed): the check runs just before each request, not once per batch.
 """
 
@@ -26,6 +29,9 @@ COMPONENT = "preemption-operator"
 FIELD_MANAGER = "preemption-operator"
 MAX_ATTEMPTS = 5
 MAX_RETRY_AFTER = 5.0
+AMBIGUOUS = frozenset({0, 500, 502, 503, 504})
+"""Answers that do not say whether the request took effect (0: no answer at all)."""
+AMBIGUOUS_PAUSE = 0.1
 
 StatusFn = Callable[[dict[str, Any]], dict[str, Any] | None]
 """Given the current object, the new status, or None to write nothing."""
@@ -38,6 +44,9 @@ class Outcome(enum.Enum):
     GONE = "gone"
     """The object does not exist (404): it must leave the cache."""
     FAILED = "failed"
+    """Not written."""
+    UNKNOWN = "unknown"
+    """Perhaps written: the answer was lost or was an error that may come after the write."""
     FENCED = "fenced"
     """Not sent: this replica is no longer allowed to write."""
 
@@ -97,16 +106,24 @@ class StatusWriter:
     ) -> WriteResult:
         path = kind.path(name, namespace)
         fresh = False
-        for _ in range(self.attempts):
+        maybe_written = False
+        """A request of this write may have taken effect and no read since tells."""
+        error = ""
+        for attempt in range(self.attempts):
+            settled = False
             try:
                 if current is None:
                     if not self.fence():
-                        return WriteResult(Outcome.FENCED)
+                        return WriteResult(Outcome.UNKNOWN if maybe_written else Outcome.FENCED, error=error)
                     current = await self.api.get(path)
                     fresh = True
+                    # The read settles it: if the lost write took effect, compute() sees it.
+                    settled, maybe_written = maybe_written, False
                 new_status = compute(current)
                 if new_status is None or new_status == (current.get("status") or {}):
-                    return WriteResult(Outcome.UNCHANGED, current if fresh else None)
+                    # After a lost answer, "nothing left to do" means the write went through.
+                    outcome = Outcome.WRITTEN if settled else Outcome.UNCHANGED
+                    return WriteResult(outcome, current if fresh else None)
                 operations: list[dict[str, Any]] = []
                 version = (current.get("metadata") or {}).get("resourceVersion")
                 if version:
@@ -114,17 +131,30 @@ class StatusWriter:
                 operations.append({"op": "add", "path": "/status", "value": new_status})
                 if not self.fence():
                     return WriteResult(Outcome.FENCED)
-                written = await self.api.patch_json(kind.path(name, namespace, "status"), operations)
+                try:
+                    written = await self.api.patch_json(kind.path(name, namespace, "status"), operations)
+                except ApiError as exc:
+                    if exc.code in AMBIGUOUS:
+                        maybe_written = True
+                    raise
                 return WriteResult(Outcome.WRITTEN, written)
             except ApiError as exc:
+                error = str(exc)
+                if exc.code in AMBIGUOUS:
+                    log.debug("no clear answer writing status of %s %s (%s); reading it again", kind.name, name, exc)
+                    current = None
+                    await asyncio.sleep(AMBIGUOUS_PAUSE * (attempt + 1))
+                    continue
                 if exc.code in (409, 422):
                     log.debug("conflict writing status of %s %s; retrying from a fresh read", kind.name, name)
                     current = None
                     continue
                 if exc.code == 404:
-                    return WriteResult(Outcome.GONE, error=str(exc))
+                    return WriteResult(Outcome.GONE, error=error)
                 if exc.code == 429:
                     await asyncio.sleep(min(MAX_RETRY_AFTER, exc.retry_after or 1.0))
                     continue
-                return WriteResult(Outcome.FAILED, error=str(exc))
-        return WriteResult(Outcome.FAILED, error=f"gave up after {self.attempts} attempts (conflicts or throttling)")
+                return WriteResult(Outcome.UNKNOWN if maybe_written else Outcome.FAILED, error=error)
+        if maybe_written:
+            return WriteResult(Outcome.UNKNOWN, error=f"{error} (after {self.attempts} attempts)")
+        return WriteResult(Outcome.FAILED, error=f"gave up after {self.attempts} attempts: {error}")
