@@ -90,7 +90,8 @@ class Metrics:
                 family = CounterMetricFamily(
                     "preemption_operator_events",
                     "Events recorded, by what became of them: posted, patched (a repeat counted up), "
-                    "dropped (queue full), filtered (spam filter), fenced (not leading), failed.",
+                    "dropped (queue full), filtered (spam filter), fenced (not leading), failed, "
+                    "namespace_closing (its namespace is being deleted).",
                     labels=["outcome"],
                 )
                 for outcome, value in sorted(counters().items()):

@@ -655,3 +655,38 @@ def test_settled_workloads_are_not_written(cluster: ControlPlane, scenario: Scen
         where = f"{obj['kind']} {meta['name']}"
         assert not [k for k in meta.get("annotations") or {} if "kopf.zalando.org" in k], where
         assert not meta.get("finalizers"), where
+
+
+def test_no_events_are_sent_into_a_namespace_being_deleted(
+    cluster: ControlPlane, scenario: Scenario, operators: OperatorPool
+) -> None:
+    """A namespace being deleted refuses new Events (403 "being terminated") but its Workloads
+    are still scheduled: they are admitted, and no Event is sent there."""
+    sc, ns = scenario, scenario.namespace
+    op = operators.start()
+    cq = sc.name("late")
+    sc.apply(
+        sc.flavor_object(),
+        {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": ns},
+         "spec": {"clusterQueue": cq}},
+        workload("w1", ns, "main", cpu=1),
+    )  # fmt: skip
+
+    def waiting() -> bool:
+        assert condition(sc.workload("w1"), "QuotaReserved") is not None, sc.workload("w1").get("status")
+        return True
+
+    wait_until(waiting, what="w1 pending on a missing ClusterQueue", diagnostics=op.tail)
+    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=True)
+
+    def terminating() -> bool:
+        phase = json.loads(cluster.kubectl("get", "namespace", ns, "-o", "json", check=True).stdout)["status"]
+        assert phase.get("phase") == "Terminating", phase
+        return True
+
+    wait_until(terminating, what=f"namespace {ns} terminating")
+    sc.apply(cluster_queue(cq, sc.flavor, 4))
+    sc.wait_admitted("w1", diagnostics=op.tail)
+    assert (op.metric("preemption_operator_events_total", outcome="namespace_closing") or 0) >= 1
+    assert op.stop() == 0, op.tail()
+    assert "POST events 403" not in op.log(), op.tail()

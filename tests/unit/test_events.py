@@ -337,6 +337,18 @@ async def test_fence_drops_queued_events_of_a_former_leader(api: FakeApi, clock:
     assert (rec.fenced, api.only()["count"]) == (2, 2)
 
 
+async def test_no_event_is_sent_into_a_namespace_being_deleted(api: FakeApi, clock: Clock) -> None:
+    """The API server refuses new Events in a terminating namespace (403): none is sent, and the
+    cluster-scoped objects' Events (namespace "default") are unaffected."""
+    rec = recorder(api, clock, closing=lambda namespace: namespace == "gone")
+    rec.record(workload(namespace="gone"), "Workload", KUEUE, "Normal", "Pending", "waiting")
+    rec.record(workload(namespace=None), "ClusterQueue", KUEUE, "Warning", "Invalid", "bad")
+    rec.record(workload(namespace="team"), "Workload", KUEUE, "Normal", "Pending", "waiting")
+    await rec.drain(1.0)
+    assert sorted(ns for ns, _ in api.events) == ["default", "team"]
+    assert (rec.closed, rec.posted) == (1, 2)
+
+
 async def test_fence_is_asked_again_before_recreating_after_a_404(api: FakeApi, clock: Clock) -> None:
     answers = iter([True, True, False])
     rec = recorder(api, clock, fence=lambda: next(answers))

@@ -9,7 +9,7 @@ from typing import Any, Self
 
 from pydantic import Field, model_validator
 
-from .meta import Int32, ObjectMeta, OpenModel, ResourceList, name_problem
+from .meta import Int32, ObjectMeta, OpenModel, ResourceList, Time, name_problem
 
 
 class CoreObject(OpenModel):
@@ -32,8 +32,17 @@ class CoreObject(OpenModel):
         return (self.metadata.annotations or {}).get(key)
 
 
+class NamespaceMeta(ObjectMeta):
+    deletion_timestamp: Time | None = None
+
+
 class Namespace(CoreObject):
-    pass
+    metadata: NamespaceMeta = Field(default_factory=NamespaceMeta)
+
+    @property
+    def terminating(self) -> bool:
+        """Being deleted: the API server refuses new objects (Events included) in it."""
+        return self.metadata.deletion_timestamp is not None
 
 
 class PriorityClass(CoreObject):

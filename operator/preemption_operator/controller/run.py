@@ -72,7 +72,12 @@ async def operate(
         return elector is None or elector.leading()
 
     writer = StatusWriter(api, fence=leading)
-    recorder = EventRecorder(api, COMPONENT, fence=leading, instance=identity)
+
+    def closing(namespace: str) -> bool:
+        ns = cache.objects["Namespace"].get(namespace)
+        return ns is not None and ns.terminating
+
+    recorder = EventRecorder(api, COMPONENT, fence=leading, instance=identity, closing=closing)
     metrics.watch_events(
         lambda: {
             "posted": recorder.posted,
@@ -81,6 +86,7 @@ async def operate(
             "filtered": recorder.filtered,
             "fenced": recorder.fenced,
             "failed": recorder.failed,
+            "namespace_closing": recorder.closed,
         }
     )
     informers: list[Informer] = []

@@ -148,8 +148,11 @@ class EventRecorder:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         instance: str = "",
+        closing: Callable[[str], bool] = lambda namespace: False,
     ) -> None:
         self.api = api
+        self.closing = closing
+        """Whether a namespace is being deleted: the API server refuses new Events there (403)."""
         self.component = component
         self.instance = instance
         self.fence = fence
@@ -175,6 +178,7 @@ class EventRecorder:
         self.filtered = 0  # held back by the spam filter
         self.fenced = 0  # dropped because this replica no longer leads
         self.failed = 0  # requests that failed
+        self.closed = 0  # about an object whose namespace is being deleted
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -197,6 +201,9 @@ class EventRecorder:
         meta = obj.get("metadata") or {}
         obj_name = str(meta.get("name") or "")
         obj_namespace = str(meta.get("namespace") or "")
+        if obj_namespace and self.closing(obj_namespace):
+            self.closed += 1
+            return
         uid = str(meta.get("uid") or "")
         message = _clip(message)
         now = self.clock()
