@@ -1,5 +1,5 @@
 # Entry points; the scripts in hack/ do the work.
-.PHONY: test crds envtest e2e chaos bench kind
+.PHONY: test crds envtest e2e chaos bench kind kueue-harness
 
 test:  ## everything CI checks: lint, types, CRDs, unit and e2e tests
 	hack/test.sh
@@ -21,3 +21,6 @@ bench:  ## engine benchmarks; results go to benchmarks/results/
 
 kind:  ## a kind cluster with the operator and an example (needs Docker)
 	hack/kind-up.sh
+
+kueue-harness:  ## build Kueue v0.19.2's scheduler-perf runner, minimalkueue and checker (Go module proxy) into ~/.cache/preemption-operator/kueue-harness; run: python benchmarks/kueue-harness/harness.py
+	python benchmarks/kueue-harness/harness.py --build-only

@@ -1,0 +1,1226 @@
+"""Kueue's own scheduler performance harness, run side by side against Kueue's minimalkueue and
+against this operator, with the results written to benchmarks/results/kueue-harness.md.
+
+    python benchmarks/kueue-harness/harness.py [--scale 1/10,1/3,full] [--pairs 2] [--timeout 15m]
+                                               [--output benchmarks/results/kueue-harness.md]
+    python benchmarks/kueue-harness/harness.py --build-only      # what `make kueue-harness` runs
+
+Kueue's runner, minimalkueue and checker are built from the Go module proxy (never from a copy of
+Kueue's code in this repository) into ~/.cache/preemption-operator/kueue-harness/<version>/bin:
+
+    go install sigs.k8s.io/kueue/test/performance/scheduler/{runner,minimalkueue}@v0.19.2
+    go test -c ./test/performance/scheduler/checker      (in the module's folder in the Go module cache)
+
+For each scale the generator config is Kueue's baseline (test/performance/scheduler/configs/
+baseline/generator.yaml) with only the per-queue workload counts scaled. Both sides run in the
+runner's envtest mode with identical flags, interleaved (Kueue, ours, Kueue, ours, ...): the
+runner starts its own etcd + kube-apiserver from KUBEBUILDER_ASSETS (etcd's data on tmpfs),
+installs Kueue's CRD bases, starts the controller given by --minimalKueue (Kueue's binary, or
+operator/minimalkueue, the wrapper that execs `preemption-operator run`), creates the queues and
+workloads, plays the jobs (Finished after each workload's runtime; releasing evicted ones), and
+ends when every active ClusterQueue reports no pending or reserving workloads.
+
+Every figure in the report is measured in that run; each run's artifacts (summary.yaml,
+*.stats.yaml, the CSVs, the runner's and the controller's logs) stay in the artifacts folder the
+report names. This measures; nothing here is a test (tests/e2e/test_kueue_harness.py is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import math
+import os
+import platform
+import re
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+KUEUE_VERSION = "v0.19.2"
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+PERF = "test/performance/scheduler"
+WRAPPER = HERE / "operator" / "minimalkueue"
+DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "kueue-harness.md"
+SIDES = ("kueue", "ours")
+SIDE_NAMES = {"kueue": "Kueue minimalkueue", "ours": "preemption-operator"}
+CLASSES = ("small", "medium", "large")
+# Kueue's Makefile default: the controller's logs at V(2) into files. Scraping is left off for
+# both sides (the operator's /metrics is not Kueue's, and a failed scrape would abort a run).
+RUNNER_FLAGS = ("--withLogs=true", "--logToFile=true")
+# Recording timeout (the runner's --timeout) per scale unless --timeout is given.
+DEFAULT_TIMEOUTS = {Fraction(1, 100): "5m", Fraction(1, 10): "10m", Fraction(1, 3): "15m", Fraction(1): "30m"}
+
+
+def cache_root() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "preemption-operator" / "kueue-harness"
+
+
+# ---- building Kueue's binaries ------------------------------------------------------------------
+
+
+@dataclass
+class Binaries:
+    runner: Path
+    minimalkueue: Path
+    checker: Path | None  # None: the checker did not build; its three checks are reimplemented here
+    module_dir: Path
+    version: str
+    checker_note: str = ""
+
+    @property
+    def crds(self) -> Path:
+        return self.module_dir / "config" / "components" / "crd" / "bases"
+
+    @property
+    def baseline_config(self) -> Path:
+        return self.module_dir / PERF / "configs" / "baseline" / "generator.yaml"
+
+    @property
+    def baseline_rangespec(self) -> Path:
+        return self.module_dir / PERF / "configs" / "baseline" / "rangespec.yaml"
+
+
+def go_binary() -> str:
+    found = shutil.which("go")
+    if found:
+        return found
+    if Path("/usr/local/go/bin/go").is_file():
+        return "/usr/local/go/bin/go"
+    raise SystemExit("kueue-harness: no `go` on PATH (Go >= 1.26 builds Kueue's runner)")
+
+
+def bin_dir(version: str = KUEUE_VERSION) -> Path:
+    return cache_root() / version / "bin"
+
+
+def _log(message: str) -> None:
+    print(f"kueue-harness: {message}", file=sys.stderr, flush=True)
+
+
+def module_dir(go: str, version: str = KUEUE_VERSION) -> Path:
+    """Kueue's module source in the Go module cache (downloaded from the proxy if missing)."""
+    out = subprocess.run(
+        [go, "mod", "download", "-json", f"{KUEUE_MODULE}@{version}"], check=True, capture_output=True, text=True
+    )
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def build(version: str = KUEUE_VERSION, *, go: str | None = None) -> Binaries:
+    """Builds (or reuses) runner, minimalkueue and the checker test binary."""
+    go = go or go_binary()
+    bindir = bin_dir(version)
+    bindir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOBIN": str(bindir)}
+    runner, minimal = bindir / "runner", bindir / "minimalkueue"
+    if not (runner.is_file() and minimal.is_file()):
+        pkgs = [f"{KUEUE_MODULE}/{PERF}/{name}@{version}" for name in ("runner", "minimalkueue")]
+        _log(f"go install {' '.join(pkgs)} (GOBIN={bindir}); a cold build takes several minutes")
+        subprocess.run([go, "install", *pkgs], check=True, env=env, cwd=bindir)
+    moddir = module_dir(go, version)
+    (cache_root() / version / "module-dir").write_text(f"{moddir}\n")
+    checker = bindir / "checker.test"
+    note = "Kueue's checker, built with `go test -c` from the module source"
+    if not checker.is_file():
+        _log(f"go test -c ./{PERF}/checker (in {moddir})")
+        done = subprocess.run(
+            [go, "test", "-c", "-o", str(checker), f"./{PERF}/checker"],
+            cwd=moddir,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0 or not checker.is_file():
+            (bindir / "checker-build.log").write_text(done.stdout + done.stderr)
+            _log(f"the checker did not build (see {bindir / 'checker-build.log'}); its checks are reimplemented")
+            return Binaries(
+                runner, minimal, None, moddir, version, "the checker did not build: its checks reimplemented"
+            )
+    return Binaries(runner, minimal, checker, moddir, version, note)
+
+
+def installed(version: str = KUEUE_VERSION) -> Binaries | None:
+    """The binaries `make kueue-harness` built, or None (nothing is built here)."""
+    bindir = bin_dir(version)
+    runner, minimal, checker = bindir / "runner", bindir / "minimalkueue", bindir / "checker.test"
+    moddir_file = cache_root() / version / "module-dir"
+    if not (runner.is_file() and minimal.is_file() and moddir_file.is_file()):
+        return None
+    moddir = Path(moddir_file.read_text().strip())
+    if not (moddir / PERF).is_dir():
+        return None
+    return Binaries(runner, minimal, checker if checker.is_file() else None, moddir, version)
+
+
+# ---- generator configs -------------------------------------------------------------------------
+
+
+def parse_scale(text: str) -> Fraction:
+    text = text.strip().lower()
+    if text in ("full", "1", "1/1"):
+        return Fraction(1)
+    if text == "tiny":
+        return Fraction(1, 100)
+    value = Fraction(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"scale {text!r} must be in (0, 1]")
+    return value
+
+
+def scale_label(scale: Fraction) -> str:
+    return "full" if scale == 1 else f"{scale.numerator}/{scale.denominator}"
+
+
+def scaled_count(count: int, scale: Fraction) -> int:
+    """Rounded half up, at least 1: 350, 100, 50 per queue give 117, 33, 17 at 1/3 (5,010 in all)."""
+    return max(1, math.floor(count * scale + Fraction(1, 2)))
+
+
+def scaled_config(baseline: dict[str, Any], scale: Fraction) -> dict[str, Any]:
+    config = json.loads(json.dumps(baseline))  # a deep copy of plain data
+    for cohort in config["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            for wset in queues["workloadsSets"]:
+                wset["count"] = scaled_count(int(wset["count"]), scale)
+    return config
+
+
+def total_workloads(config: dict[str, Any]) -> int:
+    total = 0
+    for cohort in config["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            per_queue = sum(int(w["count"]) * len(w["workloads"]) for w in queues["workloadsSets"])
+            total += int(cohort["count"]) * int(queues["count"]) * per_queue
+    return total
+
+
+def parse_cpu(value: Any) -> int:
+    """A cpu quantity in milli-CPU ("1" -> 1000, "500m" -> 500)."""
+    text = str(value).strip()
+    if text.endswith("m"):
+        return int(Fraction(text[:-1]))
+    return int(Fraction(text) * 1000)
+
+
+def class_requests(config: dict[str, Any]) -> dict[str, int]:
+    """Workload class -> its cpu request in milli-CPU, times its pod count."""
+    out: dict[str, int] = {}
+    for cohort in config["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            for wset in queues["workloadsSets"]:
+                for template in wset["workloads"]:
+                    out[template["className"]] = parse_cpu(template["request"]) * int(template.get("podCount") or 1)
+    return out
+
+
+def write_config(binaries: Binaries, scale: Fraction, folder: Path) -> tuple[Path, dict[str, Any]]:
+    baseline = yaml.safe_load(binaries.baseline_config.read_text())
+    config = scaled_config(baseline, scale)
+    name = "full" if scale == 1 else f"{scale.numerator}-{scale.denominator}"
+    path = folder / f"generator-{name}.yaml"
+    header = (
+        f"# Kueue {binaries.version} configs/baseline/generator.yaml with the per-queue workload counts"
+        f" scaled by {scale_label(scale)}\n# ({total_workloads(config)} workloads); written by"
+        " benchmarks/kueue-harness/harness.py.\n"
+    )
+    path.write_text(header + yaml.safe_dump(config, sort_keys=False))
+    return path, config
+
+
+# ---- one run ------------------------------------------------------------------------------------
+
+
+def find_assets() -> Path:
+    """KUBEBUILDER_ASSETS, else the folder hack/setup-envtest.sh fills (built there if missing)."""
+    given = os.environ.get("KUBEBUILDER_ASSETS")
+    if given and all((Path(given) / b).exists() for b in ("kube-apiserver", "etcd")):
+        return Path(given)
+    out = subprocess.run([str(ROOT / "hack" / "setup-envtest.sh")], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def operator_script() -> str:
+    script = Path(sys.executable).parent / "preemption-operator"
+    if script.is_file():
+        return str(script)
+    found = shutil.which("preemption-operator")
+    if not found:
+        raise SystemExit("kueue-harness: `preemption-operator` is not installed in this environment")
+    return found
+
+
+def git_revision() -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+        return done.stdout.strip()
+
+    head = git("log", "-1", "--format=%h %ad %s", "--date=format:%Y-%m-%d %H:%M")
+    dirty = git("status", "--porcelain", "--", "operator")
+    return head + (" (+ uncommitted changes in operator/)" if dirty else "")
+
+
+def _proc_stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, start time) of a process, or None if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[1]), int(fields[19])
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """pid -> start time of every live descendant of ``root``."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _proc_stat(int(entry))
+            if stat is not None:
+                children.setdefault(stat[0], []).append((int(entry), stat[1]))
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        for pid, start in children.get(todo.pop(), []):
+            found[pid] = start
+            todo.append(pid)
+    return found
+
+
+def _end_leftovers(tracked: dict[int, int]) -> list[int]:
+    """SIGTERM, then SIGKILL, the tracked processes still alive (same pid and start time): the
+    runner leaves etcd and kube-apiserver running when it ends with an error (os.Exit)."""
+    alive = [pid for pid, start in tracked.items() if (_proc_stat(pid) or (0, -1))[1] == start]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            alive = [pid for pid in alive if (_proc_stat(pid) or (0, -1))[1] == tracked[pid]]
+            if not alive:
+                break
+            time.sleep(0.2)
+    return alive
+
+
+def _controller_rss_gib(runner_pid: int) -> float:
+    """Resident memory of the runner's child processes other than etcd and kube-apiserver."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or (_proc_stat(int(entry)) or (0, 0))[0] != runner_pid:
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            status = Path(f"/proc/{entry}/status").read_text()
+            name = status.split("Name:", 1)[1].split()[0]
+            if name not in ("etcd", "kube-apiserver"):
+                total += int(status.split("VmRSS:", 1)[1].split()[0])
+    return total / 1024 / 1024
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every process on the machine has used since boot (user, nice, system, irq, softirq, steal)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _pdeathsig() -> Any:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+    def hook() -> None:
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the runner stops (cleanly) with us
+
+    return hook
+
+
+@dataclass
+class Run:
+    side: str
+    scale: Fraction
+    index: int  # pair number, from 1
+    folder: Path
+    expected: int
+    command: list[str] = field(default_factory=list)
+    revision: str = ""
+    started: str = ""
+    load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    runner_exit: int | None = None
+    runner_seconds: float = 0.0
+    harness_timeout: bool = False
+    leftovers: list[int] = field(default_factory=list)
+    machine_cpu_s: float | None = None  # every process's CPU time during the run (/proc/stat)
+    own_cpu_s: float | None = None  # the runner's and its children's (etcd, kube-apiserver, controller)
+    # measured
+    stats: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None
+    workloads_seen: int = 0
+    workloads_finished: int = 0
+    usage_status: float | None = None
+    usage_recomputed: float | None = None
+    window_s: float | None = None
+    throughput_s: float | None = None
+    tta: dict[str, float] = field(default_factory=dict)
+    tta_p90: dict[str, float] = field(default_factory=dict)
+    evictions: dict[str, int] = field(default_factory=dict)
+    reconciler_errors: int | None = None
+    conflicts: int | None = None
+    sigint_exit_s: float | None = None
+    sigint_stopped_s: float | None = None  # ours: SIGINT to the operator's own "stopped in" log line
+    generation_s: float | None = None
+    checker_passed: bool | None = None
+    checker_failures: list[str] = field(default_factory=list)
+    checker_kind: str = ""
+    child_log_errors: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.summary is not None and self.stats is not None
+
+    @property
+    def cpu_s(self) -> float | None:
+        return None if self.stats is None else (self.stats["userMs"] + self.stats["sysMs"]) / 1000
+
+    @property
+    def wall_s(self) -> float | None:
+        return None if self.stats is None else self.stats["wallMs"] / 1000
+
+    @property
+    def rss_mib(self) -> float | None:
+        return None if self.stats is None else self.stats["maxrss"] / 1024
+
+
+_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)")
+
+
+def _timestamp(line: str) -> datetime | None:
+    match = _TS.match(line)
+    if not match:
+        return None
+    frac = (match.group(2) or ".0")[:7]  # microseconds at most
+    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
+    return datetime.fromisoformat(match.group(1) + frac + zone)
+
+
+def parse_runner_log(path: Path) -> dict[str, Any]:
+    """Timestamps of the runner's milestones and its reconcile errors (409s among them)."""
+    marks: dict[str, datetime] = {}
+    wanted = {
+        "Starting process": "child_started",
+        "Generator done": "generator_done",
+        "Recorder done": "recorder_done",
+        "Recorder run": "recorder_failed",
+        "Stop the command": "sigint",
+        "Cmd ended": "child_ended",
+        "Start runner": "runner_started",
+    }
+    errors = conflicts = 0
+    examples: list[str] = []
+    if not path.is_file():
+        return {"marks": marks, "errors": None, "conflicts": None, "examples": examples}
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            if "Reconciler error" in line:
+                errors += 1
+                if "the object has been modified" in line or "Operation cannot be fulfilled" in line:
+                    conflicts += 1
+                if len(examples) < 3:
+                    examples.append(line.strip()[:400])
+                continue
+            for text, key in wanted.items():
+                if text in line and key not in marks:
+                    ts = _timestamp(line)
+                    if ts is not None:
+                        marks[key] = ts
+    return {"marks": marks, "errors": errors, "conflicts": conflicts, "examples": examples}
+
+
+def _stopped_line(path: Path) -> datetime | None:
+    """When the operator logged that its shutdown finished ("stopped in ..."), if it did."""
+    if not path.is_file():
+        return None
+    found = None
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            if "preemption_operator.controller.run: stopped in" in line:
+                found = _timestamp(line)
+    return found
+
+
+def count_log_errors(folder: Path) -> int | None:
+    """Lines at error level (or a Python traceback) in the controller's own logs."""
+    logs = [folder / "minimalkueue.err.log", folder / "minimalkueue.out.log"]
+    if not any(p.is_file() for p in logs):
+        return None
+    pattern = re.compile(r"\tERROR\t|\bERROR\b|^Traceback ")
+    total = 0
+    for path in logs:
+        if path.is_file():
+            with path.open(errors="replace") as lines:
+                total += sum(1 for line in lines if pattern.search(line))
+    return total
+
+
+def read_wl_states(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def reimplemented_checks(summary: dict[str, Any], stats: dict[str, Any], rangespec: dict[str, Any]) -> list[str]:
+    """The checker's three checks (wall time, usage per ClusterQueue class, average time to
+    admission per workload class); returns the failures."""
+    failures = []
+    if stats["wallMs"] > rangespec["cmd"]["maxWallMs"]:
+        failures.append(f"CommandStats: wall {stats['wallMs']} ms > {rangespec['cmd']['maxWallMs']} ms")
+    for name, cls in (summary.get("clusterQueueClasses") or {}).items():
+        minimum = rangespec.get("clusterQueueClassesMinUsage", {}).get(name)
+        window = _window_ms(cls)
+        if minimum is None:
+            failures.append(f"ClusterQueueClasses/{name}: unexpected class")
+        elif not cls.get("nominalQuota") or not window:
+            failures.append(f"ClusterQueueClasses/{name}: invalid data")
+        else:
+            usage = cls["cpuUsed"] * 100 / (cls["nominalQuota"] * window)
+            if usage < minimum:
+                failures.append(f"ClusterQueueClasses/{name}: usage {usage:.2f}% < {minimum}%")
+    for name, cls in (summary.get("workloadClasses") or {}).items():
+        maximum = rangespec.get("wlClassesMaxAvgTimeToAdmissionMs", {}).get(name)
+        if maximum is None:
+            failures.append(f"WorkloadClasses/{name}: unexpected class")
+        elif cls["averageTimeToAdmissionMs"] > maximum:
+            failures.append(f"WorkloadClasses/{name}: {cls['averageTimeToAdmissionMs']} ms > {maximum} ms")
+    return failures
+
+
+def _parse_time(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return _timestamp(str(value)) or datetime.fromisoformat(str(value))
+
+
+def _window_ms(cls: dict[str, Any]) -> float:
+    return (_parse_time(cls["lastEventTime"]) - _parse_time(cls["firstEventTime"])).total_seconds() * 1000
+
+
+def run_checker(binaries: Binaries, run: Run) -> None:
+    summary_path, stats_path = run.folder / "summary.yaml", run.folder / "minimalkueue.stats.yaml"
+    rangespec = yaml.safe_load(binaries.baseline_rangespec.read_text())
+    assert run.summary is not None and run.stats is not None
+    if binaries.checker is not None:
+        done = subprocess.run(
+            [
+                str(binaries.checker),
+                "-test.v",
+                f"-summary={summary_path}",
+                f"-cmdStats={stats_path}",
+                f"-range={binaries.baseline_rangespec}",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PROJECT_DIR": str(binaries.module_dir)},  # Kueue's test/util panics without it
+        )
+        (run.folder / "checker.log").write_text(done.stdout + done.stderr)
+        run.checker_kind = "Kueue's checker"
+        run.checker_passed = done.returncode == 0
+        lines = (done.stdout + done.stderr).splitlines()
+        run.checker_failures = [
+            line.strip() for line in lines if re.search(r"_test\.go:\d+:", line) or line.startswith("panic:")
+        ]
+    else:
+        run.checker_kind = "reimplemented checks"
+        run.checker_failures = reimplemented_checks(run.summary, run.stats, rangespec)
+        run.checker_passed = not run.checker_failures
+        (run.folder / "checker.log").write_text("\n".join(run.checker_failures or ["PASS"]) + "\n")
+
+
+def dump_cluster(assets: Path, run: Run) -> None:
+    """After a failed run, while the runner's kube-apiserver still answers: the ClusterQueues'
+    status and the workloads' conditions, for the report's diagnosis."""
+    kubeconfig = run.folder / "kubeconfig"
+    kubectl = assets / "kubectl"
+    if not (kubeconfig.is_file() and kubectl.exists()):
+        return
+    for kind in ("clusterqueues", "workloads"):
+        done = subprocess.run(
+            [str(kubectl), f"--kubeconfig={kubeconfig}", "get", kind, "-A", "-o", "json", "--request-timeout=20s"],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode == 0:
+            (run.folder / f"post-mortem-{kind}.json").write_text(done.stdout)
+
+
+def diagnose(run: Run) -> None:
+    """What a post-mortem dump says about a run that did not finish."""
+    cqs_path, wls_path = run.folder / "post-mortem-clusterqueues.json", run.folder / "post-mortem-workloads.json"
+    if cqs_path.is_file():
+        items = json.loads(cqs_path.read_text()).get("items", [])
+        stuck = []
+        inactive = 0
+        for cq in items:
+            status = cq.get("status") or {}
+            active = any(
+                c.get("type") == "Active" and c.get("status") == "True" for c in status.get("conditions") or []
+            )
+            inactive += not active
+            if status.get("pendingWorkloads") or status.get("reservingWorkloads"):
+                stuck.append(
+                    f"{cq['metadata']['name']} pending={status.get('pendingWorkloads')}"
+                    f" reserving={status.get('reservingWorkloads')} admitted={status.get('admittedWorkloads')}"
+                )
+        run.problems.append(
+            f"post-mortem: {len(items)} ClusterQueues, {inactive} not Active, {len(stuck)} with pending or reserving"
+            f" workloads in status{': ' + '; '.join(stuck[:4]) if stuck else ''}"
+        )
+    if wls_path.is_file():
+        items = json.loads(wls_path.read_text()).get("items", [])
+
+        def cond(wl: dict[str, Any], kind: str) -> bool:
+            return any(
+                c.get("type") == kind and c.get("status") == "True"
+                for c in (wl.get("status") or {}).get("conditions") or []
+            )
+
+        finished = sum(cond(w, "Finished") for w in items)
+        admitted = sum(cond(w, "Admitted") and not cond(w, "Finished") for w in items)
+        reserved = sum(cond(w, "QuotaReserved") and not cond(w, "Admitted") for w in items)
+        evicted = sum(cond(w, "Evicted") and not cond(w, "Finished") for w in items)
+        rest = len(items) - finished - admitted - reserved
+        run.problems.append(
+            f"post-mortem: {len(items)} workloads stored: {finished} Finished, {admitted} Admitted (not finished),"
+            f" {reserved} QuotaReserved without Admitted, {rest} pending; {evicted} Evicted and not finished"
+        )
+
+
+def run_once(
+    binaries: Binaries,
+    side: str,
+    scale: Fraction,
+    index: int,
+    config_path: Path,
+    config: dict[str, Any],
+    folder: Path,
+    *,
+    assets: Path,
+    timeout: str,
+    runner_log_level: str | None = None,
+    max_rss_gib: float = 8.0,
+) -> Run:
+    """One runner invocation against one side; everything it measures."""
+    folder.mkdir(parents=True, exist_ok=True)
+    run = Run(side, scale, index, folder, total_workloads(config))
+    child = binaries.minimalkueue if side == "kueue" else WRAPPER
+    run.command = [
+        str(binaries.runner),
+        f"--o={folder}",
+        f"--crds={binaries.crds}",
+        f"--generatorConfig={config_path}",
+        f"--minimalKueue={child}",
+        f"--timeout={timeout}",
+        *RUNNER_FLAGS,
+        *([f"--zap-log-level={runner_log_level}"] if runner_log_level else []),
+    ]
+    tmp = Path(tempfile.mkdtemp(prefix="kueue-harness-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    env = {
+        **os.environ,
+        "KUBEBUILDER_ASSETS": str(assets),
+        "PROJECT_DIR": str(binaries.module_dir),  # the runner panics without it
+        "TMPDIR": str(tmp),  # envtest's etcd data on tmpfs
+        "PREEMPTION_OPERATOR": operator_script(),
+    }
+    for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        env.pop(var, None)
+    run.revision = git_revision()
+    run.started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    run.load_before = os.getloadavg()
+    _log(f"{scale_label(scale)} pair {index} {side}: {run.expected} workloads -> {folder}")
+    limit = parse_duration(timeout) + 300  # startup, generation and shutdown beyond the recording timeout
+    tracked: dict[int, int] = {}
+    busy_before, own_before = _machine_busy_s(), _children_cpu_s()
+    began = time.monotonic()
+    with (folder / "runner.log").open("wb") as log:
+        proc = subprocess.Popen(
+            run.command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=folder,
+            start_new_session=True,
+            preexec_fn=_pdeathsig(),
+        )
+        try:
+            while proc.poll() is None:
+                tracked.update(_descendants(proc.pid))
+                rss = _controller_rss_gib(proc.pid)
+                if rss > max_rss_gib and not run.harness_timeout:
+                    run.harness_timeout = True
+                    run.problems.append(
+                        f"the controller's RSS reached {rss:.1f} GiB (limit {max_rss_gib}): sent SIGINT"
+                    )
+                    proc.send_signal(signal.SIGINT)
+                    kill_at = time.monotonic() + 60
+                if time.monotonic() - began > limit and not run.harness_timeout:
+                    run.harness_timeout = True
+                    run.problems.append(f"the runner was still running {limit:.0f} s after it started: sent SIGINT")
+                    proc.send_signal(signal.SIGINT)
+                    kill_at = time.monotonic() + 60
+                if run.harness_timeout and time.monotonic() > kill_at:
+                    run.problems.append("the runner ignored SIGINT for 60 s: killed it")
+                    proc.kill()
+                time.sleep(1.0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    run.runner_seconds = time.monotonic() - began
+    run.machine_cpu_s, run.own_cpu_s = _machine_busy_s() - busy_before, _children_cpu_s() - own_before
+    run.runner_exit = proc.returncode
+    run.load_after = os.getloadavg()
+    if proc.returncode != 0:
+        dump_cluster(assets, run)
+    run.leftovers = _end_leftovers(tracked)
+    shutil.rmtree(tmp, ignore_errors=True)
+    collect(binaries, run, config)
+    return run
+
+
+def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
+    folder = run.folder
+    stats_path, summary_path = folder / "minimalkueue.stats.yaml", folder / "summary.yaml"
+    if stats_path.is_file():
+        run.stats = yaml.safe_load(stats_path.read_text())
+    if summary_path.is_file():
+        run.summary = yaml.safe_load(summary_path.read_text())
+    parsed = parse_runner_log(folder / "runner.log")
+    marks = parsed["marks"]
+    run.reconciler_errors, run.conflicts = parsed["errors"], parsed["conflicts"]
+    if "sigint" in marks and "child_ended" in marks:
+        run.sigint_exit_s = (marks["child_ended"] - marks["sigint"]).total_seconds()
+    if "child_started" in marks and "recorder_done" in marks:
+        run.throughput_s = (marks["recorder_done"] - marks["child_started"]).total_seconds()
+    if "child_started" in marks and "generator_done" in marks:
+        run.generation_s = (marks["generator_done"] - marks["child_started"]).total_seconds()
+    run.child_log_errors = count_log_errors(folder)
+    stopped = _stopped_line(folder / "minimalkueue.err.log")
+    if stopped is not None and "sigint" in marks:
+        run.sigint_stopped_s = (stopped - marks["sigint"]).total_seconds()
+    if run.runner_exit != 0:
+        run.problems.append(f"the runner exited with status {run.runner_exit}")
+        if "recorder_failed" in marks:
+            line = next(
+                (ln for ln in (folder / "runner.log").read_text(errors="replace").splitlines() if "Recorder run" in ln),
+                "",
+            )
+            run.problems.append(f"runner: {line.strip()[:300]}")
+        diagnose(run)
+    if run.stats is None:
+        run.problems.append("no minimalkueue.stats.yaml (the controller's exit was not recorded)")
+    if run.summary is None:
+        run.problems.append("no summary.yaml (the runner writes it only when the recorder ends without error)")
+        return
+    states = read_wl_states(folder / "wlStates.csv")
+    run.workloads_seen = len(states)
+    run.workloads_finished = sum(1 for s in states if int(s["ms to finish"]) > 0)
+    if run.workloads_finished < run.expected:
+        run.problems.append(f"only {run.workloads_finished} of {run.expected} workloads were seen Finished")
+    for name, cls in (run.summary.get("workloadClasses") or {}).items():
+        run.tta[name] = cls["averageTimeToAdmissionMs"] / 1000
+        run.evictions[name] = cls["totalEvictions"]
+        values = [int(s["ms to admitted"]) / 1000 for s in states if s["class name"] == name]
+        if values:
+            run.tta_p90[name] = _percentile(values, 0.9)
+    cq = (run.summary.get("clusterQueueClasses") or {}).get("cq")
+    if cq and cq.get("nominalQuota"):
+        window = _window_ms(cq)
+        run.window_s = window / 1000
+        run.usage_status = cq["cpuAverageUsage"] * 100 / cq["nominalQuota"]
+        requests = class_requests(config)
+        # Recomputed from the workloads: each holds its request from its (last) observed admission
+        # to its observed Finished; the runner's CSV gives both relative to the workload's first event.
+        held = sum(
+            requests.get(s["class name"], 0) * (int(s["ms to finish"]) - int(s["ms to admitted"]))
+            for s in states
+            if int(s["ms to finish"]) > 0
+        )
+        if window > 0:
+            run.usage_recomputed = held * 100 / (cq["nominalQuota"] * window)
+    if run.summary.get("droppedWorkloadEvents"):
+        run.problems.append(
+            f"the recorder dropped {run.summary['droppedWorkloadEvents']} workload events (the run's averages are partial)"
+        )
+    if run.stats is not None:
+        run_checker(binaries, run)
+
+
+def parse_duration(text: str) -> float:
+    total, rest = 0.0, text.strip()
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s)", rest):
+        total += float(number) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[unit]
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"bad duration {text!r} (Go syntax: 90s, 15m, 1h)")
+    return total
+
+
+# ---- the report ---------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, str]:
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = "unknown"
+    with contextlib.suppress(OSError):
+        kib = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+        mem = f"{kib / 1024 / 1024:.1f} GiB"
+    go = subprocess.run([go_binary(), "version"], capture_output=True, text=True).stdout.strip()
+    return {
+        "cpu": model,
+        "cores": str(os.cpu_count()),
+        "memory": mem,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "go": go,
+    }
+
+
+def asset_versions(assets: Path) -> str:
+    def first_line(*argv: str) -> str:
+        with contextlib.suppress(OSError):
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            return (done.stdout or done.stderr).strip().splitlines()[0]
+        return "unknown"
+
+    return (
+        f"{first_line(str(assets / 'kube-apiserver'), '--version')}, "
+        f"etcd {first_line(str(assets / 'etcd'), '--version').split()[-1]}"
+    )
+
+
+def fmt(value: float | int | None, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def ratio(ours: float | int | None, kueue: float | int | None) -> float | None:
+    if ours is None or kueue is None or kueue == 0:
+        return None
+    return ours / kueue
+
+
+ROWS: list[tuple[str, Any, int]] = [
+    ("controller wall, s (stats.yaml wallMs)", lambda r: r.wall_s, 1),
+    ("controller start → recorder done, s", lambda r: r.throughput_s, 1),
+    ("workloads/s (workloads ÷ start → recorder done)", lambda r: _per_s(r), 1),
+    ("controller CPU user+sys, s", lambda r: r.cpu_s, 1),
+    ("controller CPU, cores on average (CPU ÷ wall)", lambda r: _cores(r), 2),
+    ("controller max RSS, MiB", lambda r: r.rss_mib, 0),
+    ("usage %, ClusterQueue status (cpuAverageUsage ÷ nominalQuota)", lambda r: r.usage_status, 1),
+    ("usage %, recomputed from workloads (admitted → Finished)", lambda r: r.usage_recomputed, 1),
+    ("time to admission, small: mean / p90, s", lambda r: _tta(r, "small"), 0),
+    ("time to admission, medium: mean / p90, s", lambda r: _tta(r, "medium"), 0),
+    ("time to admission, large: mean / p90, s", lambda r: _tta(r, "large"), 0),
+    ("evictions small / medium / large", lambda r: _evictions(r), 0),
+    ("runner reconcile errors / of them 409 conflicts", lambda r: _errors(r), 0),
+    ("SIGINT → controller exit, s", lambda r: r.sigint_exit_s, 2),
+    ("SIGINT → operator's own `stopped in` log line, s (ours only)", lambda r: r.sigint_stopped_s, 2),
+    ("error lines in the controller's log", lambda r: r.child_log_errors, 0),
+    ("workloads seen Finished / created", lambda r: f"{r.workloads_finished:,} / {r.expected:,}" if r.ok else None, 0),
+    ("checker (baseline rangespec)", lambda r: _checker(r), 0),
+    ("load average (1 min) before / after", lambda r: f"{r.load_before[0]:.2f} / {r.load_after[0]:.2f}", 0),
+    ("CPU-s used during the run by this run's processes / by all others", lambda r: _other_load(r), 0),
+]
+
+RATIO_ROWS: list[tuple[str, Any]] = [
+    ("controller wall", lambda r: r.wall_s),
+    ("controller start → recorder done", lambda r: r.throughput_s),
+    ("workloads/s", lambda r: _per_s(r)),
+    ("controller CPU user+sys", lambda r: r.cpu_s),
+    ("controller max RSS", lambda r: r.rss_mib),
+    ("usage, ClusterQueue status", lambda r: r.usage_status),
+    ("usage, recomputed from workloads", lambda r: r.usage_recomputed),
+    ("time to admission, small (mean)", lambda r: r.tta.get("small")),
+    ("time to admission, medium (mean)", lambda r: r.tta.get("medium")),
+    ("time to admission, large (mean)", lambda r: r.tta.get("large")),
+    ("SIGINT → controller exit", lambda r: r.sigint_exit_s),
+]
+
+
+def _per_s(run: Run) -> float | None:
+    if not run.ok or not run.throughput_s:
+        return None
+    return run.expected / run.throughput_s
+
+
+def _other_load(run: Run) -> str | None:
+    if run.machine_cpu_s is None or run.own_cpu_s is None:
+        return None
+    return f"{run.own_cpu_s:,.0f} / {max(0.0, run.machine_cpu_s - run.own_cpu_s):,.0f}"
+
+
+def _cores(run: Run) -> float | None:
+    if run.cpu_s is None or not run.wall_s:
+        return None
+    return run.cpu_s / run.wall_s
+
+
+def _tta(run: Run, name: str) -> str | None:
+    if name not in run.tta:
+        return None
+    return f"{run.tta[name]:.1f} / {run.tta_p90.get(name, float('nan')):.1f}"
+
+
+def _evictions(run: Run) -> str | None:
+    if not run.evictions:
+        return None
+    return " / ".join(f"{run.evictions.get(name, 0):,}" for name in CLASSES)
+
+
+def _errors(run: Run) -> str:
+    if run.reconciler_errors is None:
+        return "not measured (no runner log)"
+    return f"{run.reconciler_errors:,} / {run.conflicts:,}"
+
+
+def _checker(run: Run) -> str | None:
+    if run.checker_passed is None:
+        return None
+    return "pass" if run.checker_passed else "FAIL: " + "; ".join(run.checker_failures[:4])
+
+
+def _cell(value: Any, digits: int) -> str:
+    if value is None or isinstance(value, str):
+        return value if isinstance(value, str) else "—"
+    return fmt(float(value), digits)
+
+
+def report(
+    runs: list[Run],
+    *,
+    binaries: Binaries,
+    assets: Path,
+    artifacts: Path,
+    command: str,
+    info: dict[str, str],
+    load_before: tuple[float, float, float],
+    load_after: tuple[float, float, float],
+    started: str,
+    timeouts: dict[Fraction, str],
+) -> str:
+    out: list[str] = []
+    add = out.append
+    add(f"# Kueue's scheduler performance harness: Kueue's minimalkueue and preemption-operator ({started[:10]})")
+    add("")
+    add(
+        f"Kueue {binaries.version}'s own harness (`runner`, `minimalkueue` and `checker`, built from the Go module"
+        f" proxy) run against Kueue's `minimalkueue` and against this operator, interleaved (Kueue, ours, Kueue,"
+        f" ours, ...), with identical runner flags. Every figure below was measured in the run this file"
+        f" describes (started {started})."
+    )
+    add("")
+    add(f"Command: `{command}`")
+    add("")
+    add("| machine | |")
+    add("|---|---|")
+    add(f"| CPU | {info['cpu']}, {info['cores']} cores |")
+    add(f"| memory | {info['memory']} |")
+    add(f"| kernel | {info['kernel']} |")
+    add(f"| Python | {info['python']} |")
+    add(f"| Go | {info['go']} |")
+    add(f"| control plane | {asset_versions(assets)} (KUBEBUILDER_ASSETS={assets}); etcd's data on tmpfs |")
+    add(
+        f"| load average (1, 5, 15 min) | before {', '.join(f'{x:.2f}' for x in load_before)};"
+        f" after {', '.join(f'{x:.2f}' for x in load_after)} |"
+    )
+    add("")
+    add("How each run was made:")
+    add("")
+    add(
+        f"- `PROJECT_DIR=<module dir> TMPDIR=/dev/shm/kueue-harness-* KUBEBUILDER_ASSETS=... runner --o=<run folder>"
+        f" --crds=<module dir>/config/components/crd/bases --generatorConfig=<scaled config>"
+        f" --minimalKueue=<controller> --timeout=<T> {' '.join(RUNNER_FLAGS)}`, where the module dir is"
+        f" `{binaries.module_dir}` and T is {', '.join(f'{v} at {scale_label(k)}' for k, v in timeouts.items())}."
+        " The same Kueue CRD bases are installed for both sides (this operator's `PreemptionConfig` kind is"
+        " absent, which it treats as empty). No metrics scraping on either side."
+    )
+    add(
+        "- Kueue: `minimalkueue` as built (`--zap-log-level=2`, logs to files, client QPS 50 / burst 100)."
+        " Ours: `benchmarks/kueue-harness/operator/minimalkueue`, which execs `preemption-operator run"
+        " --no-leader-election --metrics-host=127.0.0.1 --metrics-port=0` with the runner's kubeconfig"
+        " (log level info; the runner's `--zap-log-level=2` maps to it)."
+    )
+    add(
+        f"- Generator configs: Kueue's `configs/baseline/generator.yaml` with only the per-queue workload counts"
+        f" scaled (rounded half up): 5 cohorts x 6 ClusterQueues (nominal 20 cpu, borrowing limit 100,"
+        f" reclaimWithinCohort Any, withinClusterQueue LowerPriority); classes small (1 cpu, 200 ms, priority 50),"
+        f" medium (5 cpu, 500 ms, 100), large (20 cpu, 1 s, 200). Checker: {binaries.checker_note or 'Kueue checker'},"
+        f" against Kueue's baseline rangespec (calibrated for the full 15,000-workload scale on Kueue's CI:"
+        f" wall ≤ 425 s, usage ≥ 50 %, mean time to admission ≤ 23 / 90 / 260 s for large / medium / small)."
+    )
+    add(f"- Artifacts of every run (summary.yaml, minimalkueue.stats.yaml, CSVs, logs): `{artifacts}`")
+    add("")
+    add("Rows: *wall* is the controller's lifetime as the runner measures it (start to exit after SIGINT);")
+    add("*start → recorder done* runs from the runner starting the controller to its recorder seeing every")
+    add("active ClusterQueue report 0 pending and 0 reserving workloads, and *workloads/s* divides the workload")
+    add("count by it; *CPU* and *max RSS* are the controller process's rusage; *usage (status)* is the")
+    add("checker's number, the integral of ClusterQueue `status.flavorsUsage` over the recording window ÷")
+    add("nominal quota; *usage (recomputed)* integrates each workload's request from its last observed")
+    add("admission to its observed `Finished` instead; *time to admission* is the runner's (first event to")
+    add("the observed `Admitted`, last re-admission after an eviction); *409 conflicts* are the runner's")
+    add("reconcile errors that are update conflicts (its Finished / eviction-release writes), counted in its")
+    add("log; *SIGINT → exit* is the time between the runner's `Stop the command` and `Cmd ended` log lines")
+    add("(for ours also to the operator's own `stopped in` line: the rest is the Python process ending);")
+    add("the last row compares the CPU time of the run's own processes (runner, etcd, kube-apiserver,")
+    add("controller) with everything else the machine ran meanwhile (/proc/stat): a large second number")
+    add("means the run shared the 2 cores with other work.")
+    add("")
+    scales = sorted({r.scale for r in runs}, reverse=False)
+    for scale in scales:
+        these = [r for r in runs if r.scale == scale]
+        expected = these[0].expected
+        add(f"## Scale {scale_label(scale)}: {expected:,} workloads")
+        add("")
+        header = " | ".join(f"{'Kueue' if r.side == 'kueue' else 'ours'} #{r.index}" for r in these)
+        add(f"| measure | {header} |")
+        add("|---|" + "---:|" * len(these))
+        for title, get, digits in ROWS:
+            add(f"| {title} | " + " | ".join(_cell(get(r), digits) for r in these) + " |")
+        add("")
+        add("Operator revision per run (`git log -1`):")
+        add("")
+        for r in these:
+            if r.side == "ours":
+                add(f"- ours #{r.index} ({r.started}): {r.revision}")
+        add("")
+        pairs = sorted({r.index for r in these})
+        add("ours ÷ Kueue per interleaved pair (below 1 is better for wall, time, CPU, RSS; above 1 for")
+        add("workloads/s and usage):")
+        add("")
+        add("| ratio | " + " | ".join(f"pair {i}" for i in pairs) + " | mean |")
+        add("|---|" + "---:|" * (len(pairs) + 1))
+        for title, get in RATIO_ROWS:
+            values = []
+            for i in pairs:
+                k = next((r for r in these if r.index == i and r.side == "kueue"), None)
+                o = next((r for r in these if r.index == i and r.side == "ours"), None)
+                values.append(ratio(get(o), get(k)) if k and o else None)
+            present = [v for v in values if v is not None]
+            mean = sum(present) / len(present) if present else None
+            add(f"| {title} | " + " | ".join(fmt(v, 2) for v in values) + f" | {fmt(mean, 2)} |")
+        add("")
+        troubled = [r for r in these if r.problems]
+        if troubled:
+            add("Problems seen in these runs:")
+            add("")
+            for r in troubled:
+                for problem in r.problems:
+                    add(f"- {SIDE_NAMES[r.side]} #{r.index}: {problem}")
+            add("")
+    return "\n".join(out) + "\n"
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--scale", default="1/10", help="comma-separated: 1/10, 1/3, full, tiny (1/100), any 1/N")
+    parser.add_argument(
+        "--pairs", default="2", help="interleaved Kueue/ours pairs per scale; one number, or one per scale (3,2,1)"
+    )
+    parser.add_argument("--max-rss-gib", type=float, default=8.0, help="stop a run whose controller grows past this")
+    parser.add_argument(
+        "--report-from", type=Path, help="only rewrite the report from an artifacts folder's results.json"
+    )
+    parser.add_argument(
+        "--timeout", help="the runner's recording timeout, Go syntax (default: 10m at 1/10, 15m at 1/3, 30m full)"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=DEFAULT_OUTPUT, help=f"the report (default {DEFAULT_OUTPUT.relative_to(ROOT)})"
+    )
+    parser.add_argument(
+        "--artifacts", type=Path, help="where runs keep their files (default: a new folder under the cache)"
+    )
+    parser.add_argument("--sides", default="kueue,ours", help="kueue,ours (default both, interleaved)")
+    parser.add_argument("--runner-log-level", help="the runner's own --zap-log-level (default: Kueue's, very verbose)")
+    parser.add_argument("--build-only", action="store_true", help="build or reuse the binaries, then stop")
+    args = parser.parse_args(argv)
+
+    binaries = build()
+    _log(
+        f"runner {binaries.runner}, minimalkueue {binaries.minimalkueue}, checker {binaries.checker or '(reimplemented)'}"
+    )
+    _log(f"module dir {binaries.module_dir}")
+    if args.build_only:
+        return 0
+    scales = [parse_scale(s) for s in args.scale.split(",") if s.strip()]
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    pairs = [int(p) for p in str(args.pairs).split(",") if p.strip()]
+    if len(pairs) == 1:
+        pairs *= len(scales)
+    if not scales or any(s not in SIDES for s in sides) or len(pairs) != len(scales) or min(pairs) < 1:
+        parser.error("--scale needs a scale; --sides takes kueue and/or ours; --pairs one number or one per scale")
+    assets = find_assets()
+    if args.report_from:
+        return rewrite_report(binaries, assets, args.report_from.resolve(), args.output)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    artifacts = (args.artifacts or cache_root() / "runs" / stamp).resolve()
+    artifacts.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    command = "python benchmarks/kueue-harness/harness.py " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    info = machine()
+    load_before = os.getloadavg()
+    timeouts = {s: args.timeout or DEFAULT_TIMEOUTS.get(s, "30m") for s in scales}
+    runs: list[Run] = []
+    results = artifacts / "results.json"
+    meta = {"command": command, "started": started, "load_before": load_before, "info": info}
+    meta["timeouts"] = {scale_label(k): v for k, v in timeouts.items()}
+    for scale, count in zip(scales, pairs, strict=True):
+        config_path, config = write_config(binaries, scale, artifacts)
+        for index in range(1, count + 1):
+            for side in sides:
+                folder = artifacts / scale_label(scale).replace("/", "-") / f"{index}-{side}"
+                run = run_once(
+                    binaries,
+                    side,
+                    scale,
+                    index,
+                    config_path,
+                    config,
+                    folder,
+                    assets=assets,
+                    timeout=timeouts[scale],
+                    runner_log_level=args.runner_log_level,
+                    max_rss_gib=args.max_rss_gib,
+                )
+                runs.append(run)
+                _log(
+                    f"  wall {fmt(run.wall_s)} s, start→done {fmt(run.throughput_s)} s, CPU {fmt(run.cpu_s)} s,"
+                    f" SIGINT→exit {fmt(run.sigint_exit_s, 2)} s, usage {fmt(run.usage_status)} %,"
+                    f" checker {_checker(run)}; problems: {run.problems or 'none'}"
+                )
+                meta["runs"] = [_as_json(r) for r in runs]
+                results.write_text(json.dumps(meta, indent=1, default=str))
+    meta["load_after"] = load_after = os.getloadavg()
+    results.write_text(json.dumps(meta, indent=1, default=str))
+    text = report(
+        runs,
+        binaries=binaries,
+        assets=assets,
+        artifacts=artifacts,
+        command=command,
+        info=info,
+        load_before=load_before,
+        load_after=load_after,
+        started=started,
+        timeouts=timeouts,
+    )
+    (artifacts / "report.md").write_text(text)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    _log(f"report: {args.output} (artifacts: {artifacts})")
+    return 0 if all(r.ok for r in runs) else 1
+
+
+KEPT = (
+    "side",
+    "index",
+    "expected",
+    "command",
+    "revision",
+    "started",
+    "runner_exit",
+    "runner_seconds",
+    "machine_cpu_s",
+    "own_cpu_s",
+)
+
+
+def rewrite_report(binaries: Binaries, assets: Path, artifacts: Path, output: Path) -> int:
+    """The report again from a (possibly interrupted) invocation's artifacts."""
+    meta = json.loads((artifacts / "results.json").read_text())
+    runs = []
+    for data in meta["runs"]:
+        run = Run(data["side"], parse_scale(data["scale"]), data["index"], Path(data["folder"]), data["expected"])
+        for key in KEPT:
+            setattr(run, key, data[key])
+        run.load_before, run.load_after = tuple(data["load_before"]), tuple(data["load_after"])
+        run.harness_timeout = data["harness_timeout"]
+        run.problems = [
+            p
+            for p in data["problems"]
+            if p.startswith(("the runner was still", "the runner ignored", "the controller's RSS"))
+        ]
+        config = yaml.safe_load(next(artifacts.glob(f"generator-{run.folder.parent.name}.yaml")).read_text())
+        collect(binaries, run, config)
+        runs.append(run)
+    text = report(
+        runs,
+        binaries=binaries,
+        assets=assets,
+        artifacts=artifacts,
+        command=meta["command"],
+        info=meta["info"],
+        load_before=tuple(meta["load_before"]),
+        load_after=tuple(meta.get("load_after") or os.getloadavg()),
+        started=meta["started"],
+        timeouts={parse_scale(k): v for k, v in meta["timeouts"].items()},
+    )
+    output.write_text(text)
+    _log(f"report: {output} (from {artifacts})")
+    return 0
+
+
+def _as_json(run: Run) -> dict[str, Any]:
+    data = {k: v for k, v in vars(run).items() if k not in ("summary",)}
+    data["scale"] = scale_label(run.scale)
+    data["folder"] = str(run.folder)
+    return data
+
+
+if __name__ == "__main__":
+    sys.exit(main())
