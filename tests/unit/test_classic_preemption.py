@@ -934,3 +934,27 @@ def test_B27_invalid_boost_ties_with_missing_boost() -> None:
     )
     assert candidates["a-invalid"].priority == 10
     assert order(candidates) == ["a-invalid", "z-missing"]
+
+
+def test_quota_a_victim_frees_beyond_its_preemptors_need_is_not_given_out_in_that_cycle() -> None:
+    """Harness runs (issue #13): a 1-cpu preemptor's 6-cpu victim freed 5 cpu that workloads of the
+    victim's own, borrowing ClusterQueue took in the same cycle; the next cycle reclaimed them in
+    turn, and evictions multiplied. As in Kueue, victims keep their quota until they are evicted
+    (nominated at the start of the cycle, `x` does not fit; it would only fit by the preemption:
+    Kueue's DeferredFit), while the preemptor's share is held for it."""
+    objects = scenario(
+        [
+            cluster_queue("lender", 8, cohort="all", reclaim="Any"),
+            cluster_queue("borrower", 2, cohort="all"),
+        ],
+        admitted("held", "lender", 4, at=T0),
+        admitted("big", "borrower", 6, at=T0),
+        pending("p", "lender", 1),
+        pending("x", "borrower", 3),
+    )
+    outcome = simulate(objects, max_cycles=1)
+    assert outcome.victims == ["big"]
+    assert not [a for a in outcome.actions if a["action"] == "Admitted"]
+    later = simulate(objects)
+    admitted_in = {a["workload"].split("/")[-1]: a["cycle"] for a in later.actions if a["action"] == "Admitted"}
+    assert admitted_in["p"] == 2 and admitted_in["x"] > 1  # x once big has given its quota back

@@ -391,9 +391,11 @@ class Scheduler:
 
     @staticmethod
     def _reserve(entry: _Entry, snapshot: Snapshot, touched: set[int]) -> None:
-        """Holds the room the victims free for their preemptor for the rest of the cycle, so a later
-        entry cannot take it and waste the evictions (Kueue reserves a preemptor's quota in its
-        cohort for the cycle; here TAS node capacity is held too)."""
+        """Holds the preemptor's quota (and TAS node capacity) for the rest of the cycle, as Kueue
+        adds a preemptor's usage to its ClusterQueue. Its victims keep theirs until they are
+        evicted: what they free beyond the preemptor's need is no one else's in this cycle (Kueue's
+        DeferredFit), or one preemption would hand quota to workloads that then borrow it and are
+        reclaimed in turn."""
         for target in entry.targets:
             snapshot.remove_workload(target.workload)
         usage = snapshot.node_usage
@@ -404,6 +406,8 @@ class Scheduler:
             placement = ps.place(usage)
             if placement is not None:
                 reserved.add(placement.usage(ps.request.per_pod))
+        for target in entry.targets:
+            snapshot.add_workload(target.workload)
         snapshot.assume(entry.wl, entry.cq, entry.assignment.usage, reserved.used)
         if reserved.used:
             touched.add(NODES)
