@@ -11,6 +11,7 @@ from builders import NOW, admitted, cluster_queue, one_cycle, pending, scenario
 from preemption_operator.controller.write_queue import WriteQueue
 from preemption_operator.engine import changes
 from preemption_operator.engine.changes import StatusChange, same_in_substance, status_changes
+from preemption_operator.engine.scheduler import Eviction
 from preemption_operator.k8s.writer import Outcome, WriteResult
 
 
@@ -64,6 +65,26 @@ async def test_a_failed_eviction_drops_the_admissions_of_its_batch() -> None:
     await queue.idle()
     assert ("Admitted", "new") not in writer.order
     assert dropped == ["new"]
+    await queue.stop()
+
+
+async def test_an_eviction_drops_an_admission_of_its_workload_not_sent_yet() -> None:
+    """`new`'s admission waits for its batch's eviction when a later cycle evicts `new`: written
+    after that eviction, it would take back the quota the eviction handed on. It is dropped (its
+    assumption forgotten: decided again), and never written."""
+    writer, dropped = Writer(), []
+    writer.gate.clear()
+    queue = WriteQueue(writer.write, lambda c: dropped.append((c.action, c.workload.name)), parallelism=1)
+    first = drained_and_admitted()
+    queue.submit(first)
+    await asyncio.sleep(0)
+    assert queue.in_flight == 1 and queue.queued == 2  # old's eviction sent; new's admission held
+    eviction = changes.eviction(Eviction(first[1].workload, "Deactivated", "The workload is deactivated"), NOW)
+    queue.submit([eviction])
+    assert dropped == [("Admitted", "new")]
+    writer.gate.set()
+    await queue.idle()
+    assert ("Admitted", "new") not in writer.order and ("Evicted", "new") in writer.order
     await queue.stop()
 
 

@@ -91,9 +91,6 @@ class SchedulingLoop:
         self.writes = WriteQueue(self._write, self._drop, WRITE_PARALLELISM)
         self.statuses_due = asyncio.Event()
         self.failed_writes = 0
-        self.passed_over: set[str] = set()
-        """Admissions in flight that a preemption could not consider: when written, parked
-        workloads of their cohort look again."""
         self._verifying: dict[int, asyncio.Task[None]] = {}
         """Workloads whose write may have taken effect: their decision stays assumed until a read says."""
         self._was_leading = False
@@ -198,7 +195,6 @@ class SchedulingLoop:
             self.released = set()
         self.configurable.begin_cycle(snapshot)
         result = self.scheduler.cycle(snapshot, self.state)
-        self.passed_over |= snapshot.passed_over
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         if result.retry_at is not None:
             self._wake_at(result.retry_at)
@@ -235,7 +231,6 @@ class SchedulingLoop:
     def _drop(self, change: StatusChange) -> None:
         """A decision that will not be written (its batch's eviction failed): decided again."""
         self.cache.forget(change.key, change)
-        self.passed_over.discard(change.key)
         self._wake_in(RETRY_START)
 
     async def _write(self, change: StatusChange) -> WriteResult:
@@ -248,7 +243,6 @@ class SchedulingLoop:
             result = WriteResult(Outcome.FAILED, error=repr(exc))
         if result.outcome is Outcome.GONE:
             self.feeder.gone("Workload", wl.key)
-            self.passed_over.discard(wl.key)
             return result
         if result.outcome is Outcome.UNKNOWN and (change.holds_quota or change.releases_quota):
             # Forgetting it now could hand the same quota out twice: the decision stays assumed
@@ -267,10 +261,6 @@ class SchedulingLoop:
             self.feeder.ingest("Workload", result.body)  # before forgetting: no gap without the quota
         if change.holds_quota or change.releases_quota:
             self.cache.forget(wl.key, change)  # only its own: a later decision may be assumed now
-        if wl.key in self.passed_over:
-            self.passed_over.discard(wl.key)
-            if change.holds_quota and change.cluster_queue:
-                self.quota_released(change.cluster_queue)  # a new candidate: parked ones look again
         if result.outcome is Outcome.WRITTEN:
             assert result.body is not None
             self._report(change, result.body)

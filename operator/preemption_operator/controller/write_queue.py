@@ -46,6 +46,8 @@ class WriteQueue:
         self._busy = 0
         self._held = 0
         """Admissions waiting for the evictions of their batch."""
+        self._takes: dict[str, Batch] = {}
+        """Where each of those waits, by workload."""
         self._idle = asyncio.Event()
         self._idle.set()
         self._drained = asyncio.Event()
@@ -59,6 +61,8 @@ class WriteQueue:
             self.start()
         releases = [c for c in changes if c.releases_quota]
         batch = Batch(len(releases))
+        for change in releases:
+            self._cancel_admission(change.key)
         for change in changes:
             if change.releases_quota or change.holds_quota:
                 self._pending.pop(change.key, None)  # a queued pending reason for it is outdated
@@ -69,12 +73,28 @@ class WriteQueue:
                 if releases:
                     batch.takes.append(change)  # released by the batch's last eviction
                     self._held += 1
+                    self._takes[change.key] = batch
                 else:
                     self._urgent.append((change, batch))
             elif not change.releases_quota:
                 self._pending.pop(change.key, None)
                 self._pending[change.key] = (change, batch)
         self._signal()
+
+    def _cancel_admission(self, key: str) -> None:
+        """A workload is evicted whose admission is decided but not sent: that admission is
+        dropped. Written after the eviction, it would take back quota the eviction gave to its
+        preemptor (an admission already being sent is safe: writes to one object keep their order,
+        and the eviction starts from its answer)."""
+        batch = self._takes.pop(key, None)
+        if batch is not None:
+            for change in [c for c in batch.takes if c.key == key]:
+                batch.takes.remove(change)
+                self._held -= 1
+                self._drop(change)
+        for item in [i for i in self._urgent if i[0].key == key and i[0].holds_quota]:
+            self._urgent.remove(item)
+            self._drop(item[0])
 
     @property
     def queued(self) -> int:
@@ -107,6 +127,7 @@ class WriteQueue:
         self._urgent.clear()
         self._pending.clear()
         self._held = 0
+        self._takes.clear()
         workers, self._workers = self._workers, []
         for task in workers:
             task.cancel()
@@ -160,6 +181,8 @@ class WriteQueue:
             return
         takes, batch.takes = batch.takes, []
         self._held -= len(takes)
+        for change in takes:
+            self._takes.pop(change.key, None)
         if batch.failed:
             log.warning("an eviction was not written; %d admission(s) of its cycle are decided again", len(takes))
             for change in takes:

@@ -596,7 +596,6 @@ class Cache:
             preemption_configs=dict(self.objects["PreemptionConfig"]),
             namespace_labels=namespaces,
             evicting=self.evicting,
-            admitting=self.admitting,
             unreadable=frozenset(self._unreadable),
         )
 

@@ -165,13 +165,6 @@ class Snapshot:
     evicting: frozenset[str] = frozenset()
     """Workloads whose eviction is being written: they hold their quota until it is, and are no
     candidates meanwhile (evicting them again would count a second eviction)."""
-    admitting: frozenset[str] = frozenset()
-    """Workloads whose admission is being written: they hold their quota, and are no candidates
-    until it is (an eviction written first would find nothing to evict, and the admission would
-    land after it, on quota the preemptor was given)."""
-    passed_over: set[str] = field(default_factory=set)
-    """Admissions being written that a preemption search met: once written, the workloads that
-    found no candidates should look again."""
     unreadable: frozenset[str] = frozenset()
     """Workloads whose spec cannot be read: they hold the quota of their recorded admission and
     are never chosen (nothing about them can be judged)."""
@@ -239,9 +232,7 @@ class Snapshot:
         removals and workloads admitted in this very cycle (their admission is not written yet)."""
         for wl in cq.workloads.values():
             key = wl.key
-            if key in self.admitting:
-                self.passed_over.add(key)
-            elif (
+            if (
                 key not in self._removed
                 and key not in self._assumed
                 and key not in self.evicting
