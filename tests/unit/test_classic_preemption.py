@@ -958,3 +958,26 @@ def test_quota_a_victim_frees_beyond_its_preemptors_need_is_not_given_out_in_tha
     later = simulate(objects)
     admitted_in = {a["workload"].split("/")[-1]: a["cycle"] for a in later.actions if a["action"] == "Admitted"}
     assert admitted_in["p"] == 2 and admitted_in["x"] > 1  # x once big has given its quota back
+
+
+def test_a_head_whose_fit_an_earlier_head_of_its_cohort_changed_is_skipped_for_the_cycle() -> None:
+    """Kueue nominates every head before processing any, and skips an entry that "no longer fits
+    after processing another workload" instead of planning it anew (new victims) in the same
+    cycle; it is not parked, so the next cycle considers it again."""
+    from preemption_operator.engine.scheduler import NO_LONGER_FITS, QueueState, Scheduler
+
+    objects = scenario(
+        [
+            cluster_queue("lender", 2, cohort="all"),
+            cluster_queue("first", 0, cohort="all"),
+            cluster_queue("second", 0, cohort="all", within="LowerPriority"),
+        ],
+        pending("a", "first", 2, priority=10),
+        pending("b", "second", 2, priority=0),
+    )
+    state = QueueState()
+    result = Scheduler().cycle(cache_of(objects).snapshot(NOW), state)
+    assert [a.workload.name for a in result.admitted] == ["a"]
+    assert [(p.workload.name, p.message) for p in result.pending] == [("b", NO_LONGER_FITS)]
+    assert not result.preempted
+    assert "default/b" not in state.inadmissible.get("second", set())

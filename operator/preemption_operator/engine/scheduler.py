@@ -26,6 +26,7 @@ from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo, scheduling_shape
 
 WAITING_FOR_QUOTA = "WaitingForQuota"
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
@@ -357,7 +358,21 @@ class Scheduler:
                 # Quota is shared within a cohort tree; TAS nodes are shared across trees.
                 nodes_changed = NODES in touched and any(ps.view is not None for ps in entry.assignment.pod_sets)
                 if root in touched or nodes_changed:
-                    entry = self._nominate(entry.wl, entry.cq, snapshot)
+                    again = self._nominate(entry.wl, entry.cq, snapshot)
+                    acting = entry.assignment.mode is Mode.FIT or (
+                        entry.targets and entry.delayed_until is None and not entry.closed_gates
+                    )
+                    if acting and (
+                        again.assignment.mode != entry.assignment.mode
+                        or {t.workload.key for t in again.targets} != {t.workload.key for t in entry.targets}
+                    ):
+                        # Kueue nominates every head before processing any: an entry whose fit or
+                        # victims an earlier entry of its cohort changed is skipped for this cycle,
+                        # not re-planned with other victims.
+                        decided.add(entry.wl.key)
+                        result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
+                        continue
+                    entry = again
                 decided.add(entry.wl.key)
                 if self._process(entry, snapshot, state, result, targeted, touched, root):
                     progressed.add(entry.cq.name)
