@@ -690,3 +690,38 @@ async def test_the_loop_yields_between_busy_cycles() -> None:
     side.cancel()
     assert cycles > 200
     assert others - others_at_first >= 100  # the other task ran between the busy cycles
+
+
+async def test_decisions_of_a_term_that_ended_are_never_written() -> None:
+    """A leader decided `new`'s admission (waiting for its batch's eviction), then lost the lease;
+    another leader may have handed that quota out meanwhile. When this replica leads again, the
+    old decision must not be written: it is dropped with its assumption when the term ends."""
+    leading = {"now": True}
+    deactivated = admitted("old", "cq", 2).obj()
+    deactivated["spec"]["active"] = False
+    h = Harness(
+        scenario([cluster_queue("cq", 2)], deactivated, pending("new", "cq", 2)), leading=lambda: leading["now"]
+    )
+    hold = h.api.hold("PATCH", f"{WL}/old/status")
+    h.loop.coalesce_seconds = 0
+    synced = asyncio.Event()
+    synced.set()
+    task = asyncio.create_task(h.loop.run(synced))
+    h.loop.poke()
+    while hold.waiting == 0:
+        await asyncio.sleep(0.001)
+    assert "default/new" in h.cache.assumed  # admitted, waiting for old's drain
+    leading["now"] = False
+    h.loop.poke()
+    for _ in range(50):
+        await asyncio.sleep(0.001)
+    assert "default/new" not in h.cache.assumed and h.loop.writes.queued == 0
+    hold.gate.set()  # the drain sent before the term ended lands
+    leading["now"] = True
+    for _ in range(50):
+        await asyncio.sleep(0.001)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    patches = [p for m, p in h.api.requests if m == "PATCH" and p.endswith("/new/status")]
+    assert len(patches) <= 1  # at most the new term's own decision, never the old one's
+    assert h.most_cpu_ever("cq") <= 2

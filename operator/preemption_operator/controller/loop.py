@@ -162,6 +162,8 @@ class SchedulingLoop:
             await self.writes.below(WRITE_BACKLOG)
             self.wake.clear()
             if not self.leading():
+                if self._was_leading:
+                    self._abandon_writes()
                 self._was_leading = False
                 self.heartbeat = time.monotonic()
                 continue
@@ -177,9 +179,20 @@ class SchedulingLoop:
                 continue
             self.heartbeat = time.monotonic()
 
+    def _abandon_writes(self) -> None:
+        """Decisions of a term that ended are never written: quota a later leader handed out may
+        be behind them. Their assumptions go with them."""
+        dropped = self.writes.abandon()
+        for change in dropped:
+            if change.holds_quota or change.releases_quota:
+                self.cache.forget(change.key, change)
+        if dropped:
+            log.info("no longer leading: %d decision(s) not written", len(dropped))
+
     async def _take_over(self) -> None:
         """A new leader starts from a fresh list, not from what its watches delivered so far: the
         previous leader's last writes may still be on their way."""
+        self._abandon_writes()
         if self.relist is not None:
             await self.relist()
         self.state = QueueState()

@@ -119,6 +119,21 @@ class WriteQueue:
     def start(self) -> None:
         self._workers = [asyncio.create_task(self._work(), name=f"writer-{i}") for i in range(self.parallelism)]
 
+    def abandon(self) -> list[StatusChange]:
+        """Everything queued and not sent yet, taken out (this replica stopped leading: its
+        decisions are not to be written, even if it leads again later). Writes in flight go on;
+        the fence stops their next request."""
+        out = [c for c, _ in self._urgent] + [c for c, _ in self._pending.values()]
+        for batch in set(self._takes.values()):
+            out.extend(batch.takes)
+            batch.takes = []
+        self._urgent.clear()
+        self._pending.clear()
+        self._takes.clear()
+        self._held = 0
+        self._signal()
+        return out
+
     async def stop(self) -> int:
         """At shutdown: what is queued is not written and writes in flight are abandoned (their
         assumptions die with the process; the next leader starts from a fresh list). Returns how
