@@ -141,6 +141,23 @@ def test_an_admission_being_written_holds_quota_and_may_be_preempted() -> None:
     assert [p.victim.name for p in result.preempted] == ["low"] and not result.admitted
 
 
+def test_evicting_a_workload_whose_admission_is_on_its_way_keeps_that_quota() -> None:
+    """CI chaos (429s, then a victim chosen while its admission slept on Retry-After): the
+    eviction's assumption replaced the admission's and the workload counted as pending, so its
+    quota went to another workload; then the admission landed. The victim keeps the admission's
+    quota until its eviction is written, and is no candidate meanwhile."""
+    cache = Cache()
+    cache.load(parse(scenario([cluster_queue("cq", 2, within="LowerPriority")], pending("w", "cq", 2))))
+    admission, eviction = object(), object()
+    cache.assume_admission(Workload.model_validate(admitted("w", "cq", 2).obj()), admission)
+    cache.assume_eviction("default/w", eviction)
+    assert used(cache, "cq") == 2000 and cache.evicting == {"default/w"}
+    cache.forget("default/w", admission)  # the admission's write ended (its answer is observed)
+    assert used(cache, "cq") == 2000
+    cache.forget("default/w", eviction)
+    assert used(cache, "cq") == 0  # observed: still pending here (no answer was stored)
+
+
 def test_an_assumed_eviction_keeps_the_quota_and_is_no_candidate() -> None:
     objects = scenario(
         [cluster_queue("cq", 2, within="LowerPriority")],

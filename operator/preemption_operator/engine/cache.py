@@ -65,6 +65,9 @@ class _Assumption:
     """The workload as admitted (None: an eviction)."""
     token: object = None
     """The decision it stands for: only that decision's write may end it."""
+    eviction: bool = False
+    """An eviction being written: the workload keeps its quota (`admitted`, when the admission
+    it replaced was still being written, else as observed) and is no candidate meanwhile."""
 
 
 def _version(text: str | None) -> int | None:
@@ -278,7 +281,11 @@ class Cache:
 
     def assume_eviction(self, key: str, token: object = None) -> None:
         if key in self._observed:
-            self._assumed[key] = _Assumption(None, token)
+            previous = self._assumed.get(key)
+            # Evicting a workload whose admission is still on its way: it holds that admission's
+            # quota until the eviction is written (the admission may land first).
+            held = previous.admitted if previous is not None else None
+            self._assumed[key] = _Assumption(held, token, eviction=True)
             self._reindex(key)
 
     def forget(self, key: str, token: object = None) -> None:
@@ -298,12 +305,12 @@ class Cache:
     @property
     def evicting(self) -> frozenset[str]:
         """Workloads whose eviction is being written: they still hold their quota."""
-        return frozenset(k for k, a in self._assumed.items() if a.admitted is None)
+        return frozenset(k for k, a in self._assumed.items() if a.eviction)
 
     @property
     def admitting(self) -> frozenset[str]:
-        """Workloads whose admission is being written: they hold quota, but are no candidates yet."""
-        return frozenset(k for k, a in self._assumed.items() if a.admitted is not None)
+        """Workloads whose admission is being written (they are not drained until it is)."""
+        return frozenset(k for k, a in self._assumed.items() if a.admitted is not None and not a.eviction)
 
     @property
     def unreadable(self) -> dict[str, str]:
