@@ -43,7 +43,8 @@ from preemption_operator.engine.selectors import build as build_selector
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
 EXAMPLES_DIR = REPO_ROOT / "examples"
-SEED_DOC = REPO_ROOT.parent / "shared" / "seeds" / "kueue-configurable-preemptions.txt"
+SEED_DOC = REPO_ROOT / "tests" / "fixtures" / "seed-manifests.yaml"
+"""The manifests the specification quotes (Kueue's configurable preemptions): they must apply unchanged."""
 
 MODELS: dict[tuple[str, str], type[BaseModel]] = {
     (model.crd.group + "/" + model.crd.version, model.crd.kind): model for model in crdgen.ALL_KINDS
@@ -337,21 +338,7 @@ def example_docs() -> list[Doc]:
 
 
 def seed_docs() -> list[Doc]:
-    """The YAML examples quoted in the seed doc: each starts at a column-0 `apiVersion:` line and
-    runs to the next blank line."""
-    if not SEED_DOC.is_file():
-        return []
-    docs: list[Doc] = []
-    block: list[str] | None = None
-    for line in [*SEED_DOC.read_text().splitlines(), ""]:
-        if block is None and line.startswith("apiVersion:"):
-            block = [line]
-        elif block is not None and line.strip():
-            block.append(line)
-        elif block is not None:
-            docs.append(Doc(f"seed:{len(docs)}", load("\n".join(block))))
-            block = None
-    return docs
+    return [Doc(f"seed:{i}", body) for i, body in enumerate(load_all(SEED_DOC.read_text()))]
 
 
 GOLDEN_YAML = {
@@ -643,8 +630,6 @@ def test_examples_exist() -> None:
 
 
 def test_seed_doc_examples_found() -> None:
-    if not SEED_DOC.is_file():
-        pytest.skip(f"seed doc not found at {SEED_DOC}")
     assert sorted(doc.body["kind"] for doc in SEED) == ["ClusterQueue", "PreemptionConfig"]
 
 
@@ -673,8 +658,6 @@ def test_manifest_parses_with_models(doc: Doc) -> None:
 
 
 def test_seed_preemption_config_content() -> None:
-    if not SEED_DOC.is_file():
-        pytest.skip(f"seed doc not found at {SEED_DOC}")
     config = next(
         v1alpha1.PreemptionConfig.model_validate(d.body) for d in SEED if d.body["kind"] == "PreemptionConfig"
     )
