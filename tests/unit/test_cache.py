@@ -329,6 +329,27 @@ def test_a_waiting_preemptor_that_can_no_longer_preempt_steps_aside() -> None:
     assert [a.workload.name for a in [*second.admitted, *third.admitted]] == ["small"]
 
 
+def test_a_budget_stops_further_rounds_once_that_many_decisions_are_made() -> None:
+    """Rounds decide one queue's next heads against assumed state; the operator caps them by how
+    many admissions are still unwritten, so decisions stay close to what the API shows."""
+    objects = scenario(
+        [cluster_queue("a", 10), cluster_queue("b", 10)],
+        *(pending(f"a-{i}", "a", 1) for i in range(5)),
+        *(pending(f"b-{i}", "b", 1) for i in range(5)),
+    )
+
+    def admitted_with(budget: int | None) -> list[str]:
+        cache = Cache()
+        cache.load(parse(objects))
+        result = Scheduler(rounds=64).cycle(cache.snapshot(NOW), QueueState(), budget=budget)
+        return sorted(a.workload.name for a in result.admitted)
+
+    assert len(admitted_with(None)) == 10
+    assert admitted_with(1) == ["a-0", "b-0"]  # the first round always runs whole
+    assert admitted_with(4) == ["a-0", "a-1", "b-0", "b-1"]
+    assert len(admitted_with(5)) == 6  # a round is not cut short once started
+
+
 def test_a_waiting_preemptor_waits_while_its_victims_evictions_are_written() -> None:
     objects = scenario(
         [cluster_queue("cq", 4, within="LowerPriority")],

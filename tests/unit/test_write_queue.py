@@ -186,3 +186,21 @@ async def test_below_waits_until_the_backlog_shrinks() -> None:
     await asyncio.wait_for(waiting, 1)
     assert queue.queued < 2
     await queue.stop()
+
+
+async def test_quota_writes_count_admissions_and_evictions_until_written_not_pending_reasons() -> None:
+    writer = Writer()
+    writer.gate.clear()
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1)
+    queue.submit(drained_and_admitted())
+    await asyncio.sleep(0)
+    # The eviction is in flight, the admission held behind it, the pending reason queued.
+    assert queue.quota_writes == 2 and queue.queued == 2
+    waiting = asyncio.create_task(queue.below(100, quota_limit=2))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()  # the queue is short, but two quota decisions are unwritten
+    writer.gate.set()
+    await asyncio.wait_for(waiting, 1)
+    await queue.idle()
+    assert queue.quota_writes == 0
+    await queue.stop()

@@ -44,6 +44,8 @@ class WriteQueue:
         self._pending: OrderedDict[str, tuple[StatusChange, Batch]] = OrderedDict()
         self._ready = asyncio.Event()
         self._busy = 0
+        self._busy_quota = 0
+        """Writes in flight that take or give back quota."""
         self._held = 0
         """Admissions waiting for the evictions of their batch."""
         self._takes: dict[str, Batch] = {}
@@ -104,9 +106,16 @@ class WriteQueue:
     def in_flight(self) -> int:
         return self._busy
 
-    async def below(self, limit: int) -> None:
-        """Until fewer than `limit` writes are queued."""
-        while self.queued >= limit:
+    @property
+    def quota_writes(self) -> int:
+        """Admissions and evictions not written yet (queued, held or in flight): decisions the
+        cache assumes and the API does not show yet."""
+        return len(self._urgent) + self._held + self._busy_quota
+
+    async def below(self, limit: int, quota_limit: int | None = None) -> None:
+        """Until fewer than `limit` writes are queued and, with `quota_limit`, fewer than that
+        many admissions and evictions are unwritten."""
+        while self.queued >= limit or (quota_limit is not None and self.quota_writes >= quota_limit):
             self._drained.clear()
             await self._drained.wait()
 
@@ -139,10 +148,7 @@ class WriteQueue:
         assumptions die with the process; the next leader starts from a fresh list). Returns how
         many were not written."""
         left = self.queued + self._busy
-        self._urgent.clear()
-        self._pending.clear()
-        self._held = 0
-        self._takes.clear()
+        self.abandon()
         workers, self._workers = self._workers, []
         for task in workers:
             task.cancel()
@@ -173,7 +179,9 @@ class WriteQueue:
                 await self._ready.wait()
                 continue
             change, batch = item
+            quota = change.holds_quota or change.releases_quota
             self._busy += 1
+            self._busy_quota += quota
             try:
                 result = await self._write(change)
             except asyncio.CancelledError:
@@ -183,6 +191,7 @@ class WriteQueue:
                 result = WriteResult(Outcome.FAILED, error=repr(exc))
             finally:
                 self._busy -= 1
+                self._busy_quota -= quota
             if change.releases_quota:
                 self._released(batch, result)
             self._drained.set()

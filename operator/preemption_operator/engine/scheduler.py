@@ -325,10 +325,12 @@ class Scheduler:
                     break
         return heads
 
-    def cycle(self, snapshot: Snapshot, state: QueueState) -> CycleResult:
+    def cycle(self, snapshot: Snapshot, state: QueueState, budget: int | None = None) -> CycleResult:
         """Kueue's scheduling cycle. With `rounds` > 1, ClusterQueues whose head was admitted (or
         parked) go on with their next head against the same snapshot, as consecutive cycles would
-        with nothing else changing in between; the operator uses this to write in larger batches."""
+        with nothing else changing in between; the operator uses this to write in larger batches.
+        With a `budget`, no further round starts once this many admissions and preemptions are
+        decided (the first round always runs): decisions stay close to what the API has written."""
         result = CycleResult()
         for key in list(state.waiting):  # preemptors admitted, finished or deleted meanwhile
             info = snapshot.workloads.get(key)
@@ -346,7 +348,9 @@ class Scheduler:
         targeted: set[str] = set()
         decided: set[str] = set()
         queues: set[str] | None = None
-        for _ in range(self.rounds):
+        for round_ in range(self.rounds):
+            if round_ and budget is not None and len(result.admitted) + len(result.preempted) >= budget:
+                break
             heads = self.heads(snapshot, state, result, queues, decided)
             if not heads:
                 break
