@@ -64,6 +64,19 @@ def crds(output_dir: Path, check: bool) -> None:
     show_default=True,
     help="/healthz fails when the scheduling loop has not completed a pass for this long.",
 )
+@click.option(
+    "--kube-api-qps",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Client-side limit on requests per second to the API server (0: none). Kueue's default is 50.",
+)
+@click.option(
+    "--kube-api-burst",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Requests that may go at once under --kube-api-qps (default: twice the QPS).",
+)
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
 def run(
@@ -74,6 +87,8 @@ def run(
     lease_seconds: int,
     no_leader_election: bool,
     liveness_seconds: float,
+    kube_api_qps: float,
+    kube_api_burst: int | None,
     log_format: str,
     verbose: bool,
 ) -> None:
@@ -102,6 +117,8 @@ def run(
         lease_seconds=lease_seconds,
         liveness_seconds=liveness_seconds,
         faults=faults,
+        qps=kube_api_qps,
+        burst=kube_api_burst,
     )
 
 

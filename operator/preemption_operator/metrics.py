@@ -66,6 +66,11 @@ class Metrics:
             ["method", "resource", "code"],
             registry=self.registry,
         )
+        self.client_throttled = Counter(
+            f"{prefix}_client_throttled_seconds",
+            "Seconds requests waited for the client-side rate limit (--kube-api-qps).",
+            registry=self.registry,
+        )
         self._queues: set[str] = set()
 
     def request_summary(self) -> str:

@@ -21,6 +21,7 @@ from ..engine.cache import Cache
 from ..k8s.api import KubeApi
 from ..k8s.events import EventRecorder
 from ..k8s.informer import Informer
+from ..k8s.rate_limit import RateLimiter
 from ..k8s.resources import WATCHED
 from ..k8s.writer import COMPONENT, StatusWriter
 from ..metrics import Metrics
@@ -55,10 +56,25 @@ async def operate(
     liveness_seconds: float = 120.0,
     stop: asyncio.Event | None = None,
     faults: Faults | None = None,
+    qps: float = 0.0,
+    burst: int | None = None,
 ) -> None:
     stop = stop or asyncio.Event()
     metrics = Metrics()
-    api = KubeApi(config, observe=metrics.count_request)
+
+    # The lease has its own client: a renewal never waits behind scheduling writes. Events have
+    # their own limit, as the event recorder of a controller-runtime manager has its own client.
+    def limiter() -> RateLimiter | None:
+        return RateLimiter(qps, burst or max(1, round(2 * qps))) if qps > 0 else None
+
+    api = KubeApi(config, observe=metrics.count_request, limiter=limiter(), throttled=metrics.client_throttled.inc)
+    events_api = KubeApi(
+        config,
+        observe=metrics.count_request,
+        transport=api.transport,
+        limiter=limiter(),
+        throttled=metrics.client_throttled.inc,
+    )
     cache = Cache()
     identity = default_identity()
     running = asyncio.get_running_loop()
@@ -78,7 +94,7 @@ async def operate(
         ns = cache.objects["Namespace"].get(namespace)
         return ns is not None and ns.terminating
 
-    recorder = EventRecorder(api, COMPONENT, fence=leading, instance=identity, closing=closing)
+    recorder = EventRecorder(events_api, COMPONENT, fence=leading, instance=identity, closing=closing)
     metrics.watch_events(
         lambda: {
             "posted": recorder.posted,

@@ -22,6 +22,8 @@ from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import User
 
+from .rate_limit import RateLimiter
+
 log = logging.getLogger(__name__)
 
 REQUEST_SECONDS = 10.0
@@ -274,6 +276,8 @@ class KubeApi:
         timeout: float = REQUEST_SECONDS,
         observe: Callable[[str, str, str], None] | None = None,
         transport: Transport | None = None,
+        limiter: RateLimiter | None = None,
+        throttled: Callable[[float], None] | None = None,
     ) -> None:
         self.config = config
         self.timeout = timeout
@@ -283,6 +287,15 @@ class KubeApi:
         self.observe = observe or (lambda method, resource, code: None)
         """Called once per request with its method, resource (`workloads/status`) and answer code
         ("none": no answer)."""
+        self.limiter = limiter
+        self.throttled = throttled or (lambda seconds: None)
+        """Called with the seconds a request waited for the rate limit, when it waited."""
+
+    async def _turn(self) -> None:
+        if self.limiter is not None:
+            waited = await self.limiter.wait()
+            if waited > 0:
+                self.throttled(waited)
 
     async def close(self) -> None:
         await self.transport.close()
@@ -302,6 +315,7 @@ class KubeApi:
         if body is not None:
             content = _encode(body)
             headers["Content-Type"] = content_type
+        await self._turn()
         try:
             code, phrase, retry_after, data = await self.transport.send(
                 method, path, params, content, headers, timeout if timeout is not None else self.timeout
@@ -356,6 +370,7 @@ class KubeApi:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(seconds),
         }
+        await self._turn()
         # No answer for a minute past the server's own timeout means the connection is dead
         # (the server sends bookmarks about once a minute).
         stream = self.transport.lines(path, params, self.timeout, seconds + 60.0)
