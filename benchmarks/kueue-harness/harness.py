@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -84,6 +85,9 @@ class Binaries:
     module_dir: Path
     version: str
     checker_note: str = ""
+    kueue_note: str = "as built (client QPS 50 / burst 100, minimalkueue's own)"
+    ours_args: tuple[str, ...] = ()
+    """Extra `preemption-operator run` flags (--ours-qps), through the wrapper."""
 
     @property
     def crds(self) -> Path:
@@ -153,6 +157,47 @@ def build(version: str = KUEUE_VERSION, *, go: str | None = None) -> Binaries:
                 runner, minimal, None, moddir, version, "the checker did not build: its checks reimplemented"
             )
     return Binaries(runner, minimal, checker, moddir, version, note)
+
+
+QPS_LINES = ("kubeConfig.QPS = 50", "kubeConfig.Burst = 100")
+
+
+def lift_client_limit(binaries: Binaries, qps: int, *, go: str | None = None) -> Binaries:
+    """For analysis only: minimalkueue built from the same module source with its client rate
+    limit (hard-coded QPS 50 / burst 100) raised to `qps` / 2 x `qps`, and nothing else changed,
+    to see which of Kueue's figures its rate limit sets. The source is copied out of the module
+    cache (read-only) into this harness's cache and patched there; nothing of Kueue's enters the
+    repository."""
+    go = go or go_binary()
+    # Named minimalkueue still: the runner names the controller's stats and log files after it.
+    out = bin_dir(binaries.version) / f"qps{qps}" / "minimalkueue"
+    if not out.is_file():
+        source = cache_root() / binaries.version / f"src-qps{qps}"
+        shutil.rmtree(source, ignore_errors=True)
+        shutil.copytree(binaries.module_dir, source)
+        for path in source.rglob("*"):
+            path.chmod(path.stat().st_mode | 0o200)
+        main_go = source / PERF / "minimalkueue" / "main.go"
+        text = main_go.read_text()
+        if not all(line in text for line in QPS_LINES):
+            raise SystemExit(f"kueue-harness: {main_go} no longer sets {' / '.join(QPS_LINES)}; cannot lift the limit")
+        text = text.replace(QPS_LINES[0], f"kubeConfig.QPS = {qps}").replace(
+            QPS_LINES[1], f"kubeConfig.Burst = {2 * qps}"
+        )
+        main_go.write_text(text)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _log(f"go build {out} from a copy of the module with QPS {qps} / burst {2 * qps}")
+        subprocess.run(
+            [go, "build", "-o", str(out), f"./{PERF}/minimalkueue"],
+            cwd=source,
+            check=True,
+            env={**os.environ, "GOFLAGS": "-mod=mod"},
+        )
+    note = (
+        f"built from the same module source with only its client limit changed, QPS 50 / burst 100 ->"
+        f" {qps} / {2 * qps} (`--kueue-qps {qps}`: an analysis of what Kueue's own rate limit sets, not stock Kueue)"
+    )
+    return dataclasses.replace(binaries, minimalkueue=out, kueue_note=note)
 
 
 def installed(version: str = KUEUE_VERSION) -> Binaries | None:
@@ -661,6 +706,7 @@ def run_once(
         "PROJECT_DIR": str(binaries.module_dir),  # the runner panics without it
         "TMPDIR": str(tmp),  # envtest's etcd data on tmpfs
         "PREEMPTION_OPERATOR": operator_script(),
+        "PREEMPTION_OPERATOR_ARGS": " ".join(binaries.ours_args),
     }
     for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         env.pop(var, None)
@@ -984,10 +1030,10 @@ def report(
         " absent, which it treats as empty). No metrics scraping on either side."
     )
     add(
-        "- Kueue: `minimalkueue` as built (`--zap-log-level=2`, logs to files, client QPS 50 / burst 100)."
+        f"- Kueue: `minimalkueue` {binaries.kueue_note}; `--zap-log-level=2`, logs to files."
         " Ours: `benchmarks/kueue-harness/operator/minimalkueue`, which execs `preemption-operator run"
-        " --no-leader-election --metrics-host=127.0.0.1 --metrics-port=0` with the runner's kubeconfig"
-        " (log level info; the runner's `--zap-log-level=2` maps to it)."
+        f" --no-leader-election --metrics-host=127.0.0.1 --metrics-port=0{''.join(' ' + a for a in binaries.ours_args)}`"
+        " with the runner's kubeconfig (log level info; the runner's `--zap-log-level=2` maps to it)."
     )
     add(
         f"- Generator configs: Kueue's `configs/baseline/generator.yaml` with only the per-queue workload counts"
@@ -1086,6 +1132,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default="kueue,ours", help="kueue,ours (default both, interleaved)")
     parser.add_argument("--runner-log-level", help="the runner's own --zap-log-level (default: Kueue's, very verbose)")
     parser.add_argument("--build-only", action="store_true", help="build or reuse the binaries, then stop")
+    parser.add_argument(
+        "--ours-qps",
+        type=float,
+        help="analysis: run the operator with this client-side limit (--kube-api-qps; burst twice it)",
+    )
+    parser.add_argument(
+        "--kueue-qps",
+        type=int,
+        help="analysis: run Kueue's minimalkueue rebuilt with this client QPS (burst twice it) instead of its 50",
+    )
     args = parser.parse_args(argv)
 
     binaries = build()
@@ -1093,6 +1149,13 @@ def main(argv: list[str] | None = None) -> int:
         f"runner {binaries.runner}, minimalkueue {binaries.minimalkueue}, checker {binaries.checker or '(reimplemented)'}"
     )
     _log(f"module dir {binaries.module_dir}")
+    if args.kueue_qps:
+        binaries = lift_client_limit(binaries, args.kueue_qps)
+    if args.ours_qps:
+        burst = max(1, round(2 * args.ours_qps))
+        binaries = dataclasses.replace(
+            binaries, ours_args=(f"--kube-api-qps={args.ours_qps:g}", f"--kube-api-burst={burst}")
+        )
     if args.build_only:
         return 0
     scales = [parse_scale(s) for s in args.scale.split(",") if s.strip()]
