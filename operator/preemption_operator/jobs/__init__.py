@@ -1,0 +1,1 @@
+"""Job integrations: what turns a job object (batch/v1 Job first) into a Workload and back."""
