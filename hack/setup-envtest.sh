@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Fills a cache folder with kube-apiserver, etcd and kubectl (controller-runtime's envtest
-# layout) and prints the folder, so that `export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)`
-# works. kube-apiserver is built from the k8s.io/kubernetes Go module; etcd comes from
-# Debian's etcd-server package; kubectl from the machine, else from the same Go build.
+# Fills a cache folder with kube-apiserver, kube-controller-manager, etcd and kubectl
+# (controller-runtime's envtest layout, plus the controller manager) and prints the folder, so
+# that `export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)` works. kube-apiserver and
+# kube-controller-manager are built from the k8s.io/kubernetes Go module, etcd from
+# go.etcd.io/etcd/server/v3 (an etcd already on PATH is linked instead), kubectl is the
+# machine's, else built with the rest. Nothing is installed outside the cache folder.
 #
 # Usage: hack/setup-envtest.sh [--installed-only]
 #   --installed-only  build and install nothing: print the folder if the assets are already
 #                     there (linking a machine's etcd/kubectl is allowed), else exit 1.
-# Environment: ENVTEST_K8S_VERSION (default 1.34.4), ENVTEST_CACHE (cache root).
+# Environment: ENVTEST_K8S_VERSION (default 1.34.4), ENVTEST_ETCD_VERSION (default 3.6.16),
+# ENVTEST_CACHE (cache root).
 set -euo pipefail
 
 K8S_VERSION="${ENVTEST_K8S_VERSION:-1.34.4}"
+ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.16}"
 CACHE_ROOT="${ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/preemption-operator/envtest}"
 ASSETS="$CACHE_ROOT/k8s-$K8S_VERSION"
 
@@ -19,7 +23,7 @@ for arg in "$@"; do
   case "$arg" in
     --installed-only | -i) installed_only=true ;;
     -h | --help)
-      sed -n '2,10s/^# \{0,1\}//p' "$0"
+      sed -n '2,13s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -37,7 +41,8 @@ die() {
 
 complete() {
   local dir="$1"
-  [ -n "$dir" ] && [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]
+  [ -n "$dir" ] && [ -x "$dir/kube-apiserver" ] && [ -x "$dir/kube-controller-manager" ] &&
+    [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]
 }
 
 # A kube-apiserver built by an older version of this script lacks the version stamp
@@ -84,7 +89,11 @@ build_k8s_binaries() {
     echo "require k8s.io/kubernetes v$K8S_VERSION"
     grep -E '^[[:space:]]+k8s\.io/[a-z0-9./-]+ v0\.0\.0$' "$gomod" | awk -v v="v0.$minor.${K8S_VERSION##*.}" '{print "replace " $1 " => " $1 " " v}'
   } >>go.mod
-  printf 'package main\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\nfunc main() {}\n' >tools.go
+  {
+    echo 'package main'
+    for cmd in "$@"; do echo "import _ \"k8s.io/kubernetes/cmd/$cmd\""; done
+    echo 'func main() {}'
+  } >tools.go
   log "resolving modules for k8s.io/kubernetes v$K8S_VERSION"
   go mod tidy >&2
   for cmd in "$@"; do
@@ -113,8 +122,27 @@ machine_kubectl() {
   echo "$bin"
 }
 
+# etcd's server module pins its own dependencies: it gets a throwaway module of its own.
+build_etcd() {
+  command -v go >/dev/null || die "the Go toolchain is needed to build etcd"
+  local work
+  work="$(mktemp -d)"
+  # shellcheck disable=SC2064 # expand $work now: the trap runs after the local is gone
+  trap "rm -rf '$work'" RETURN
+  cd "$work"
+  go mod init etcd-build >/dev/null 2>&1
+  printf 'package main\nimport _ "go.etcd.io/etcd/server/v3"\nfunc main() {}\n' >tools.go
+  log "resolving go.etcd.io/etcd/server/v3 v$ETCD_VERSION"
+  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >&2
+  go mod tidy >&2
+  log "building etcd (a cold build takes a few minutes)"
+  CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$ASSETS/etcd.tmp" go.etcd.io/etcd/server/v3 >&2
+  mv "$ASSETS/etcd.tmp" "$ASSETS/etcd"
+}
+
 need_build=()
 apiserver_current || need_build+=(kube-apiserver)
+[ -x "$ASSETS/kube-controller-manager" ] || need_build+=(kube-controller-manager)
 if [ ! -x "$ASSETS/kubectl" ]; then
   if kubectl_bin="$(machine_kubectl)"; then
     ln -sf "$kubectl_bin" "$ASSETS/kubectl"
@@ -128,19 +156,12 @@ if [ "${#need_build[@]}" -gt 0 ]; then
 fi
 
 if [ ! -x "$ASSETS/etcd" ]; then
-  etcd_bin="$(command -v etcd || true)"
-  if [ -z "$etcd_bin" ] && [ -x /usr/bin/etcd ]; then etcd_bin=/usr/bin/etcd; fi
-  if [ -z "$etcd_bin" ] && ! $installed_only && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    log "installing Debian's etcd-server"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 etcd-server >&2
-    etcd_bin=/usr/bin/etcd
-  fi
-  if [ -z "$etcd_bin" ] || [ ! -x "$etcd_bin" ]; then
+  if etcd_bin="$(command -v etcd)"; then
+    ln -sf "$etcd_bin" "$ASSETS/etcd"
+  else
     $installed_only && exit 1
-    die "etcd not found: install Debian's etcd-server or put etcd on PATH"
+    (build_etcd)
   fi
-  ln -sf "$etcd_bin" "$ASSETS/etcd"
 fi
 
 complete "$ASSETS" || die "assets in $ASSETS are incomplete"

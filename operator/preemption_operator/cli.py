@@ -77,6 +77,19 @@ def crds(output_dir: Path, check: bool) -> None:
     default=None,
     help="Requests that may go at once under --kube-api-qps (default: twice the QPS).",
 )
+@click.option(
+    "--integrations",
+    default="batch/job",
+    show_default=True,
+    help="Job kinds to queue, comma-separated, as Kueue's integrations.frameworks names them ('' for none: "
+    "Workloads only, their quota given back at eviction).",
+)
+@click.option(
+    "--label-keys-to-copy",
+    default="",
+    help="Job labels copied to the Workloads made for jobs, comma-separated (Kueue's labelKeysToCopy; "
+    "PreemptionConfig selectors match Workload labels). Default: none.",
+)
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
 def run(
@@ -89,6 +102,8 @@ def run(
     liveness_seconds: float,
     kube_api_qps: float,
     kube_api_burst: int | None,
+    integrations: str,
+    label_keys_to_copy: str,
     log_format: str,
     verbose: bool,
 ) -> None:
@@ -101,10 +116,12 @@ def run(
     from .k8s.api import load_config
 
     logs.configure(log_format, verbose)
+    frameworks = tuple(name.strip() for name in integrations.split(",") if name.strip())
     try:
+        operator.integration_kinds(frameworks)
         config = load_config()
         faults = Faults.from_env()
-    except (ConfigError, FaultSpecError) as exc:
+    except (ConfigError, FaultSpecError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     operator.run(
@@ -119,6 +136,8 @@ def run(
         faults=faults,
         qps=kube_api_qps,
         burst=kube_api_burst,
+        integrations=frameworks,
+        label_keys_to_copy=tuple(key.strip() for key in label_keys_to_copy.split(",") if key.strip()),
     )
 
 

@@ -2,9 +2,11 @@
 
 It follows controller-runtime's envtest: the binaries come from the folder named by
 ``KUBEBUILDER_ASSETS`` (``kube-apiserver``, ``etcd``, ``kubectl``), see
-``hack/setup-envtest.sh``. There is no controller-manager, scheduler or kubelet: objects are
-stored and validated, but nothing reconciles them (namespaces never finish deleting, pods never
-run, garbage collection does not happen).
+``hack/setup-envtest.sh``. There is no scheduler or kubelet, and no controller-manager unless
+``start_controller_manager()`` starts one (the job, garbage-collector and namespace controllers:
+Jobs then create pods, which stay Pending, and suspending a Job deletes them). Without it
+objects are stored and validated, but nothing reconciles them (namespaces never finish
+deleting, garbage collection does not happen).
 
 Only the standard library is used; the service-account key is made with the ``cryptography``
 package when it is installed, else with the ``openssl`` command. kube-apiserver makes its own
@@ -36,7 +38,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO_ROOT / "hack" / "setup-envtest.sh"
 CRDS_DIR = REPO_ROOT / "crds"
-BINARIES = ("kube-apiserver", "etcd", "kubectl")
+BINARIES = ("kube-apiserver", "kube-controller-manager", "etcd", "kubectl")
+CONTROLLERS = ("job", "garbagecollector", "namespace", "serviceaccount-token")
 WORKDIR_PREFIX = "preemption-e2e-"
 ENABLE_HINT = "export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)"
 
@@ -266,6 +269,7 @@ class ControlPlane:
         self.env: dict[str, str] = {}
         self.startup_seconds = 0.0
         self._etcd: _Process | None = None
+        self._controller_manager: _Process | None = None
         self.apiservers: list[ApiServer] = []
 
     # ---- life cycle ---------------------------------------------------------------------
@@ -299,12 +303,13 @@ class ControlPlane:
 
     def stop(self) -> None:
         _live.discard(self)
-        for proc in [*(api.process for api in self.apiservers), self._etcd]:
+        for proc in [self._controller_manager, *(api.process for api in self.apiservers), self._etcd]:
             if proc is not None:
                 proc.stop()
         for api in self.apiservers:
             api.process = None
         self._etcd = None
+        self._controller_manager = None
         if self.workdir is not None and self.keep_workdir:
             (self.workdir / "owner.pid").unlink(missing_ok=True)  # not stale: kept on purpose
         elif self.workdir is not None:
@@ -313,7 +318,7 @@ class ControlPlane:
     def logs(self, lines: int = 40, *, failed: str | None = None) -> str:
         """The tails of the kube-apiserver and etcd logs (longer for the one that ``failed``)."""
         out = []
-        for proc in [*(api.process for api in self.apiservers), self._etcd]:
+        for proc in [*(api.process for api in self.apiservers), self._etcd, self._controller_manager]:
             if proc is not None:
                 state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
                 n = lines if failed in (None, proc.name) else min(lines, 8)
@@ -477,6 +482,57 @@ class ControlPlane:
         status, body = self.get("/readyz", server=api.server)  # now with the CA: proves the kubeconfig's trust
         if status != 200:
             raise self._fail(f"/readyz of {api.name} with the serving CA: HTTP {status}: {body}")
+
+    # ---- the controller manager ----------------------------------------------------------
+
+    def start_controller_manager(self, controllers: Sequence[str] = CONTROLLERS) -> None:
+        """kube-controller-manager with only `controllers`, as the admin, against the first
+        kube-apiserver; returns when its /healthz passes."""
+        assert self.workdir is not None and self.apiservers, "start() the control plane first"
+        assert self._controller_manager is None or not self._controller_manager.alive(), "already running"
+        port = _free_port()
+        certs = self.workdir / "kcm-certs"
+        certs.mkdir(exist_ok=True)
+        kubeconfig = str(self.kubeconfig)
+        self._controller_manager = _Process(
+            "kube-controller-manager",
+            [
+                str(self.assets / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--authentication-skip-lookup=true",
+                f"--controllers={','.join(controllers)}",
+                f"--service-account-private-key-file={self.workdir / 'sa.key'}",
+                f"--root-ca-file={self.ca_file}",
+                "--use-service-account-credentials=false",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={certs}",
+                "--profiling=false",
+            ],
+            self.workdir / "kube-controller-manager.log",
+            self.workdir,
+        )
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        deadline = time.monotonic() + self.startup_timeout
+        last = ""
+        while True:
+            if not self._controller_manager.alive():
+                raise self._fail("kube-controller-manager exited during startup", "kube-controller-manager")
+            try:
+                status, body = self.get("/healthz", context=insecure, timeout=2, server=f"https://127.0.0.1:{port}")
+                if status == 200:
+                    return
+                last = f"/healthz: HTTP {status}: {body[-300:]}"
+            except OSError as exc:
+                last = f"/healthz: {exc}"
+            if time.monotonic() > deadline:
+                raise self._fail(f"kube-controller-manager not healthy ({last})", "kube-controller-manager")
+            time.sleep(0.2)
 
     # ---- more kube-apiservers, outages ---------------------------------------------------
 

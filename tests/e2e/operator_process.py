@@ -356,10 +356,11 @@ def is_true(obj: dict[str, Any], kind: str) -> bool:
 
 
 def admitted_cpu(obj: dict[str, Any]) -> tuple[str | None, float]:
-    """(ClusterQueue, cpu) a Workload holds quota for: (None, 0) without a reservation."""
+    """(ClusterQueue, cpu) a Workload holds quota for: (None, 0) without a reservation, or once
+    finished (it keeps its admission on record; Kueue's cache no longer counts it)."""
     status = obj.get("status") or {}
     admission = status.get("admission")
-    if not admission or not is_true(obj, "QuotaReserved"):
+    if not admission or not is_true(obj, "QuotaReserved") or is_true(obj, "Finished"):
         return None, 0.0
     total = 0.0
     for psa in admission.get("podSetAssignments") or []:

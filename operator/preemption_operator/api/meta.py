@@ -281,6 +281,16 @@ class ObjectMeta(OpenModel):
     generation: int | None = None
     resource_version: str | None = None
 
+    def controller(self) -> tuple[str, str] | None:
+        """(apiVersion, kind) of the owner reference marked as controller (a Job for its
+        Workload), if any. Read from the fields kept as they are: templates embed ObjectMeta too,
+        and their schema must not grow owner references."""
+        refs = (self.model_extra or {}).get("ownerReferences")
+        for ref in refs if isinstance(refs, list) else []:
+            if isinstance(ref, dict) and ref.get("controller") is True:
+                return (str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""))
+        return None
+
 
 def name_problem(meta: ObjectMeta, *, dns_label: bool = False) -> PydanticCustomError | None:
     """What is wrong with an object's name and namespace, as the API server validates them: a

@@ -24,6 +24,7 @@ from ..engine.changes import EVICTED, PREEMPTED, EventNote, StatusChange, status
 from ..engine.configurable import ConfigurablePreemption
 from ..engine.notices import Notice
 from ..engine.scheduler import CycleResult, QueueState, Scheduler
+from ..engine.workload import WorkloadInfo
 from ..k8s import resources
 from ..k8s.api import ApiError, Kind
 from ..k8s.writer import Outcome, StatusWriter, WriteResult
@@ -73,8 +74,11 @@ class SchedulingLoop:
         coalesce_seconds: float = 0.01,
         resync_seconds: float = 30.0,
         rounds: int = ROUNDS_PER_CYCLE,
+        job_stops: Callable[[WorkloadInfo], bool] = lambda wl: False,
     ) -> None:
         self.cache = cache
+        self.job_stops = job_stops
+        """Which workloads a job integration stops: their quota comes back once the job has."""
         self.feeder = CacheFeeder(cache, self)
         self.writer = writer
         self.events = events
@@ -91,6 +95,10 @@ class SchedulingLoop:
         self.released: set[str] = set()
         self.posted: set[Notice] = set()
         self.cycles = 0
+        self.term_cycles = 0
+        """Cycles decided since this replica last took the lead. The job controller gives a
+        stopped job's quota back only after one: that cycle has seen the preemptors waiting for
+        it (QueueState starts empty with each term), so the quota goes to them."""
         self.heartbeat = time.monotonic()
         """When the loop last completed a pass (a cycle, or a standby's check): liveness reads it."""
         self.pending_queues: set[str] = set()
@@ -173,12 +181,14 @@ class SchedulingLoop:
                 if self._was_leading:
                     self._abandon_writes()
                 self._was_leading = False
+                self.term_cycles = 0
                 self.heartbeat = time.monotonic()
                 continue
             try:
                 if not self._was_leading:
                     await self._take_over()
                 await self.cycle()
+                self.term_cycles += 1
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -219,7 +229,7 @@ class SchedulingLoop:
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         if result.retry_at is not None:
             self._wake_at(result.retry_at)
-        changes = status_changes(result, now)
+        changes = status_changes(result, now, self.job_stops)
         self._apply(changes)
         self._post_notices()
         counts = {name: len(queue) for name, queue in snapshot.pending.items()}

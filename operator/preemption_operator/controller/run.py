@@ -18,15 +18,19 @@ from typing import Any
 from lightkube.config.kubeconfig import SingleConfig
 
 from ..engine.cache import Cache
+from ..jobs.framework import INTEGRATIONS
+from ..jobs.reconciler import Settings
+from ..k8s import resources
 from ..k8s.api import KubeApi
 from ..k8s.events import EventRecorder
-from ..k8s.informer import Informer
+from ..k8s.informer import Informer, Tee
 from ..k8s.rate_limit import RateLimiter
 from ..k8s.resources import WATCHED
 from ..k8s.writer import COMPONENT, StatusWriter
 from ..metrics import Metrics
 from . import http
 from .faults import Faults
+from .jobs import JobController
 from .leader import LeaderElector, LeaseClient, default_identity
 from .loop import SchedulingLoop
 
@@ -34,6 +38,17 @@ log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 SHUTDOWN_SECONDS = 10.0
+FRAMEWORKS = {"batch/job": ("batch/v1", "Job")}
+"""Kueue's integration names (its `integrations.frameworks`) -> the kind each one runs."""
+DEFAULT_INTEGRATIONS = ("batch/job",)
+
+
+def integration_kinds(names: tuple[str, ...]) -> frozenset[tuple[str, str]]:
+    """The (apiVersion, kind) of each named integration; ValueError names an unknown one."""
+    unknown = [name for name in names if name not in FRAMEWORKS]
+    if unknown:
+        raise ValueError(f"unknown integration {unknown[0]!r}: known are {', '.join(sorted(FRAMEWORKS))}")
+    return frozenset(FRAMEWORKS[name] for name in names)
 
 
 def own_namespace() -> str:
@@ -58,6 +73,8 @@ async def operate(
     faults: Faults | None = None,
     qps: float = 0.0,
     burst: int | None = None,
+    integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS,
+    label_keys_to_copy: tuple[str, ...] = (),
 ) -> None:
     stop = stop or asyncio.Event()
     metrics = Metrics()
@@ -111,11 +128,40 @@ async def operate(
     async def relist() -> None:
         await asyncio.gather(*(informer.relist() for informer in informers))
 
+    job_kinds = integration_kinds(integrations)
     # Without election there is no earlier leader whose last writes a fresh list must catch.
     loop = SchedulingLoop(
-        cache, writer, recorder, metrics, leading, relist=relist if leader_election else None, faults=faults
+        cache,
+        writer,
+        recorder,
+        metrics,
+        leading,
+        relist=relist if leader_election else None,
+        faults=faults,
+        job_stops=(lambda wl: wl.owner in job_kinds) if job_kinds else (lambda wl: False),
     )
-    informers.extend(Informer(api, kind, loop.feeder) for kind in WATCHED)
+    jobs: JobController | None = None
+    if job_kinds:
+        jobs = JobController(
+            api,
+            cache,
+            loop.feeder,
+            writer,
+            recorder,
+            leading,
+            settings=Settings(label_keys_to_copy=label_keys_to_copy),
+            kinds=[INTEGRATIONS[k].kind for k in job_kinds],
+            scheduled=lambda: loop.term_cycles > 0,
+            closing=closing,
+        )
+        # The job controller follows Workloads too: it sees each one after the cache has it.
+        informers.extend(
+            Informer(api, kind, Tee(loop.feeder, jobs) if kind is resources.Workload else loop.feeder)
+            for kind in WATCHED
+        )
+        informers.extend(Informer(api, INTEGRATIONS[k].kind, jobs) for k in job_kinds)
+    else:
+        informers.extend(Informer(api, kind, loop.feeder) for kind in WATCHED)
     synced = asyncio.Event()
 
     def alive() -> bool:
@@ -128,6 +174,8 @@ async def operate(
         def changed(now_leading: bool) -> None:
             metrics.leader.set(1 if now_leading else 0)
             loop.poke()
+            if now_leading and jobs is not None:
+                jobs.resume()
 
         def from_thread(now_leading: bool) -> None:
             running.call_soon_threadsafe(changed, now_leading)
@@ -153,6 +201,8 @@ async def operate(
     loop_task = asyncio.create_task(loop.run(synced), name="scheduling-loop")
     tasks.append(loop_task)
     tasks.append(asyncio.create_task(recorder.run(), name="events"))
+    if jobs is not None:
+        tasks.append(asyncio.create_task(jobs.run(), name="jobs"))
     services = list(tasks)
     tasks.append(asyncio.create_task(sync(), name="initial-sync"))
     runner = await http.serve(http.make_app(metrics, alive, synced.is_set), host, port)

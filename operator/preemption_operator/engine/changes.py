@@ -76,6 +76,11 @@ def _conditions(obj: dict[str, Any]) -> tuple[dict[str, Any], bool, bool]:
     )
 
 
+def _evicting(status: dict[str, Any]) -> bool:
+    evicted = wl_status.get_condition(status, "Evicted")
+    return evicted is not None and evicted.get("status") == "True"
+
+
 def _active(obj: dict[str, Any]) -> bool:
     return (obj.get("spec") or {}).get("active", True) is not False
 
@@ -96,14 +101,16 @@ def _priorities(wl: WorkloadInfo) -> str:
     return f"{wl.priority} (base: {wl.base_priority}, boost: {wl.boost})"
 
 
-def eviction(e: Eviction, now: datetime) -> StatusChange:
+def eviction(e: Eviction, now: datetime, job_stops: bool = False) -> StatusChange:
     def compute(current: dict[str, Any]) -> dict[str, Any] | None:
         status, reserved, finished = _conditions(current)
         if not reserved or finished:
             return None
         if e.reason == "Deactivated" and _active(current):
             return None  # activated again meanwhile
-        return wl_status.drained(status, e, now, _generation(current))
+        if job_stops and _evicting(status):
+            return None  # its job is stopping already
+        return wl_status.drained(status, e, now, _generation(current), release=not job_stops)
 
     wl = e.workload
     return StatusChange(
@@ -152,9 +159,11 @@ def _completion(p: Preemption, now: datetime) -> StatusChange:
     )
 
 
-def preemption(p: Preemption, now: datetime) -> StatusChange:
+def preemption(p: Preemption, now: datetime, job_stops: bool = False) -> StatusChange | None:
+    """The victim's eviction. With `job_stops`, its quota stays until its job has stopped (the
+    job integration gives it back), and a victim already being evicted needs no change."""
     if p.ongoing:
-        return _completion(p, now)
+        return None if job_stops else _completion(p, now)
     victim = p.victim
 
     def compute(current: dict[str, Any]) -> dict[str, Any] | None:
@@ -162,7 +171,7 @@ def preemption(p: Preemption, now: datetime) -> StatusChange:
         admission = status.get("admission") or {}
         if not reserved or finished or admission.get("clusterQueue") != victim.cluster_queue:
             return None  # no longer holds that quota: nothing to evict
-        return wl_status.evicted(status, p, now, _generation(current))
+        return wl_status.evicted(status, p, now, _generation(current), release=not job_stops)
 
     evicted_message, preempted_message = wl_status.eviction_messages(p)
     priorities = (
@@ -272,11 +281,16 @@ def pending(p: Pending, now: datetime) -> StatusChange:
     )
 
 
-def status_changes(result: CycleResult, now: datetime) -> list[StatusChange]:
-    """In the order they must be written: evictions give quota back before admissions take it."""
+def status_changes(
+    result: CycleResult, now: datetime, job_stops: Callable[[WorkloadInfo], bool] = lambda wl: False
+) -> list[StatusChange]:
+    """In the order they must be written: evictions give quota back before admissions take it.
+    `job_stops` tells which workloads a job integration stops (their quota comes back when the
+    job has stopped, not with the eviction); `simulate` has no jobs to stop."""
+    preemptions = (preemption(p, now, job_stops(p.victim)) for p in result.preempted)
     return [
-        *(eviction(e, now) for e in result.evicted),
-        *(preemption(p, now) for p in result.preempted),
+        *(eviction(e, now, job_stops(e.workload)) for e in result.evicted),
+        *(change for change in preemptions if change is not None),
         *(admission(a, now) for a in result.admitted),
         *(pending(p, now) for p in result.pending),
     ]

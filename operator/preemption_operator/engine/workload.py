@@ -91,6 +91,8 @@ class WorkloadInfo:
     evicted: bool
     accumulated_execution_seconds: int = 0
     """status.accumulatedPastExecutionTimeSeconds: time run before earlier evictions."""
+    owner: tuple[str, str] | None = None
+    """(apiVersion, kind) of the controller owner reference: the job that runs this workload."""
 
     @property
     def priority(self) -> int:
@@ -233,6 +235,7 @@ def build_info(
         admitted = tuple(psa_list)
 
     created = meta.creation_timestamp or datetime.fromtimestamp(0, UTC)
+    controller = meta.controller()
     return WorkloadInfo(
         obj=obj,
         key=f"{meta.namespace or ''}/{meta.name}",
@@ -255,6 +258,7 @@ def build_info(
         reserved_at=reserved_at,
         evicted=is_true(obj, "Evicted"),
         accumulated_execution_seconds=(obj.status.accumulated_past_execution_time_seconds or 0) if obj.status else 0,
+        owner=controller,
     )
 
 

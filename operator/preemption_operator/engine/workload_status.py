@@ -95,15 +95,21 @@ def eviction_messages(decision: Preemption) -> tuple[str, str]:
 
 
 def evicted(
-    status: dict[str, Any] | None, decision: Preemption, now: datetime, generation: int | None
+    status: dict[str, Any] | None,
+    decision: Preemption,
+    now: datetime,
+    generation: int | None,
+    *,
+    release: bool = True,
 ) -> dict[str, Any]:
-    """The victim's status once evicted and, with no job to stop, requeued at once."""
+    """The victim's status once evicted and, with no job to stop (`release`), requeued at once.
+    A job's workload keeps its quota until its job has stopped (see `completed`)."""
     out = copy.deepcopy(status or {})
     previous = get_condition(out, "Evicted")
     if previous is not None and previous.get("status") == "True":
         # Already evicted and still holding quota: the eviction is under way, not a new one
-        # (Kueue counts it as done); only the quota is given back.
-        return completed(out, now, generation)
+        # (Kueue counts it as done); only the quota is given back, once nothing runs.
+        return completed(out, now, generation) if release else out
     evicted_message, preempted_message = eviction_messages(decision)
     reserved = get_condition(out, "QuotaReserved")
     if reserved is not None and reserved.get("status") == "True" and reserved.get("lastTransitionTime"):
@@ -115,15 +121,19 @@ def evicted(
     set_condition(out, "Preempted", "True", decision.target.reason, preempted_message, now, generation)
     cause = decision.target.rule.config if decision.target.rule is not None else ""
     _count_eviction(out, "Preempted", cause)
-    return released(out, evicted_message, now, generation)
+    return released(out, evicted_message, now, generation) if release else out
 
 
-def drained(status: dict[str, Any] | None, decision: Eviction, now: datetime, generation: int | None) -> dict[str, Any]:
-    """A workload evicted because it was deactivated or its queue is draining; it gives its quota
-    back at once (no job to stop). A deactivated workload is not requeued."""
+def drained(
+    status: dict[str, Any] | None, decision: Eviction, now: datetime, generation: int | None, *, release: bool = True
+) -> dict[str, Any]:
+    """A workload evicted because it was deactivated or its queue is draining; with no job to
+    stop (`release`) it gives its quota back at once. A deactivated workload is not requeued."""
     out = copy.deepcopy(status or {})
     _prepare_eviction(out, decision.reason, decision.message, now, generation)
     _count_eviction(out, decision.reason, "")
+    if not release:
+        return out
     out = released(out, decision.message, now, generation)
     if decision.reason == "Deactivated":
         set_condition(out, "Requeued", "False", "Deactivated", decision.message, now, generation)

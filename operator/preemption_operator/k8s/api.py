@@ -345,6 +345,10 @@ class KubeApi:
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("POST", path, body=body)
 
+    async def delete(self, path: str) -> dict[str, Any]:
+        # Background propagation, as kubectl: dependents are left to the garbage collector.
+        return await self.request("DELETE", path, params={"propagationPolicy": "Background"})
+
     async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PUT", path, body=body)
 

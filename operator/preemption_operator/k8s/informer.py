@@ -35,6 +35,21 @@ class Handler(Protocol):
         """One watch event: ADDED, MODIFIED or DELETED."""
 
 
+class Tee:
+    """Hands one informer's events to several handlers, in order."""
+
+    def __init__(self, *handlers: Handler) -> None:
+        self.handlers = handlers
+
+    def replace(self, kind: Kind, items: list[dict[str, Any]], resource_version: str) -> None:
+        for handler in self.handlers:
+            handler.replace(kind, items, resource_version)
+
+    def event(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> None:
+        for handler in self.handlers:
+            handler.event(kind, event_type, obj)
+
+
 class _Relist(Exception):
     """The watch must start again from a fresh list."""
 

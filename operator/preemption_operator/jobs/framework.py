@@ -1,0 +1,105 @@
+"""The seam every job integration fills (Kueue's GenericJob), and what passes through it.
+
+An integration only reads its object and says how the object must change; it does no I/O. The
+reconciler (jobs/reconciler.py) decides which step is due and the job controller
+(controller/jobs.py) carries it out, so a new kind (JobSet, RayJob, pod groups) is one module
+that implements `GenericJob` and registers itself in `INTEGRATIONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from ..k8s.api import Kind
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+
+@dataclass(frozen=True)
+class PodSetInfo:
+    """What admission puts into one pod set of a job and restoring takes out again (Kueue's
+    PodSetInfo): the pod count and the scheduling fields of its pod template."""
+
+    name: str
+    count: int
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduling_gates: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A job that ended: the Workload's Finished condition says this."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class JobPatch:
+    """One JSON merge patch of the job (`status`: of its status subresource). Patches of one
+    step are sent in order, each guarded by the resourceVersion the one before returned."""
+
+    body: Mapping[str, Any]
+    status: bool = False
+
+
+class GenericJob(Protocol):
+    """One object of an integrated kind, as scheduling sees it."""
+
+    kind: ClassVar[Kind]
+    obj: Mapping[str, Any]
+
+    def __init__(self, obj: Mapping[str, Any]) -> None: ...
+
+    def queue_name(self) -> str:
+        """The LocalQueue it is submitted to ("" when not queued: the integration ignores it)."""
+
+    def pod_sets(self) -> list[dict[str, Any]]:
+        """Its Workload's spec.podSets, in wire form."""
+
+    def equivalent(self, pod_sets: list[dict[str, Any]], admitted: bool) -> bool:
+        """Whether a Workload with these pod sets still describes the job (Kueue compares
+        counts, minCounts, containers and, before admission, tolerations)."""
+
+    def priority_class_name(self) -> str:
+        """The pod template's priorityClassName ("" if none)."""
+
+    def is_suspended(self) -> bool:
+        """Suspended and not half-way through being stopped."""
+
+    def is_active(self) -> bool:
+        """Whether any pod of it may still run: its quota is given back only once this is False."""
+
+    def finished(self) -> Finished | None: ...
+
+    def stopping(self) -> bool:
+        """Whether `stop` has more to do (it was interrupted half-way, or never ran)."""
+
+    def run(self, infos: list[PodSetInfo]) -> list[JobPatch]:
+        """Start it with admission's pod counts and scheduling fields."""
+
+    def stop(self, originals: list[PodSetInfo]) -> list[JobPatch]:
+        """Suspend it (its own controller deletes its pods) and put its pod sets back as
+        `originals` (the Workload's copy) has them."""
+
+
+INTEGRATIONS: dict[tuple[str, str], type[GenericJob]] = {}
+"""(apiVersion, kind) -> integration. Filled by the integration modules when imported."""
+
+
+def integrate(cls: type[GenericJob]) -> type[GenericJob]:
+    INTEGRATIONS[(cls.kind.api_version, cls.kind.name)] = cls
+    return cls
+
+
+def stops_through_job(owner: tuple[str, str] | None) -> bool:
+    """Whether a Workload owned by `owner` ((apiVersion, kind) of its controller) is stopped by a
+    job integration, which then gives its quota back."""
+    return owner is not None and owner in INTEGRATIONS

@@ -1,0 +1,319 @@
+"""The next step for one job and its Workload: pure data in, one step out (Kueue's job
+reconciler, one step at a time). The job controller carries the step out and asks again when
+the job or the Workload changes, so every step is decided from what the API shows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..engine import workload_status as wl_status
+from .framework import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, Finished, GenericJob, JobPatch, PodSetInfo
+from .names import workload_name
+
+WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
+POD_SET_LABEL = "kueue.x-k8s.io/podset"
+LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """What admission to a ResourceFlavor puts into pods."""
+
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CreateWorkload:
+    body: dict[str, Any]
+    event: JobEvent
+
+
+@dataclass(frozen=True)
+class UpdateWorkload:
+    """The job's pod sets changed while it waited: its Workload follows."""
+
+    spec: dict[str, Any]
+    event: JobEvent
+
+
+@dataclass(frozen=True)
+class DeleteWorkload:
+    """The Workload no longer describes its job, which cannot take a changed one."""
+
+    event: JobEvent
+
+
+@dataclass(frozen=True)
+class PatchJob:
+    patches: tuple[JobPatch, ...]
+    event: JobEvent | None
+
+
+@dataclass(frozen=True)
+class WriteWorkloadStatus:
+    compute: Callable[[dict[str, Any]], dict[str, Any] | None]
+    why: str
+    event: JobEvent | None = None
+
+
+class ComposeError(Exception):
+    """The job's Workload cannot be built yet (a priority class it names does not exist)."""
+
+
+Step = CreateWorkload | UpdateWorkload | DeleteWorkload | PatchJob | WriteWorkloadStatus
+
+
+@dataclass(frozen=True)
+class Settings:
+    label_keys_to_copy: tuple[str, ...] = ()
+    """Job labels copied to its Workload (Kueue's labelKeysToCopy): what PreemptionConfig
+    selectors may match on."""
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> bool:
+    found = wl_status.get_condition(dict(status), kind)
+    return found is not None and found.get("status") == "True"
+
+
+def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, str], int | None]) -> dict[str, Any]:
+    """The Workload for a job: Kueue's name, the job as controller owner, the job's pod sets and
+    priority. `priority(kind, name)` gives a priority class's value (None: unknown yet)."""
+    meta = job.obj.get("metadata") or {}
+    kind = job.kind
+    name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
+    job_labels: Mapping[str, str] = meta.get("labels") or {}
+    labels = {key: job_labels[key] for key in settings.label_keys_to_copy if key in job_labels}
+    labels[JOB_UID_LABEL] = uid
+    spec: dict[str, Any] = {"podSets": job.pod_sets(), "queueName": job.queue_name()}
+    workload_class = job_labels.get(PRIORITY_CLASS_LABEL)
+    ref: dict[str, str] | None = None
+    if workload_class:
+        ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": workload_class}
+    elif pod_class := job.priority_class_name():
+        ref = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": pod_class}
+    if ref is not None:
+        value = priority(ref["kind"], ref["name"])
+        if value is None:
+            raise ComposeError(f"{ref['kind']} {ref['name']!r} not found")
+        spec["priorityClassRef"] = ref
+        spec["priority"] = value
+    return {
+        "apiVersion": WORKLOAD_API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name(kind.name, kind.group, name, uid),
+            "namespace": meta.get("namespace"),
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": kind.api_version,
+                    "kind": kind.name,
+                    "name": name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def admitted_infos(workload: Mapping[str, Any], flavors: Mapping[str, Flavor]) -> list[PodSetInfo] | None:
+    """Per admitted pod set: its count, the node labels and tolerations of the flavors it was
+    given, and Kueue's pod labels naming pod set and queues (podset.FromAssignment). None while a
+    flavor is unknown to the cache."""
+    admission = (workload.get("status") or {}).get("admission") or {}
+    cluster_queue = str(admission.get("clusterQueue") or "")
+    queue = str((workload.get("spec") or {}).get("queueName") or "")
+    name = str((workload.get("metadata") or {}).get("name") or "")
+    counts = {ps.get("name"): ps.get("count", 1) for ps in (workload.get("spec") or {}).get("podSets") or []}
+    infos = []
+    for psa in admission.get("podSetAssignments") or []:
+        selector: dict[str, str] = {}
+        tolerations: list[Mapping[str, Any]] = []
+        for flavor_name in sorted(set((psa.get("flavors") or {}).values())):
+            flavor = flavors.get(flavor_name)
+            if flavor is None:
+                return None
+            selector.update(flavor.node_labels)
+            tolerations.extend(t for t in flavor.tolerations if t not in tolerations)
+        count = psa.get("count")
+        labels = {POD_SET_LABEL: str(psa.get("name")), LOCAL_QUEUE_LABEL: queue}
+        if DNS_LABEL.fullmatch(cluster_queue):
+            labels[CLUSTER_QUEUE_LABEL] = cluster_queue
+        infos.append(
+            PodSetInfo(
+                name=str(psa.get("name")),
+                count=count if isinstance(count, int) else int(counts.get(psa.get("name"), 1)),
+                node_selector=selector,
+                tolerations=tuple(tolerations),
+                labels=labels,
+                annotations={WORKLOAD_ANNOTATION: name},
+            )
+        )
+    return infos
+
+
+def original_infos(workload: Mapping[str, Any]) -> list[PodSetInfo]:
+    """The pod sets as the job had them before it ran: the Workload keeps the originals."""
+    infos = []
+    for ps in (workload.get("spec") or {}).get("podSets") or []:
+        template = ps.get("template") or {}
+        meta, pod = template.get("metadata") or {}, template.get("spec") or {}
+        infos.append(
+            PodSetInfo(
+                name=str(ps.get("name", "main")),
+                count=int(ps.get("count", 1)),
+                node_selector=dict(pod.get("nodeSelector") or {}),
+                tolerations=tuple(pod.get("tolerations") or ()),
+                labels=dict(meta.get("labels") or {}),
+                annotations=dict(meta.get("annotations") or {}),
+                scheduling_gates=tuple(pod.get("schedulingGates") or ()),
+            )
+        )
+    return infos
+
+
+def _equivalent(job: GenericJob, workload: Mapping[str, Any], reserved: bool) -> bool:
+    """Kueue's EquivalentToWorkload: a reserved Workload is compared with its admitted counts
+    (partial admission changed the job's), and a suspended job may also match the spec's."""
+    pod_sets = [dict(ps) for ps in (workload.get("spec") or {}).get("podSets") or []]
+    if not reserved:
+        return job.equivalent(pod_sets, admitted=False)
+    assigned = {
+        psa.get("name"): psa.get("count")
+        for psa in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+    }
+    merged = [{**ps, "count": assigned.get(ps.get("name")) or ps.get("count")} for ps in pod_sets]
+    return job.equivalent(merged, admitted=True) or (job.is_suspended() and job.equivalent(pod_sets, admitted=True))
+
+
+def released(now: datetime) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """The Workload's quota given back once its job has stopped after an eviction."""
+
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status = current.get("status") or {}
+        if not _condition(status, "Evicted") or not _condition(status, "QuotaReserved"):
+            return None
+        generation = (current.get("metadata") or {}).get("generation")
+        return wl_status.completed(status, now, generation if isinstance(generation, int) else None)
+
+    return compute
+
+
+def finished(done: Finished, now: datetime) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status = dict(current.get("status") or {})
+        if _condition(status, "Finished"):
+            return None
+        generation = (current.get("metadata") or {}).get("generation")
+        out = dict(status)
+        out["conditions"] = [dict(c) for c in status.get("conditions") or []]
+        wl_status.set_condition(
+            out,
+            "Finished",
+            "True",
+            done.reason,
+            done.message,
+            now,
+            generation if isinstance(generation, int) else None,
+        )
+        return out
+
+    return compute
+
+
+def _ref(workload: Mapping[str, Any]) -> str:
+    meta = workload.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def plan(
+    job: GenericJob,
+    workload: Mapping[str, Any] | None,
+    flavors: Mapping[str, Flavor],
+    now: datetime,
+    settings: Settings | None = None,
+    priority: Callable[[str, str], int | None] = lambda kind, name: None,
+) -> Step | None:
+    """The one step due for `job` and its Workload, in the order Kueue's job reconciler takes
+    them (None: nothing to do until something changes). Raises ComposeError when the Workload
+    cannot be built yet."""
+    settings = settings or Settings()
+    if not job.queue_name():
+        return None
+    done = job.finished()
+    if workload is None:
+        if done is not None:
+            return None
+        if not job.is_suspended():
+            patches = tuple(job.stop([]))
+            return PatchJob(patches, JobEvent("Normal", "Stopped", "Missing Workload; unable to restore pod templates"))
+        if job.is_active():
+            return None  # suspended, its pods not gone yet
+        body = new_workload(job, settings, priority)
+        meta = body["metadata"]
+        return CreateWorkload(
+            body, JobEvent("Normal", "CreatedWorkload", f"Created Workload: {meta['namespace']}/{meta['name']}")
+        )
+    status = workload.get("status") or {}
+    if _condition(status, "Finished"):
+        return None
+    if done is not None:
+        event = JobEvent("Normal", "FinishedWorkload", f"Workload '{_ref(workload)}' is declared finished")
+        return WriteWorkloadStatus(finished(done, now), "finished", event)
+    reserved = _condition(status, "QuotaReserved")
+    originals = original_infos(workload)
+    if not _equivalent(job, workload, reserved):
+        if not job.is_suspended():
+            message = "No matching Workload; restoring pod templates according to existent Workload"
+            return PatchJob(tuple(job.stop(originals)), JobEvent("Normal", "Stopped", message))
+        if not reserved:
+            spec = {**dict(workload.get("spec") or {}), "podSets": job.pod_sets(), "queueName": job.queue_name()}
+            message = f"Updated not matching Workload for suspended job: {_ref(workload)}"
+            return UpdateWorkload(spec, JobEvent("Normal", "UpdatedWorkload", message))
+        return DeleteWorkload(JobEvent("Normal", "DeletedWorkload", f"Deleted not matching Workload: {_ref(workload)}"))
+    if _condition(status, "Evicted"):
+        if not job.is_suspended():
+            evicted = wl_status.get_condition(dict(status), "Evicted") or {}
+            # Told once: when this step is what suspends the job (not when resuming a stop).
+            stopped = None if job.stopping() else JobEvent("Normal", "Stopped", str(evicted.get("message") or ""))
+            return PatchJob(tuple(job.stop(originals)), stopped)
+        if reserved and not job.is_active():
+            return WriteWorkloadStatus(released(now), "released")
+        return None
+    admitted = reserved and _condition(status, "Admitted")
+    if job.is_suspended():
+        if admitted:
+            infos = admitted_infos(workload, flavors)
+            if infos is None:
+                return None  # a flavor not seen yet: asked again when it comes
+            cluster_queue = (status.get("admission") or {}).get("clusterQueue", "")
+            return PatchJob(
+                tuple(job.run(infos)), JobEvent("Normal", "Started", f"Admitted by clusterQueue {cluster_queue}")
+            )
+        if not reserved and job.queue_name() != (workload.get("spec") or {}).get("queueName"):
+            spec = {**dict(workload.get("spec") or {}), "queueName": job.queue_name()}
+            return UpdateWorkload(
+                spec, JobEvent("Normal", "UpdatedWorkload", f"Updated queue of Workload: {_ref(workload)}")
+            )
+        return None
+    if not admitted:
+        return PatchJob(tuple(job.stop(originals)), JobEvent("Normal", "Stopped", "Not admitted by cluster queue"))
+    return None
