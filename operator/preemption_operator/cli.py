@@ -90,6 +90,26 @@ def crds(output_dir: Path, check: bool) -> None:
     help="Job labels copied to the Workloads made for jobs, comma-separated (Kueue's labelKeysToCopy; "
     "PreemptionConfig selectors match Workload labels). Default: none.",
 )
+@click.option(
+    "--no-webhooks",
+    is_flag=True,
+    help="Serve no admission webhooks (queued Jobs must then be created suspended). Out of a cluster they are "
+    "off unless --webhook-url is given.",
+)
+@click.option("--webhook-port", type=int, default=9443, show_default=True, help="Port of the job webhooks (HTTPS).")
+@click.option("--webhook-host", default="0.0.0.0", show_default=True, help="Address of the job webhooks.")
+@click.option(
+    "--webhook-service",
+    default="preemption-operator-webhook",
+    show_default=True,
+    help="The Service in the operator's namespace through which the API server calls the webhooks.",
+)
+@click.option(
+    "--webhook-url",
+    default=None,
+    metavar="URL",
+    help="Where the API server calls the webhooks instead of the Service (a local run: https://127.0.0.1:9443).",
+)
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
 def run(
@@ -104,6 +124,11 @@ def run(
     kube_api_burst: int | None,
     integrations: str,
     label_keys_to_copy: str,
+    no_webhooks: bool,
+    webhook_port: int,
+    webhook_host: str,
+    webhook_service: str,
+    webhook_url: str | None,
     log_format: str,
     verbose: bool,
 ) -> None:
@@ -113,6 +138,7 @@ def run(
     from . import logs
     from .controller import run as operator
     from .controller.faults import Faults, FaultSpecError
+    from .controller.webhooks import WebhookSettings
     from .k8s.api import load_config
 
     logs.configure(log_format, verbose)
@@ -138,6 +164,15 @@ def run(
         burst=kube_api_burst,
         integrations=frameworks,
         label_keys_to_copy=tuple(key.strip() for key in label_keys_to_copy.split(",") if key.strip()),
+        webhooks=None
+        if no_webhooks or (webhook_url is None and not operator.in_cluster())
+        else WebhookSettings(
+            namespace=operator.own_namespace(),
+            port=webhook_port,
+            host=webhook_host,
+            service=webhook_service,
+            url=webhook_url,
+        ),
     )
 
 
@@ -154,18 +189,24 @@ def run(
 @click.option("--now", "now_text", metavar="RFC3339", help="The time the cycles run at (default: the current time).")
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
 def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cycles: int) -> None:
-    """Run scheduling cycles over Kubernetes YAML (files or folders) until nothing changes."""
+    """Run scheduling cycles over Kubernetes YAML (files or folders) until nothing changes.
+
+    Objects in files named pending.yaml arrive after the rest has settled, as the examples are
+    applied to a cluster: what runs first, then what comes to preempt it."""
     from . import manifests, report
     from . import simulate as simulation
 
     now = _parse_now(now_text)
     skipped: list[str] = []
     try:
-        objects = manifests.parse(manifests.read(paths), skipped)
+        read = manifests.read(paths)
+        later = [m for m in read if Path(m.source).name in manifests.ARRIVING]
+        objects = manifests.parse([m for m in read if m not in later], skipped)
+        arriving = manifests.parse(later, skipped, beside=read)
     except manifests.ManifestError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    result = simulation.run(objects, now, max_cycles)
+    result = simulation.run(objects, now, max_cycles, arriving)
     result.warnings[:0] = skipped
     click.echo(report.render(result, output), nl=False)
 

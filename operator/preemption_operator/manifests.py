@@ -11,6 +11,9 @@ import yaml
 
 from .api.objects import ObjectError, is_read, object_ref, parse_object
 
+ARRIVING = ("pending.yaml", "pending.yml")
+"""Files whose objects `simulate` adds once the rest has settled."""
+
 
 class ManifestError(ValueError):
     """Input that cannot be read; the message names the file and, where known, the object and field."""
@@ -69,11 +72,59 @@ def read(paths: Iterable[str | Path]) -> list[Manifest]:
     return manifests
 
 
-def parse(manifests: Iterable[Manifest], skipped: list[str] | None = None) -> list[Any]:
-    """The objects the engine reads. Objects of other kinds (a Job, a Deployment) are left out,
-    each noted in `skipped` when given; a kind the engine reads that does not validate is an error."""
+def _class_values(manifests: list[Manifest]) -> dict[tuple[str, str], int]:
+    values = {}
+    for manifest in manifests:
+        body = manifest.body
+        name = (body.get("metadata") or {}).get("name") if isinstance(body.get("metadata"), dict) else None
+        if body.get("kind") in ("WorkloadPriorityClass", "PriorityClass") and isinstance(body.get("value"), int):
+            values[(str(body["kind"]), str(name))] = int(body["value"])
+    return values
+
+
+def _job_workload(manifest: Manifest, classes: dict[tuple[str, str], int]) -> dict[str, Any] | None:
+    """The Workload the operator would make for a queued job (None: not an integrated kind, or
+    not queued). Without a UID, its namespace/name stands in, as elsewhere in `simulate`."""
+    from .jobs.framework import INTEGRATIONS
+    from .jobs.reconciler import ComposeError, Settings, new_workload
+
+    body = manifest.body
+    integration = INTEGRATIONS.get((str(body.get("apiVersion")), str(body.get("kind"))))
+    meta = body.get("metadata")
+    if integration is None or not isinstance(meta, dict):
+        return None
+    job = integration(
+        {**body, "metadata": {**meta, "uid": meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"}}
+    )
+    if not job.queue_name():
+        return None
+    try:
+        workload = new_workload(job, Settings(), lambda kind, name: classes.get((kind, name)))
+    except (ComposeError, ValueError, TypeError, AttributeError) as exc:
+        raise ManifestError(f"{manifest.source}: {object_ref(body)}: {exc}") from None
+    if meta.get("creationTimestamp"):
+        workload["metadata"]["creationTimestamp"] = meta["creationTimestamp"]
+    return workload
+
+
+def parse(
+    manifests: Iterable[Manifest], skipped: list[str] | None = None, beside: Iterable[Manifest] = ()
+) -> list[Any]:
+    """The objects the engine reads. A queued job (batch/v1 Job with a queue-name label) stands
+    for the Workload the operator makes for it; objects of other kinds (a Deployment) are left
+    out, each noted in `skipped` when given; a kind the engine reads that does not validate is
+    an error. Priority classes named by jobs are looked up in `beside` too."""
+    manifests = list(manifests)
+    classes = _class_values([*manifests, *beside])
     objects = []
     for manifest in manifests:
+        workload = _job_workload(manifest, classes)
+        if workload is not None:
+            try:
+                objects.append(parse_object(workload))
+            except ObjectError as exc:
+                raise ManifestError(f"{manifest.source}: {object_ref(manifest.body)}: its Workload: {exc}") from None
+            continue
         if not is_read(manifest.body):
             if skipped is not None:
                 skipped.append(

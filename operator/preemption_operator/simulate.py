@@ -69,14 +69,41 @@ def _with_status(info: WorkloadInfo, new_status: dict[str, Any]) -> Workload:
     return Workload.model_validate(body)
 
 
-def run(objects: list[Any], now: datetime, max_cycles: int = 100) -> Simulation:
+def run(objects: list[Any], now: datetime, max_cycles: int = 100, arriving: list[Any] | None = None) -> Simulation:
+    """Cycles until nothing changes. `arriving` objects are added after that, and cycles run
+    again: the running workloads first, then the ones that arrive (as the examples are applied to
+    a cluster). A first phase that decided nothing is not reported."""
     cache = Cache()
     cache.load(objects)
     configurable = ConfigurablePreemption()
     scheduler = Scheduler(extra=configurable.candidates)
     state = QueueState()
     sim = Simulation()
-    for cycle in range(1, max_cycles + 1):
+    last = _settle(cache, scheduler, configurable, state, sim, now, 1, max_cycles)
+    if arriving:
+        if not sim.actions and not sim.explanations:
+            last = 0
+        for obj in arriving:
+            cache.upsert(obj)
+        _settle(cache, scheduler, configurable, state, sim, now, last + 1, max_cycles)
+    for key, info in cache.infos.items():
+        sim.workloads[key] = info.obj
+    return sim
+
+
+def _settle(
+    cache: Cache,
+    scheduler: Scheduler,
+    configurable: ConfigurablePreemption,
+    state: QueueState,
+    sim: Simulation,
+    now: datetime,
+    first: int,
+    max_cycles: int,
+) -> int:
+    """Cycles from number `first` until nothing changes; returns the last cycle's number."""
+    cycle = first
+    for cycle in range(first, first + max_cycles):
         snapshot = cache.snapshot(now)
         configurable.begin_cycle(snapshot)
         parked_before = sum(len(keys) for keys in state.inadmissible.values())
@@ -95,12 +122,9 @@ def run(objects: list[Any], now: datetime, max_cycles: int = 100) -> Simulation:
             state.quota_released(snapshot, freed)
         parked_after = sum(len(keys) for keys in state.inadmissible.values())
         if not result.changed and not pending_changed and parked_after <= parked_before:
-            break
-    else:
-        sim.warnings.append(f"stopped after --max-cycles {max_cycles} cycles; the cluster had not settled")
-    for key, info in cache.infos.items():
-        sim.workloads[key] = info.obj
-    return sim
+            return cycle
+    sim.warnings.append(f"stopped after --max-cycles {max_cycles} cycles; the cluster had not settled")
+    return cycle
 
 
 def _apply(cache: Cache, sim: Simulation, cycle: int, result: CycleResult, now: datetime) -> bool:

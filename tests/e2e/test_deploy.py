@@ -108,15 +108,28 @@ ACCESS = [
     ("patch", "events", ["-n", "default"], True),  # a repeated Event counts up instead of piling up
     ("list", "nodes", [], True),
     ("update", "leases.coordination.k8s.io", ["-n", SYSTEM_NAMESPACE], True),
+    # The Job integration: Workloads made, followed and removed for Jobs; Jobs started and stopped.
+    ("create", "workloads.kueue.x-k8s.io", ["-n", "default"], True),
+    ("patch", "workloads.kueue.x-k8s.io", ["-n", "default"], True),
+    ("delete", "workloads.kueue.x-k8s.io", ["-n", "default"], True),
+    ("watch", "jobs.batch", ["-A"], True),
+    ("patch", "jobs.batch", ["-n", "default"], True),
+    ("patch", "jobs.batch", ["--subresource=status", "-n", "default"], True),
+    # The job webhooks: their certificate in the operator's namespace, their configurations.
+    ("get", "secrets", ["-n", SYSTEM_NAMESPACE], True),
+    ("update", "secrets", ["-n", SYSTEM_NAMESPACE], True),
+    ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io", [], True),
+    ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", [], True),
     # What it must not be able to do.
     ("update", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
-    ("patch", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
-    ("delete", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
-    ("create", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
+    ("create", "jobs.batch", ["-n", "default"], False),
+    ("delete", "jobs.batch", ["-n", "default"], False),
+    ("update", "jobs.batch", ["-n", "default"], False),
+    ("delete", "mutatingwebhookconfigurations.admissionregistration.k8s.io", [], False),
     ("patch", "clusterqueues.kueue.x-k8s.io", [], False),
     ("update", "clusterqueues.kueue.x-k8s.io", [], False),
     ("patch", "preemptionconfigs.kueue.x-k8s.io", [], False),
-    ("get", "secrets", ["-n", SYSTEM_NAMESPACE], False),
+    ("get", "secrets", ["-n", "default"], False),
     ("list", "secrets", ["-A"], False),
     ("list", "pods", ["-A"], False),
     ("delete", "events", ["-n", "default"], False),
@@ -155,6 +168,7 @@ def test_kustomize_renders(deployed: ControlPlane) -> None:
             "RoleBinding/preemption-operator-leader-election",
             "Deployment/preemption-operator",
             "Service/preemption-operator-metrics",
+            "Service/preemption-operator-webhook",
         ]
     )
     for obj in objects:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from .conftest import _namespace_name
-from .controlplane import ControlPlane, ControlPlaneError, project_crd_files
+from .controlplane import ControlPlane, ControlPlaneError, _free_port, project_crd_files
 from .operator_process import (
     CONFIG_ANNOTATION,
     KUEUE,
@@ -393,3 +393,61 @@ def test_a_restart_in_the_middle_of_a_preemption_ends_consistent(sc: Scenario, o
     assert monitor.max_admitted_cpu(team_cq, hero_cq) <= 4
     assert monitor.max_evictions(research["metadata"]["name"]) == 1
     assert suspended(job(sc, "research"))
+
+
+def test_the_webhooks_suspend_queued_jobs_at_creation_and_keep_a_running_jobs_queue(
+    job_plane: ControlPlane, sc: Scenario, operators: OperatorPool
+) -> None:
+    """With `--webhook-url` (a local run) the operator makes its certificate, serves its webhooks
+    and registers them: a queued Job created without `suspend` is stored suspended, and a running
+    Job's queue label cannot change. Jobs without the label never reach the webhooks."""
+    ns = sc.namespace
+    _, lq = sc.queue("main", 2)
+    sc.queue("other", 2)
+    port = _free_port()
+    url = f"https://127.0.0.1:{port}"
+    op = operators.start(
+        "hooks", extra_args=[f"--webhook-port={port}", "--webhook-host=127.0.0.1", f"--webhook-url={url}"]
+    )
+    try:
+
+        def registered() -> bool:
+            hooks = json.loads(
+                job_plane.kubectl(
+                    "get", "mutatingwebhookconfiguration", "preemption-operator", "-o", "json", check=True
+                ).stdout
+            )
+            assert hooks["webhooks"][0]["clientConfig"]["url"] == f"{url}/mutate-batch-v1-job"
+            return True
+
+        wait_until(registered, what="the webhooks registered", diagnostics=op.tail)
+        secret = json.loads(
+            sc.kubectl("get", "secret", "preemption-operator-webhook-cert", "-n", "default", "-o", "json").stdout
+        )
+        assert secret["type"] == "kubernetes.io/tls"
+
+        created = json.loads(
+            sc.kubectl(
+                "create", "-f", "-", "-o", "json", input=json.dumps(batch_job("queued", ns, lq, suspend=None))
+            ).stdout
+        )
+        assert created["spec"]["suspend"] is True, "the queued Job was not suspended at creation"
+        plain = json.loads(
+            sc.kubectl(
+                "create", "-f", "-", "-o", "json", input=json.dumps(batch_job("plain", ns, None, suspend=None))
+            ).stdout
+        )
+        assert plain["spec"]["suspend"] is False
+
+        wait_until(lambda: not suspended(job(sc, "queued")), what="the queued Job started", diagnostics=op.tail)
+        moved = sc.kubectl("label", "job", "queued", "-n", ns, f"{QUEUE_LABEL}=other", "--overwrite", check=False)
+        assert moved.returncode != 0
+        assert f'metadata.labels[{QUEUE_LABEL}]: Invalid value: "other": field is immutable' in moved.stderr, (
+            moved.stderr
+        )
+        assert job(sc, "queued")["metadata"]["labels"][QUEUE_LABEL] == lq
+    finally:
+        job_plane.kubectl(
+            "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "preemption-operator",
+            "--ignore-not-found",
+        )  # fmt: skip

@@ -33,12 +33,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from preemption_operator import manifests
 from preemption_operator.api import core, crdgen, v1alpha1, v1beta2
 from preemption_operator.api.meta import LabelSelector
 from preemption_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
 from preemption_operator.cli import cli
 from preemption_operator.engine.selectors import NOTHING
 from preemption_operator.engine.selectors import build as build_selector
+from preemption_operator.manifests import Manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
@@ -647,7 +649,29 @@ def test_manifest_passes_cel_rules(doc: Doc) -> None:
     assert cel_failures(schema, created, created) == []
 
 
-@pytest.mark.parametrize("doc", [*EXAMPLES, *SEED, *golden_docs()], ids=str)
+def job_workload(doc: Doc) -> dict[str, Any]:
+    """The Workload the operator makes for a queued Job of an example (as `simulate` reads it)."""
+    folder = Path(doc.source).parts[1]
+    beside = [Manifest(d.source, d.body) for d in EXAMPLES if Path(d.source).parts[1] == folder]
+    classes = manifests._class_values(beside)
+    workload = manifests._job_workload(Manifest(doc.source, doc.body), classes)
+    assert workload is not None, f"{doc}: a Job in an example must be queued"
+    return workload
+
+
+JOBS = [doc for doc in EXAMPLES if doc.body["kind"] == "Job"]
+
+
+@pytest.mark.parametrize("doc", JOBS, ids=str)
+def test_example_jobs_make_valid_workloads(doc: Doc) -> None:
+    workload = job_workload(doc)
+    assert schema_errors(workload) == []
+    schema = openapi("Workload")
+    assert cel_failures(schema, apply_defaults(schema, workload)) == []
+    assert doc.body["spec"].get("suspend") is True, "without the webhook a queued Job must be created suspended"
+
+
+@pytest.mark.parametrize("doc", [d for d in [*EXAMPLES, *SEED, *golden_docs()] if d.body["kind"] != "Job"], ids=str)
 def test_manifest_parses_with_models(doc: Doc) -> None:
     model = model_for(doc.body)
     parsed = model.model_validate(doc.body)
@@ -689,7 +713,11 @@ def scenarios() -> list[Path]:
 
 @pytest.mark.parametrize("folder", scenarios(), ids=lambda p: p.name)
 def test_example_is_coherent(folder: Path) -> None:
-    docs = [doc.body for doc in EXAMPLES if Path(doc.source).parts[1] == folder.name]
+    docs = [
+        job_workload(doc) if doc.body["kind"] == "Job" else doc.body
+        for doc in EXAMPLES
+        if Path(doc.source).parts[1] == folder.name
+    ]
     objects = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs}
     assert len(objects) == len(docs), "duplicate objects"
 

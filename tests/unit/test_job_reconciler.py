@@ -432,3 +432,27 @@ def test_a_jobs_victim_keeps_its_quota_until_its_job_has_stopped() -> None:
     # Without a job to stop (simulate, bare Workloads) the quota comes back with the eviction.
     (bare,) = [c for c in changes.status_changes(result, NOW) if c.action == changes.PREEMPTED]
     assert "admission" not in (bare.compute(owned) or {})
+
+
+# -- simulate reads queued Jobs ------------------------------------------------------------------
+
+
+def test_simulate_reads_queued_jobs_as_their_workloads_and_lets_pending_yaml_arrive_last() -> None:
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from preemption_operator.cli import cli
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "hero-jobs"
+    result = CliRunner().invoke(cli, ["simulate", str(example), "--output", "json", "--now", "2026-01-01T10:00:00Z"])
+    assert result.exit_code == 0, result.output
+    actions = json.loads(result.output)["actions"]
+    preempted = [a for a in actions if a["action"] == "Preempted"]
+    assert len(preempted) == 1 and preempted[0]["reason"] == "ConfigurablePreemption"
+    assert preempted[0]["workload"].startswith("research/job-train-")
+    assert preempted[0]["preemptor"].startswith("hero/job-hero-")
+    admitted = [a["workload"].split("/")[1].rsplit("-", 1)[0] for a in actions if a["action"] == "Admitted"]
+    # The research Jobs run first; the hero (pending.yaml) arrives after and gets in by preemption.
+    assert admitted == ["job-evaluate", "job-train", "job-hero"]

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..engine.cache import Cache
-from ..jobs.batch_job import BatchJob  # noqa: F401  (registers batch/v1 Job)
 from ..jobs.framework import INTEGRATIONS, GenericJob
 from ..jobs.reconciler import (
     ComposeError,

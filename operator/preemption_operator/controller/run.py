@@ -33,6 +33,8 @@ from .faults import Faults
 from .jobs import JobController
 from .leader import LeaderElector, LeaseClient, default_identity
 from .loop import SchedulingLoop
+from .webhooks import WebhookSettings
+from .webhooks import serve as serve_webhooks
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,10 @@ def integration_kinds(names: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     if unknown:
         raise ValueError(f"unknown integration {unknown[0]!r}: known are {', '.join(sorted(FRAMEWORKS))}")
     return frozenset(FRAMEWORKS[name] for name in names)
+
+
+def in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and SERVICE_ACCOUNT_NAMESPACE.is_file()
 
 
 def own_namespace() -> str:
@@ -75,6 +81,7 @@ async def operate(
     burst: int | None = None,
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS,
     label_keys_to_copy: tuple[str, ...] = (),
+    webhooks: WebhookSettings | None = None,
 ) -> None:
     stop = stop or asyncio.Event()
     metrics = Metrics()
@@ -207,6 +214,25 @@ async def operate(
     tasks.append(asyncio.create_task(sync(), name="initial-sync"))
     runner = await http.serve(http.make_app(metrics, alive, synced.is_set), host, port)
     log.info("serving /metrics, /healthz and /readyz on %s:%d", host, port)
+    hooks: list[Any] = []
+    if webhooks is not None and job_kinds:
+
+        async def webhook_server() -> None:
+            pause = 1.0
+            while True:
+                try:
+                    hooks.append(await serve_webhooks(api, webhooks))
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # RBAC, a port in use: the rest keeps serving
+                    log.error("the job webhooks are not served (retrying in %.0fs): %s", pause, exc)
+                    await asyncio.sleep(pause)
+                    pause = min(30.0, pause * 2)
+
+        tasks.append(asyncio.create_task(webhook_server(), name="webhooks"))
+    elif job_kinds:
+        log.info("no admission webhooks: create queued Jobs with spec.suspend: true (see README)")
     waiter = asyncio.create_task(stop.wait(), name="stop")
     done, _ = await asyncio.wait([waiter, *services], return_when=asyncio.FIRST_COMPLETED)
     failure: BaseException | None = None
@@ -227,6 +253,8 @@ async def operate(
         task.cancel()
     await _settle(tasks)
     waiter.cancel()
+    for hook in hooks:
+        await hook.cleanup()
     await runner.cleanup()
     await api.close()
     log.info("stopped in %.1fs; API requests: %s", time.monotonic() - started, metrics.request_summary())

@@ -1,0 +1,287 @@
+"""The admission webhooks for jobs: their HTTPS server, their certificate (kept in a Secret that
+every replica shares, so no cert-manager is needed) and their registration (the operator owns
+its Mutating- and ValidatingWebhookConfiguration and keeps their caBundle current).
+
+In a cluster the API server reaches the webhooks through a Service; for a local run
+(`--webhook-url https://127.0.0.1:9443`) at that URL. Only objects carrying a queue-name label
+are sent, so Jobs of other users never depend on this operator being up."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from ..jobs import webhook
+from ..jobs.framework import QUEUE_LABEL
+from ..k8s.api import ApiError, Kind, KubeApi
+from ..k8s.certs import ServingCert, issue
+
+log = logging.getLogger(__name__)
+
+Secret = Kind("Secret", "", "v1", "secrets", True)
+MutatingConfiguration = Kind(
+    "MutatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False
+)
+ValidatingConfiguration = Kind(
+    "ValidatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False
+)
+CONFIGURATION_NAME = "preemption-operator"
+MUTATE_JOB, VALIDATE_JOB = "/mutate-batch-v1-job", "/validate-batch-v1-job"
+MAX_BODY = 3 * 1024 * 1024  # the API server's own request limit
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    namespace: str
+    """The operator's namespace: its Secret lives there, and its own objects are not sent."""
+    port: int = 9443
+    host: str = "0.0.0.0"
+    service: str = "preemption-operator-webhook"
+    url: str | None = None
+    """Where the API server calls (a local run); None: the Service."""
+    secret: str = "preemption-operator-webhook-cert"
+
+    def hosts(self) -> list[str]:
+        if self.url is not None:
+            return [urlsplit(self.url).hostname or "127.0.0.1"]
+        return [f"{self.service}.{self.namespace}.svc", f"{self.service}.{self.namespace}.svc.cluster.local"]
+
+    def client_config(self, path: str, ca: bytes) -> dict[str, Any]:
+        bundle = base64.b64encode(ca).decode()
+        if self.url is not None:
+            return {"url": self.url.rstrip("/") + path, "caBundle": bundle}
+        return {
+            "service": {"namespace": self.namespace, "name": self.service, "path": path, "port": 443},
+            "caBundle": bundle,
+        }
+
+
+# -- certificate -------------------------------------------------------------------------------
+
+
+def _from_secret(secret: dict[str, Any]) -> ServingCert | None:
+    data = secret.get("data") or {}
+    try:
+        return ServingCert(
+            ca=base64.b64decode(data["ca.crt"]),
+            cert=base64.b64decode(data["tls.crt"]),
+            key=base64.b64decode(data["tls.key"]),
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def _secret_body(settings: WebhookSettings, cert: ServingCert, version: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": settings.secret, "namespace": settings.namespace}
+    if version:
+        meta["resourceVersion"] = version
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "kubernetes.io/tls",
+        "data": {
+            "ca.crt": base64.b64encode(cert.ca).decode(),
+            "tls.crt": base64.b64encode(cert.cert).decode(),
+            "tls.key": base64.b64encode(cert.key).decode(),
+        },
+    }
+
+
+async def certificate(api: KubeApi, settings: WebhookSettings) -> ServingCert:
+    """The Secret's certificate, made (or made anew, when it does not serve our hosts or is about
+    to expire) if need be. Replicas racing to make it settle on whichever write won."""
+    hosts = settings.hosts()
+    path = Secret.path(settings.secret, settings.namespace)
+    for _ in range(5):
+        try:
+            secret = await api.get(path)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            secret = None
+        current = _from_secret(secret) if secret is not None else None
+        if current is not None and current.fresh(hosts):
+            return current
+        made = issue(hosts)
+        version = ((secret or {}).get("metadata") or {}).get("resourceVersion")
+        body = _secret_body(settings, made, version)
+        try:
+            if secret is None:
+                await api.create(Secret.path(namespace=settings.namespace), body)
+            else:
+                await api.replace(path, body)
+        except ApiError as exc:
+            if exc.code == 409:
+                continue  # another replica wrote one: use that
+            raise
+        log.info(
+            "made the webhook certificate for %s (Secret %s/%s)", ", ".join(hosts), settings.namespace, settings.secret
+        )
+        return made
+    raise RuntimeError(f"could not settle the webhook certificate in Secret {settings.namespace}/{settings.secret}")
+
+
+# -- registration ------------------------------------------------------------------------------
+
+
+def configurations(settings: WebhookSettings, ca: bytes) -> list[tuple[Kind, dict[str, Any]]]:
+    common: dict[str, Any] = {
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": 10,
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": sorted({"kube-system", settings.namespace}),
+                }
+            ]
+        },
+        # Only queued objects: other Jobs never wait on this operator.
+        "objectSelector": {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]},
+    }
+
+    def rules(operations: list[str]) -> list[dict[str, Any]]:
+        return [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": operations, "resources": ["jobs"]}]
+
+    def body(kind: Kind, name: str, path: str, operations: list[str]) -> dict[str, Any]:
+        return {
+            "apiVersion": kind.api_version,
+            "kind": kind.name,
+            "metadata": {"name": CONFIGURATION_NAME, "labels": {"app.kubernetes.io/name": "preemption-operator"}},
+            "webhooks": [
+                {"name": name, "clientConfig": settings.client_config(path, ca), "rules": rules(operations), **common}
+            ],
+        }
+
+    return [
+        (MutatingConfiguration, body(MutatingConfiguration, "mjob.preemption-operator.dev", MUTATE_JOB, ["CREATE"])),
+        (
+            ValidatingConfiguration,
+            body(ValidatingConfiguration, "vjob.preemption-operator.dev", VALIDATE_JOB, ["CREATE", "UPDATE"]),
+        ),
+    ]
+
+
+def _differs(want: dict[str, Any], have: dict[str, Any]) -> bool:
+    """Whether the stored configuration lacks something we set (the server adds defaults)."""
+
+    def covered(a: Any, b: Any) -> bool:
+        if isinstance(a, dict):
+            return isinstance(b, dict) and all(covered(v, b.get(k)) for k, v in a.items())
+        if isinstance(a, list):
+            return isinstance(b, list) and len(a) == len(b) and all(covered(x, y) for x, y in zip(a, b, strict=True))
+        return bool(a == b)
+
+    return not covered(want["webhooks"], have.get("webhooks"))
+
+
+async def register(api: KubeApi, settings: WebhookSettings, ca: bytes) -> None:
+    for kind, body in configurations(settings, ca):
+        path = kind.path(CONFIGURATION_NAME)
+        for _ in range(5):
+            try:
+                have = await api.get(path)
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+                try:
+                    await api.create(kind.path(), body)
+                except ApiError as created:
+                    if created.code == 409:
+                        continue
+                    raise
+                log.info("registered %s %s", kind.name, CONFIGURATION_NAME)
+                break
+            if not _differs(body, have):
+                break
+            body["metadata"]["resourceVersion"] = (have.get("metadata") or {}).get("resourceVersion")
+            try:
+                await api.replace(path, body)
+            except ApiError as exc:
+                if exc.code == 409:
+                    continue
+                raise
+            log.info("updated %s %s", kind.name, CONFIGURATION_NAME)
+            break
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+def _ssl_context(cert: ServingCert) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    # load_cert_chain reads files only: a private folder, gone right after.
+    with tempfile.TemporaryDirectory(prefix="preemption-operator-webhook-") as folder:
+        cert_file, key_file = Path(folder, "tls.crt"), Path(folder, "tls.key")
+        cert_file.write_bytes(cert.cert)
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(cert.key)
+        context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def make_app() -> web.Application:
+    async def handle(request: web.Request, mutating: bool) -> web.Response:
+        try:
+            body = json.loads(await request.read())
+            if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
+                raise ValueError("not an AdmissionReview")
+        except ValueError as exc:
+            return web.json_response({"error": f"bad request: {exc}"}, status=400)
+        answer = webhook.review(body, mutating)
+        if not answer["response"]["allowed"]:
+            request_ = body["request"]
+            log.info(
+                "refused %s of Job %s/%s: %s",
+                request_.get("operation"),
+                request_.get("namespace"),
+                request_.get("name"),
+                answer["response"]["status"]["message"],
+            )
+        return web.json_response(answer)
+
+    async def mutate(request: web.Request) -> web.Response:
+        return await handle(request, True)
+
+    async def validate(request: web.Request) -> web.Response:
+        return await handle(request, False)
+
+    app = web.Application(client_max_size=MAX_BODY)
+    app.router.add_post(MUTATE_JOB, mutate)
+    app.router.add_post(VALIDATE_JOB, validate)
+    return app
+
+
+async def serve(api: KubeApi, settings: WebhookSettings) -> web.AppRunner:
+    """Certificate, server, then registration: the API server is pointed at the webhooks only
+    once they answer."""
+    cert = await certificate(api, settings)
+    runner = web.AppRunner(make_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=_ssl_context(cert))
+    try:
+        await site.start()
+        await register(api, settings, cert.ca)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+        raise
+    log.info("serving the job webhooks on %s:%d", settings.host, settings.port)
+    return runner
