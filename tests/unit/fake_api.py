@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from preemption_operator.jobs.batch_job import BatchJob
 from preemption_operator.k8s.api import ApiError
 from preemption_operator.k8s.resources import BY_NAME
 
@@ -42,9 +43,25 @@ class Hold:
     waiting: int = 0
 
 
+KINDS = {**BY_NAME, "Job": BatchJob.kind}
+
+
 def object_path(body: dict[str, Any]) -> str:
     meta = body["metadata"]
-    return BY_NAME[body["kind"]].path(meta["name"], meta.get("namespace"))
+    return KINDS[body["kind"]].path(meta["name"], meta.get("namespace"))
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
 
 
 class FakeApi:
@@ -86,7 +103,7 @@ class FakeApi:
         return copy.deepcopy(body)
 
     def remove(self, kind: str, name: str, namespace: str | None = None) -> None:
-        path = BY_NAME[kind].path(name, namespace)
+        path = KINDS[kind].path(name, namespace)
         body = self.objects.pop(path)
         self.version += 1
         body["metadata"]["resourceVersion"] = str(self.version)
@@ -133,12 +150,54 @@ class FakeApi:
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         await self._enter("POST", path)
-        self.events.append(copy.deepcopy(body))
-        return copy.deepcopy(body)
+        if path.endswith("/events"):
+            self.events.append(copy.deepcopy(body))
+            return copy.deepcopy(body)
+        target = object_path(body)
+        if target in self.objects:
+            raise ApiError(409, "AlreadyExists", f"{target} already exists")
+        stored = copy.deepcopy(body)
+        stored["metadata"].setdefault("uid", f"uid-{self.version + 1}")
+        self._store(target, stored)
+        self._notify("ADDED", target)
+        self._leave("POST", path)
+        return copy.deepcopy(stored)
 
     async def patch_merge(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Objects it holds are patched (a resourceVersion in the patch is a precondition: 409
+        when stale, as kube-apiserver answers); anything else (Events) is only echoed."""
         await self._enter("PATCH", path)
-        return copy.deepcopy(patch)
+        target = path.removesuffix("/status")
+        if target not in self.objects:
+            return copy.deepcopy(patch)
+        current = self.objects[target]
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+            self._after.pop(("PATCH", path), None)
+            raise ApiError(
+                409, "Conflict", "the object has been modified; please apply your changes to the latest version"
+            )
+        patch = {
+            **patch,
+            "metadata": {k: v for k, v in (patch.get("metadata") or {}).items() if k != "resourceVersion"},
+        }
+        if path.endswith("/status"):
+            patch = {"status": patch.get("status")}  # the status subresource changes status only
+        body = merge(current, patch)
+        self._store(target, body)
+        self._notify("MODIFIED", target)
+        self._leave("PATCH", path)
+        return copy.deepcopy(body)
+
+    async def delete(self, path: str) -> dict[str, Any]:
+        await self._enter("DELETE", path)
+        if path not in self.objects:
+            raise ApiError(404, "NotFound", f"{path} not found")
+        body = self.objects.pop(path)
+        self.version += 1
+        self._record_history()
+        self._broadcast("DELETED", path, body)
+        return copy.deepcopy(body)
 
     async def list(self, path: str) -> tuple[list[dict[str, Any]], str]:
         await self._enter("LIST", path)

@@ -289,15 +289,17 @@ class JobController:
             self._workload(created)
         elif isinstance(step, PatchJob):
             version = meta.get("resourceVersion")
-            answer: dict[str, Any] | None = None
-            for patch in step.patches:
+            for index, patch in enumerate(step.patches):
                 body = {**patch.body, "metadata": {**(patch.body.get("metadata") or {}), "resourceVersion": version}}
-                answer = await self.api.patch_merge(
-                    job.kind.path(name, namespace, "status" if patch.status else None), body
-                )
+                path = job.kind.path(name, namespace, "status" if patch.status else None)
+                answer = await self.api.patch_merge(path, body)
                 version = _meta(answer).get("resourceVersion")
-            if answer is not None:
                 self.jobs[(job.kind.name, namespace, name)] = answer
+                if index == 0 and step.event is not None:
+                    # Told once the job changed: the rest of a stop may need another try (a
+                    # conflict with the job controller), which has nothing new to tell.
+                    self._event(job, step.event)
+            return
         else:
             workload = self.workload_of(dict(job.obj))
             if workload is None:

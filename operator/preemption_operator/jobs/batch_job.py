@@ -196,7 +196,7 @@ def _restored(template: Mapping[str, Any], original: PodSetInfo) -> dict[str, An
     ):
         have = holder.get(name) or {}
         if dict(have) != dict(want):
-            into[name] = {**{k: None for k in have if k not in want}, **want}
+            into[name] = {**{k: None for k in have if k not in want}, **want} if want else None
     for name, want_list in (("tolerations", original.tolerations), ("schedulingGates", original.scheduling_gates)):
         if list(pod.get(name) or []) != [dict(x) for x in want_list]:
             out_spec[name] = [dict(x) for x in want_list] or None

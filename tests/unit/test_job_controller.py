@@ -1,0 +1,211 @@
+"""Issue 14: the job controller carrying out its steps against the fault-injecting FakeApi: a stop
+cut short by a conflict with the job controller is finished on the next try and told once; the
+quota comes back only once the Job's pods are gone; a deleted Job's Workload is deleted; a
+replica that does not lead does nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from preemption_operator.controller.feeder import CacheFeeder
+from preemption_operator.controller.jobs import JobController
+from preemption_operator.engine.cache import Cache
+from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
+from preemption_operator.k8s import resources
+from preemption_operator.k8s.writer import StatusWriter
+from unit.fake_api import FakeApi
+
+NS = "research"
+JOB = BatchJob.kind
+CONDITION_TIME = "2026-12-01T11:00:00Z"
+
+
+class Waker:
+    def __init__(self) -> None:
+        self.released: list[str] = []
+
+    def poke(self) -> None:
+        pass
+
+    def quota_released(self, cluster_queue: str) -> None:
+        self.released.append(cluster_queue)
+
+    def config_changed(self) -> None:
+        pass
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def record(self, obj: dict[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str) -> None:
+        self.seen.append((f"{kind}/{obj['metadata']['name']}", reason, message))
+
+
+def running_job() -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": NS,
+            "uid": "uid-train",
+            "labels": {"kueue.x-k8s.io/queue-name": "research"},
+        },
+        "spec": {
+            "parallelism": 2,
+            "suspend": False,
+            "template": {
+                "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"}},
+                "spec": {
+                    "nodeSelector": {"example.com/pool": "on-demand"},
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                },
+            },
+        },
+        "status": {"active": 2, "startTime": CONDITION_TIME},
+    }
+
+
+def condition(kind: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason or kind,
+        "message": message,
+        "lastTransitionTime": CONDITION_TIME,
+    }
+
+
+def evicted_workload() -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-train-12345",
+            "namespace": NS,
+            "uid": "uid-wl",
+            "labels": {"kueue.x-k8s.io/job-uid": "uid-train"},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "uid-train", "controller": True}
+            ],
+        },
+        "spec": {
+            "queueName": "research",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 2,
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+                }
+            ],
+        },
+        "status": {
+            "admission": {
+                "clusterQueue": "research",
+                "podSetAssignments": [{"name": "main", "count": 2, "flavors": {"cpu": "on-demand"}}],
+            },
+            "conditions": [
+                condition("QuotaReserved"),
+                condition("Admitted"),
+                condition("Evicted", "Preempted", "Preempted by hero/job-hero-1"),
+            ],
+        },
+    }
+
+
+def setup(api: FakeApi, *, leading: bool = True) -> tuple[JobController, Events, Waker, Cache]:
+    cache, waker, events = Cache(), Waker(), Events()
+    feeder = CacheFeeder(cache, waker)
+    controller = JobController(api, cache, feeder, StatusWriter(api), events, lambda: leading)  # type: ignore[arg-type]
+    job, workload = api.put(running_job()), api.put(evicted_workload())
+    feeder.replace(resources.Workload, [copy.deepcopy(workload)], "1")
+    controller.replace(resources.Workload, [copy.deepcopy(workload)], "1")
+    controller.replace(JOB, [copy.deepcopy(job)], "1")
+    return controller, events, waker, cache
+
+
+def stored_job(api: FakeApi) -> dict[str, Any]:
+    return api.objects[JOB.path("train", NS)]
+
+
+def stored_workload(api: FakeApi) -> dict[str, Any]:
+    return api.objects[resources.Workload.path("job-train-12345", NS)]
+
+
+async def test_a_stop_cut_short_by_a_conflict_is_finished_and_told_once() -> None:
+    api = FakeApi()
+    controller, events, _, _ = setup(api)
+    # The job controller writes the Job's status between our patches: the start-time patch conflicts.
+    api.fail("PATCH", f"{JOB.path('train', NS)}/status", code=409)
+    key = ("Job", NS, "train")
+    try:
+        await controller.reconcile(key)
+        raise AssertionError("the conflict did not surface")
+    except Exception as exc:
+        assert "409" in str(exc)
+    job = stored_job(api)
+    assert job["spec"]["suspend"] is True and job["metadata"]["annotations"][STOPPING_ANNOTATION] == "true"
+    assert events.seen == [("Job/train", "Stopped", "Preempted by hero/job-hero-1")]
+
+    await controller.reconcile(key)  # the retry: start time, then the template restored
+    job = stored_job(api)
+    assert STOPPING_ANNOTATION not in job["metadata"].get("annotations", {})
+    assert "nodeSelector" not in job["spec"]["template"]["spec"]
+    assert "startTime" not in job["status"]
+    assert events.seen == [("Job/train", "Stopped", "Preempted by hero/job-hero-1")]  # not told again
+
+
+async def test_the_quota_comes_back_only_once_the_pods_are_gone() -> None:
+    api = FakeApi()
+    controller, _, waker, cache = setup(api)
+    key = ("Job", NS, "train")
+    for _ in range(3):
+        await controller.reconcile(key)  # suspend, start time, restore: done in one go here
+    job = copy.deepcopy(stored_job(api))
+    assert job["spec"]["suspend"] is True
+    job["status"] = {"active": 0, "terminating": 2}  # pods being deleted still run
+    controller.event(JOB, "MODIFIED", api.put(job))
+    assert await controller.reconcile(key) is None
+    assert cache.infos[f"{NS}/job-train-12345"].cluster_queue == "research"
+
+    job["status"] = {"active": 0, "terminating": 0}
+    controller.event(JOB, "MODIFIED", api.put(job))
+    await controller.reconcile(key)
+    status = stored_workload(api)["status"]
+    assert "admission" not in status
+    reserved = next(c for c in status["conditions"] if c["type"] == "QuotaReserved")
+    assert reserved["status"] == "False"
+    assert cache.infos[f"{NS}/job-train-12345"].cluster_queue is None  # the cache saw it at once
+    assert waker.released == ["research"]
+
+
+async def test_a_deleted_jobs_workload_is_deleted() -> None:
+    api = FakeApi()
+    controller, _, _, _ = setup(api)
+    job = stored_job(api)
+    api.remove("Job", "train", NS)
+    controller.event(JOB, "DELETED", job)
+    task = asyncio.create_task(controller.run())
+    try:
+        for _ in range(100):
+            if resources.Workload.path("job-train-12345", NS) not in api.objects:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert resources.Workload.path("job-train-12345", NS) not in api.objects
+
+
+async def test_a_replica_that_does_not_lead_does_nothing() -> None:
+    api = FakeApi()
+    controller, events, _, _ = setup(api, leading=False)
+    task = asyncio.create_task(controller.run())
+    try:
+        await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+    assert stored_job(api)["spec"]["suspend"] is False
+    assert api.count("PATCH") == 0 and events.seen == []
