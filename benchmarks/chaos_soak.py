@@ -322,6 +322,7 @@ def main() -> None:
     assets = find_assets()
     with ControlPlane(assets) as plane, tempfile.TemporaryDirectory(prefix="chaos-soak-") as work:
         plane.add_apiserver()
+        plane.start_controller_manager()  # Jobs among the load: real pods, created and deleted
         plane.apply_crds(project_crd_files())
         env = ChaosEnv(plane, Path(work), name="soak", seed=args.seed)
         with env:

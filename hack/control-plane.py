@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Starts the same etcd + kube-apiserver the e2e tests use, installs crds/, prints how to use it,
-and keeps it running until Ctrl-C. For trying the operator without a cluster:
+"""Starts the same etcd, kube-apiserver and kube-controller-manager (job, garbage-collector and
+namespace controllers) the e2e tests use, installs crds/, prints how to use it, and keeps it
+running until Ctrl-C. Jobs create pods there; the pods stay Pending (no scheduler, no kubelet).
+For trying the operator without a cluster:
 
     export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)
     python hack/control-plane.py            # prints: export KUBECONFIG=...
@@ -24,9 +26,11 @@ def main() -> None:
     plane.start()
     try:
         plane.apply_crds(project_crd_files())
-        print(f"kube-apiserver at {plane.server}, CRDs installed. In another shell:", flush=True)
+        plane.start_controller_manager()
+        print(f"kube-apiserver at {plane.server}, CRDs installed, controllers running. In another shell:", flush=True)
         print(f"  export KUBECONFIG={plane.kubeconfig}", flush=True)
         print(f"  export PATH={plane.assets}:$PATH   # kubectl of the same version", flush=True)
+        print("  preemption-operator run --webhook-url https://127.0.0.1:9443", flush=True)
         print("Ctrl-C stops it.", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:

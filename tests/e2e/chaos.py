@@ -11,10 +11,16 @@ run's Workloads (one cluster-wide watch, re-listed when it breaks) and checks:
 - I3: once a :class:`ForeignWriter` write succeeded, no later state shows an older value of
   its label, annotation or condition (checked at the end, :meth:`InvariantMonitor.check_foreign`);
 - I4: after the faults stop, :func:`wait_settled`: the project's engine, run offline on what
-  the API server holds, would admit or preempt nothing, and queue status counts match.
+  the API server holds, would admit or preempt nothing, and queue status counts match;
+- I5: per ClusterQueue and per cohort, the cpu requested by the pods of admitted Jobs that may
+  still run (not Succeeded or Failed; pods being deleted count) never exceeds the same bounds as
+  I1: no two Jobs run on more quota than exists. Pods are attributed by the label
+  ``kueue.x-k8s.io/cluster-queue-name`` the operator gives them when it starts a Job.
 
-Load: :class:`WorkloadDriver` creates Workloads (several priorities), marks admitted ones
-Finished after a random run time, deletes some (racing the operator if asked).
+Load: :class:`WorkloadDriver` creates Workloads and batch/v1 Jobs (several priorities), finishes
+admitted ones after a random run time (a Workload by its Finished condition, a Job by marking its
+pods Succeeded, as a kubelet would), deletes some (racing the operator if asked). The control
+plane runs kube-controller-manager's job controller, so Jobs create and delete real pods.
 :class:`ChaosEnv` puts a run together (topology, monitor, operators, fault proxies) and the
 fault families are functions over it (``kill_storm``, ``leader_stop_before_write``,
 ``leader_stall``, ``apiserver_outage``, ``error_injection``, ``foreign_and_racing_deletes``),
@@ -67,6 +73,12 @@ TOUCH_KEY = "chaos.example.com/touched"
 TOUCH_CONDITION = "chaos.example.com/Touched"
 FAULTS_ENV = "PREEMPTION_OPERATOR_FAULTS"
 STOP_LINE = "fault injection: stopping before writes"
+JOBS_PATH = "/apis/batch/v1"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+CQ_POD_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+PRIORITIES = (0, 10, 100, 1000)
+"""A WorkloadPriorityClass `<prefix>-p<value>` for each: Jobs take their priority from one."""
 CLASSIC = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
 
 
@@ -313,6 +325,9 @@ class Topology:
     def cq(self, queue: str) -> str:
         return f"{self.prefix}-{queue}"
 
+    def priority_class(self, value: int) -> str:
+        return f"{self.prefix}-p{value}"
+
     def cohort(self, name: str) -> str:
         return f"{self.prefix}-{name}"
 
@@ -371,6 +386,15 @@ class Topology:
         out += [
             {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": c, "labels": dict(labels)}, "spec": {}}
             for c in self.cohorts
+        ]
+        out += [
+            {
+                "apiVersion": KUEUE,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": self.priority_class(value), "labels": dict(labels)},
+                "value": value,
+            }
+            for value in PRIORITIES
         ]
         out.append(
             {
@@ -438,6 +462,7 @@ class Topology:
             "LocalQueue": "localqueues",
             "PreemptionConfig": "preemptionconfigs",
             "Workload": "workloads",
+            "WorkloadPriorityClass": "workloadpriorityclasses",
         }[kind]
         if meta.get("namespace"):
             return f"{base}/namespaces/{meta['namespace']}/{plural}"
@@ -450,13 +475,14 @@ class Topology:
                 raise ApiError(status, data, "POST", self.path_of(obj))
 
     def delete(self, client: KubeClient) -> None:
-        """Deletes the run's objects (best effort; namespaces stay Terminating: no controller)."""
+        """Deletes the run's objects (best effort; the namespace controller removes what is left)."""
         selector = quote(f"{RUN_LABEL}={self.prefix}")
         with contextlib.suppress(ApiError):
             for ns in self.namespaces:
+                client.request("DELETE", f"{JOBS_PATH}/namespaces/{ns}/jobs?propagationPolicy=Background")
                 client.request("DELETE", workload_path(ns))
                 client.request("DELETE", f"{KUEUE_PATH}/namespaces/{ns}/localqueues")
-            for plural in ("clusterqueues", "cohorts", "resourceflavors"):
+            for plural in ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses"):
                 client.request("DELETE", f"{KUEUE_PATH}/{plural}?labelSelector={selector}")
             client.request("DELETE", f"{ALPHA_PATH}/preemptionconfigs?labelSelector={selector}")
             for ns in self.namespaces:
@@ -467,13 +493,46 @@ class Topology:
         selector = quote(f"{RUN_LABEL}={self.prefix}")
         objects: list[dict[str, Any]] = []
         objects += client.list_items(f"/api/v1/namespaces?labelSelector={selector}")[0]
-        for plural in ("resourceflavors", "cohorts", "clusterqueues"):
+        for plural in ("resourceflavors", "cohorts", "clusterqueues", "workloadpriorityclasses"):
             objects += client.list_items(f"{KUEUE_PATH}/{plural}?labelSelector={selector}")[0]
         objects += client.list_items(f"{ALPHA_PATH}/preemptionconfigs?labelSelector={selector}")[0]
         for ns in self.namespaces:
             objects += client.list_items(f"{KUEUE_PATH}/namespaces/{ns}/localqueues")[0]
             objects += client.list_items(workload_path(ns))[0]
         return objects
+
+
+def new_job(name: str, namespace: str, queue: str, cpu: int, priority_class: str) -> dict[str, Any]:
+    """A queued batch/v1 Job of one pod, created suspended (no webhook in these runs)."""
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {QUEUE_LABEL: queue, PRIORITY_LABEL: priority_class},
+        },
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+        },
+    }
+
+
+def job_owner(obj: dict[str, Any]) -> str | None:
+    """The name of the Job that owns a Workload, if one does."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller"):
+            return str(ref.get("name"))
+    return None
+
+
+def pod_cpu(pod: dict[str, Any]) -> int:
+    """milli-cpu the pod's containers request."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return sum(millis(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0")) for c in containers)
 
 
 def new_workload(name: str, namespace: str, queue: str, cpu: int, priority: int) -> dict[str, Any]:
@@ -541,9 +600,10 @@ class _Tracked:
 
 
 class InvariantMonitor:
-    """Follows every Workload of a topology's namespaces through one cluster-wide watch and checks
-    I1 and I2 at every observed state (I3 at the end, against a ForeignWriter's record). When the
-    watch breaks (API server restarted, 410 Gone) it re-lists, on whichever server answers."""
+    """Follows every Workload and every pod of a topology's namespaces through two cluster-wide
+    watches and checks I1, I2 and I5 at every observed state (I3 at the end, against a
+    ForeignWriter's record). When a watch breaks (API server restarted, 410 Gone) it resumes or
+    re-lists, on whichever server answers."""
 
     def __init__(self, client: KubeClient, topology: Topology) -> None:
         self.client = client
@@ -565,7 +625,13 @@ class InvariantMonitor:
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._conn: list[Any] = []
-        self._thread: threading.Thread | None = None
+        self._pod_conn: list[Any] = []
+        self._threads: list[threading.Thread] = []
+        self._pods: dict[str, tuple[str, int]] = {}
+        """Pods of started Jobs that may still run: key -> (ClusterQueue, milli-cpu)."""
+        self._pods_synced = threading.Event()
+        self.pod_events = 0
+        self.max_pod_cpu = 0
         self.last_event_at = 0.0
 
     # -- life cycle
@@ -577,43 +643,57 @@ class InvariantMonitor:
         self.stop()
 
     def start(self) -> InvariantMonitor:
-        self._thread = threading.Thread(target=self._run, name="invariant-monitor", daemon=True)
-        self._thread.start()
-        if not self._synced.wait(30):
-            raise AssertionError(f"the invariant monitor did not list Workloads within 30s: {self.errors[-3:]}")
+        for name, path, relist, event, synced, conn in (
+            ("invariant-monitor", f"{KUEUE_PATH}/workloads", self._relist, self._event, self._synced, self._conn),
+            ("pod-monitor", "/api/v1/pods", self._relist_pods, self._pod_event, self._pods_synced, self._pod_conn),
+        ):
+            thread = threading.Thread(
+                target=self._follow, args=(path, relist, event, synced, conn), name=name, daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        if not self._synced.wait(30) or not self._pods_synced.wait(30):
+            raise AssertionError(
+                f"the invariant monitor did not list Workloads and pods within 30s: {self.errors[-3:]}"
+            )
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        for conn in list(self._conn):
+        for conn in [*self._conn, *self._pod_conn]:
             with contextlib.suppress(OSError, AttributeError):
                 conn.sock.shutdown(socket.SHUT_RDWR)
-        if self._thread is not None:
-            self._thread.join(10)
+        for thread in self._threads:
+            thread.join(10)
 
-    def _run(self) -> None:
-        path = f"{KUEUE_PATH}/workloads"
+    def _follow(
+        self,
+        path: str,
+        relist: Callable[[list[dict[str, Any]]], None],
+        event: Callable[[str, dict[str, Any]], None],
+        synced: threading.Event,
+        conn: list[Any],
+    ) -> None:
+        """List, then watch from the list's version; a broken stream resumes, a 410 re-lists."""
         rv = ""
         while not self._stop.is_set():
             try:
                 if not rv:
                     items, rv = self.client.list_items(path)
-                    self._relist(items)
-                    self._synced.set()
-                for event in self.client.watch(path, rv, self._conn):
-                    kind = event.get("type")
-                    obj = event.get("object") or {}
+                    relist(items)
+                    synced.set()
+                for change in self.client.watch(path, rv, conn):
+                    kind = change.get("type")
+                    obj = change.get("object") or {}
                     if kind == "ERROR":
-                        if obj.get("code") == 410:  # too old: the history is gone, list again
-                            rv = ""
-                        else:
+                        if obj.get("code") != 410:  # 410: too old, the history is gone
                             self.errors.append(f"watch error: {obj.get('message')}")
-                            rv = ""
+                        rv = ""
                         break
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                     if kind == "BOOKMARK":
                         continue
-                    self._event(str(kind), obj)
+                    event(str(kind), obj)
             except ApiUnavailable as exc:  # every server down: try again from where we were
                 if self._stop.is_set():
                     return
@@ -633,6 +713,62 @@ class InvariantMonitor:
                 # from there means a re-list.
                 self.errors.append(f"watch broke: {exc!r}")
                 time.sleep(0.2)
+
+    # -- I5: the pods of started Jobs
+
+    def _running_pod(self, pod: dict[str, Any]) -> tuple[str, int] | None:
+        """(ClusterQueue, milli-cpu) of a pod that may still run, of a Job the operator started."""
+        meta = pod.get("metadata") or {}
+        if not self.topology.owns(meta.get("namespace")):
+            return None
+        cq = (meta.get("labels") or {}).get(CQ_POD_LABEL)
+        if not cq or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return None
+        return cq, pod_cpu(pod)
+
+    def _relist_pods(self, items: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._pods = {}
+            for pod in items:
+                running = self._running_pod(pod)
+                if running is not None:
+                    meta = pod["metadata"]
+                    self._pods[f"{meta['namespace']}/{meta['name']}"] = running
+            self._check_pods(set(self.topology.cluster_queues), "after a re-list of pods")
+
+    def _pod_event(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        with self._lock:
+            old = self._pods.pop(key, None)
+            running = None if kind == "DELETED" else self._running_pod(pod)
+            if running is not None:
+                self._pods[key] = running
+            touched = {held[0] for held in (old, running) if held is not None}
+            if touched:
+                self.pod_events += 1
+                self._check_pods(touched, f"after {kind} pod {key} (resourceVersion {meta.get('resourceVersion')})")
+
+    def _check_pods(self, cluster_queues: set[str], when: str) -> None:
+        """I5 for the given ClusterQueues and their cohorts; one violation per episode."""
+        usage: Counter[str] = Counter()
+        for cq, cpu in self._pods.values():
+            usage[cq] += cpu
+        self.max_pod_cpu = max(self.max_pod_cpu, sum(usage.values()))
+        for subject, (used, bound, members) in self._bounds(cluster_queues, usage).items():
+            episode = f"pods of {subject}"
+            if used > bound:
+                if episode not in self._over:
+                    self._over.add(episode)
+                    holders = sorted(f"{k}={c / 1000:g}cpu" for k, (cq, c) in self._pods.items() if cq in members)
+                    self._violate(
+                        "I5",
+                        subject,
+                        f"pods of started Jobs request {used / 1000:g} cpu > {bound / 1000:g} allowed, {when}; "
+                        f"pods: {', '.join(holders)}",
+                    )
+            else:
+                self._over.discard(episode)
 
     # -- state
 
@@ -733,24 +869,28 @@ class InvariantMonitor:
         elif new.evictions < old.evictions:
             self._violate("I2", key, f"eviction count went down {old.evictions} -> {new.evictions} (rv {new.rv})")
 
-    def _check_quota(self, cluster_queues: set[str], when: str) -> None:
-        """I1 for the given ClusterQueues and their cohorts; one violation per episode."""
+    def _bounds(self, cluster_queues: set[str], usage: Counter[str]) -> dict[str, tuple[int, int, list[str]]]:
+        """subject -> (used, allowed, member ClusterQueues) for the queues and their cohorts."""
         subjects: dict[str, tuple[int, int, list[str]]] = {}
         for cq in cluster_queues:
             if cq not in self.topology.cluster_queues:
-                if self._usage.get(cq, 0) > 0:
-                    subjects[f"ClusterQueue {cq}"] = (self._usage[cq], 0, [cq])
+                if usage.get(cq, 0) > 0:
+                    subjects[f"ClusterQueue {cq}"] = (usage[cq], 0, [cq])
                 continue
-            subjects[f"ClusterQueue {cq}"] = (self._usage.get(cq, 0), self.topology.cq_bound(cq), [cq])
+            subjects[f"ClusterQueue {cq}"] = (usage.get(cq, 0), self.topology.cq_bound(cq), [cq])
             cohort = self.topology.cohort_of(cq)
             if cohort:
                 members = [c for c in self.topology.cluster_queues if self.topology.cohort_of(c) == cohort]
                 subjects[f"cohort {cohort}"] = (
-                    sum(self._usage.get(c, 0) for c in members),
+                    sum(usage.get(c, 0) for c in members),
                     self.topology.cohort_bound(cohort),
                     members,
                 )
-        for subject, (used, bound, members) in subjects.items():
+        return subjects
+
+    def _check_quota(self, cluster_queues: set[str], when: str) -> None:
+        """I1 for the given ClusterQueues and their cohorts; one violation per episode."""
+        for subject, (used, bound, members) in self._bounds(cluster_queues, self._usage).items():
             if used > bound:
                 if subject not in self._over:
                     self._over.add(subject)
@@ -838,7 +978,8 @@ class InvariantMonitor:
             by = Counter(v.invariant for v in self.violations)
             lines = [
                 f"invariant monitor: {self.events} events, {self.relists} lists, "
-                f"{len(self.admissions)} admissions, {len(self.evictions)} evictions observed; "
+                f"{len(self.admissions)} admissions, {len(self.evictions)} evictions observed, "
+                f"{self.pod_events} pod changes of started Jobs (at most {self.max_pod_cpu / 1000:g} cpu at once); "
                 f"violations: {dict(sorted(by.items())) or 'none'}"
             ]
             lines += [f"  {v}" for v in self.violations[:limit]]
@@ -965,6 +1106,8 @@ class DriverConfig:
     pending_deletes_per_second: float = 0.2
     racing_deletes_per_second: float = 0.0
     """Deletes of Workloads the operator admitted or evicted in the last half second."""
+    jobs: float = 0.25
+    """The share of creates that are batch/v1 Jobs (one pod each) rather than bare Workloads."""
 
 
 def finished_condition() -> dict[str, Any]:
@@ -981,9 +1124,11 @@ _workload_serial = itertools.count(1)  # names are never reused within a process
 
 
 class WorkloadDriver:
-    """Quota turning over: creates Workloads on the topology's driven queues, marks admitted ones
-    Finished after a random run time (as a job controller would: a condition written through the
-    status subresource, guarded by resourceVersion) and deletes some finished and pending ones."""
+    """Quota turning over: creates Workloads and Jobs on the topology's driven queues, finishes
+    admitted ones after a random run time (a bare Workload by a Finished condition written
+    through the status subresource, guarded by resourceVersion, as a job controller would; a Job
+    by marking its pods Succeeded, as a kubelet would) and deletes some finished and pending ones
+    (a Job's through its Job)."""
 
     def __init__(
         self,
@@ -1067,13 +1212,26 @@ class WorkloadDriver:
         priority: int | None = None,
         namespace: str | None = None,
         name: str | None = None,
+        as_job: bool | None = None,
     ) -> str:
-        """Creates one Workload (random where not given); returns its key."""
+        """Creates one Workload or Job (random where not given); returns its key."""
         serial = next(_workload_serial)
         queue = queue or self.random.choice(self.topology.driven_queues())
         cpu = cpu if cpu is not None else self.random.choice(self.config.cpus)
         priority = priority if priority is not None else self.random.choice(self.config.priorities)
         namespace = namespace or self.random.choice(self.topology.namespaces)
+        if as_job is None:  # the driver's own load; the scenarios name their Workloads
+            as_job = name is None and priority in PRIORITIES and self.random.random() < self.config.jobs
+        if as_job:
+            name = name or f"j{serial:05d}-{queue}-p{priority}"
+            path = f"{JOBS_PATH}/namespaces/{namespace}/jobs"
+            body = new_job(name, namespace, queue, cpu, self.topology.priority_class(priority))
+            status, data = self.client.request("POST", path, body)
+            if status not in (201, 409):
+                raise ApiError(status, data, "POST", path)
+            self.stats["created-jobs"] += 1
+            self._run_for[f"job:{namespace}/{name}"] = self.random.uniform(*self.config.run_seconds)
+            return f"{namespace}/{name}"
         name = name or f"w{serial:05d}-{queue}-p{priority}"
         status, data = self.client.request(
             "POST", workload_path(namespace), new_workload(name, namespace, queue, cpu, priority)
@@ -1087,6 +1245,16 @@ class WorkloadDriver:
 
     def delete(self, key: str, stat: str = "deleted") -> bool:
         namespace, name = key.split("/", 1)
+        job = job_owner((self.monitor.current().get(key)) or {})
+        if job is not None:  # a Job's Workload goes with its Job
+            path = f"{JOBS_PATH}/namespaces/{namespace}/jobs/{job}?propagationPolicy=Background"
+            status, data = self.client.request("DELETE", path)
+            if status in (200, 202):
+                self.stats[f"{stat}-jobs"] += 1
+                return True
+            if status != 404:
+                raise ApiError(status, data, "DELETE", path)
+            return False
         status, data = self.client.request("DELETE", workload_path(namespace, name))
         if status in (200, 202):
             self.stats[stat] += 1
@@ -1114,12 +1282,41 @@ class WorkloadDriver:
             if seen is None or seen[0] != episode:
                 self._admitted_at[key] = (episode, now)
                 continue
-            if now - seen[1] >= self._run_for.get(key, self.config.run_seconds[0]) and self.finish(key, obj):
+            job = job_owner(obj)
+            run_for = self._run_for.get(f"job:{obj['metadata']['namespace']}/{job}" if job else key)
+            if now - seen[1] >= (run_for or self.config.run_seconds[0]) and self.finish(key, obj):
                 self._admitted_at.pop(key, None)
 
+    def finish_job(self, namespace: str, job: str) -> bool:
+        """Marks the pods of a running Job Succeeded (the job controller then completes it, and
+        the operator finishes its Workload); False when it has no pod to finish yet."""
+        selector = quote(f"batch.kubernetes.io/job-name={job}")
+        pods, _ = self.client.list_items(f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")
+        done = False
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or pod["metadata"].get(
+                "deletionTimestamp"
+            ):
+                continue
+            path = f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status"
+            status, data = self.client.request(
+                "PATCH", path, {"status": {"phase": "Succeeded"}}, content_type="application/merge-patch+json"
+            )
+            if status == 200:
+                done = True
+            elif status not in (404, 409, 422):
+                raise ApiError(status, data, "PATCH", path)
+        if done:
+            self.stats["finished-jobs"] += 1
+        return done
+
     def finish(self, key: str, obj: dict[str, Any] | None = None) -> bool:
-        """Sets Finished=True on an admitted Workload; False when it is gone or not admitted."""
+        """Finishes an admitted Workload (through its Job's pods, if a Job owns it); False when it
+        is gone, not admitted, or its Job has no pod yet."""
         namespace, name = key.split("/", 1)
+        job = job_owner(obj or self.monitor.current().get(key) or {})
+        if job is not None:
+            return self.finish_job(namespace, job)
         path = workload_path(namespace, name, "status")
         for _ in range(5):
             if obj is None:

@@ -44,6 +44,7 @@ def chaos_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
         plane.start()
         plane.add_apiserver()
         plane.apply_crds(project_crd_files())
+        plane.start_controller_manager()  # Jobs among the load: real pods, created and deleted
     except (ControlPlaneError, AssertionError) as exc:
         error = str(exc)
     if error is not None:

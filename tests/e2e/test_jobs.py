@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import _namespace_name
-from .controlplane import ControlPlane, ControlPlaneError, _free_port, project_crd_files
+from .conftest import _namespace_name, in_ci
+from .controlplane import CONTROLLER_MANAGER, ControlPlane, ControlPlaneError, _free_port, project_crd_files
 from .operator_process import (
     CONFIG_ANNOTATION,
     KUEUE,
@@ -41,6 +41,13 @@ HOLD = "e2e.preemption-operator/hold"
 
 @pytest.fixture(scope="module")
 def job_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
+    if not os.access(envtest_assets / CONTROLLER_MANAGER, os.X_OK):
+        problem = (
+            f"{envtest_assets} has no {CONTROLLER_MANAGER}: run `export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)`"
+        )
+        if not in_ci():
+            pytest.skip(problem)
+        pytest.fail(problem, pytrace=False)
     plane = ControlPlane(envtest_assets, keep_workdir=bool(os.environ.get("E2E_KEEP_WORKDIR")))
     error = None
     try:
@@ -451,3 +458,64 @@ def test_the_webhooks_suspend_queued_jobs_at_creation_and_keep_a_running_jobs_qu
             "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "preemption-operator",
             "--ignore-not-found",
         )  # fmt: skip
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hero-jobs"
+
+
+def test_the_hero_jobs_example_runs_as_its_readme_says(job_plane: ControlPlane, tmp_path: Path) -> None:
+    """examples/hero-jobs applied step by step as its README says: `kubectl get jobs` shows the
+    victim suspended and the hero running, `kubectl describe job` why."""
+    pool = OperatorPool(job_plane, tmp_path)
+    op = pool.start()
+    try:
+
+        def kubectl(*args: str) -> str:
+            return job_plane.kubectl(*args, check=True).stdout
+
+        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "cluster.yaml"))
+        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "jobs.yaml"))
+        kubectl("wait", "--for=jsonpath={.spec.suspend}=false", "job", "--all", "-n", "research", "--timeout=60s")
+        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "pending.yaml"))
+
+        def settled() -> dict[str, str]:
+            table = kubectl(
+                "get", "jobs", "-A", "--no-headers", "-o", "custom-columns=NAME:.metadata.name,SUSPEND:.spec.suspend"
+            )
+            state = dict(line.split() for line in table.splitlines())
+            assert state == {"hero": "false", "evaluate": "false", "train": "true"}, state
+            return state
+
+        wait_until(settled, what="train suspended, evaluate and hero running", diagnostics=op.tail)
+        shown = kubectl("get", "jobs", "-A")
+        assert re.search(r"research\s+train\s+Suspended\s", shown), shown
+        assert re.search(r"hero\s+hero\s+Running\s", shown), shown
+
+        def told() -> dict[str, dict[str, str]]:
+            text = kubectl("describe", "job", "train", "-n", "research")
+            events = {e["Reason"]: e for e in describe_events(text)}
+            assert {"Started", "Stopped", "Suspended"} <= set(events), events
+            return events
+
+        events = wait_until(told, what="the Events of train", diagnostics=op.tail)
+        assert (
+            "because of preemption config hero-jobs rule hero-preempt-lower-priority/0" in events["Stopped"]["Message"]
+        )
+        assert events["Started"]["Message"] == "Admitted by clusterQueue research"
+    finally:
+        pool.close()
+        for namespace in ("research", "hero"):
+            for pod in json.loads(job_plane.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout or "{}").get(
+                "items", []
+            ):
+                job_plane.kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--wait=false")
+        job_plane.kubectl(
+            "delete",
+            "-f",
+            str(EXAMPLE / "pending.yaml"),
+            "-f",
+            str(EXAMPLE / "jobs.yaml"),
+            "--wait=false",
+            "--ignore-not-found",
+        )
+        job_plane.kubectl("delete", "-f", str(EXAMPLE / "cluster.yaml"), "--wait=false", "--ignore-not-found")
