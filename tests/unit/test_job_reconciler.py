@@ -456,3 +456,86 @@ def test_simulate_reads_queued_jobs_as_their_workloads_and_lets_pending_yaml_arr
     admitted = [a["workload"].split("/")[1].rsplit("-", 1)[0] for a in actions if a["action"] == "Admitted"]
     # The research Jobs run first; the hero (pending.yaml) arrives after and gets in by preemption.
     assert admitted == ["job-evaluate", "job-train", "job-hero"]
+
+
+# -- topology-aware scheduling -----------------------------------------------------------------
+
+RACK = "cloud.provider.com/topology-rack"
+HOST = "kubernetes.io/hostname"
+
+
+def tas_admitted(body: dict[str, Any], assignment: dict[str, Any]) -> dict[str, Any]:
+    workload = admitted(created(body))
+    workload["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] = assignment
+    return workload
+
+
+def test_a_topology_annotation_becomes_the_pod_sets_topology_request() -> None:
+    body = job()
+    body["spec"]["template"]["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-required-topology": RACK}
+    (pod_set,) = created(body)["spec"]["podSets"]
+    assert pod_set["topologyRequest"] == {"required": RACK, "podIndexLabel": "batch.kubernetes.io/job-completion-index"}
+    assert "topologyRequest" not in created(job())["spec"]["podSets"][0]
+
+
+def test_one_assigned_domain_pins_the_pods_with_a_node_selector() -> None:
+    body = job()
+    assignment = {
+        "levels": [RACK, HOST],
+        "slices": [
+            {
+                "domainCount": 1,
+                "valuesPerLevel": [{"universalValue": "r1"}, {"universalValue": "n1"}],
+                "universalPodCount": 3,
+            }
+        ],
+    }
+    step = plan(BatchJob(body), tas_admitted(body, assignment), FLAVORS, NOW)
+    assert isinstance(step, PatchJob)
+    pod = patched(body, step.patches)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"instance-type": "on-demand", RACK: "r1", HOST: "n1"}
+    assert "affinity" not in pod
+
+
+def test_several_domains_become_required_node_affinity_joined_with_the_jobs_own() -> None:
+    body = job()
+    own = {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}
+    body["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [own]}}
+    }
+    assignment = {
+        "levels": [HOST],
+        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["n1", "n2"]}], "podCounts": [2, 1]}],
+    }
+    workload = tas_admitted(body, assignment)
+    step = plan(BatchJob(body), workload, FLAVORS, NOW)
+    assert isinstance(step, PatchJob)
+    started = patched(body, step.patches)
+    terms = started["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [own["matchExpressions"][0], {"key": HOST, "operator": "In", "values": [value]}]}
+        for value in ("n1", "n2")
+    ]
+    started["status"] = {"active": 3, "startTime": "2026-12-01T11:00:00Z"}
+    stop = plan(BatchJob(started), evicted(workload), FLAVORS, NOW)
+    assert isinstance(stop, PatchJob)
+    restored = patched(started, stop.patches)
+    assert restored["spec"]["template"]["spec"]["affinity"] == body["spec"]["template"]["spec"]["affinity"]
+
+
+def test_stopping_takes_the_topology_affinity_away_again() -> None:
+    body = job()
+    assignment = {
+        "levels": [HOST],
+        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["n1", "n2"]}], "universalPodCount": 1}],
+    }
+    workload = tas_admitted(body, assignment)
+    step = plan(BatchJob(body), workload, FLAVORS, NOW)
+    assert isinstance(step, PatchJob)
+    started = patched(body, step.patches)
+    assert "affinity" in started["spec"]["template"]["spec"]
+    stop = plan(BatchJob(started), evicted(workload), FLAVORS, NOW)
+    assert isinstance(stop, PatchJob)
+    assert "affinity" not in patched(started, stop.patches)["spec"]["template"]["spec"]

@@ -25,6 +25,28 @@ NOT_COPIED_LABELS = ("job-name", "controller-uid", "batch.kubernetes.io/controll
 """Left out of the Workload's copy of the template, as Kueue leaves them out."""
 
 
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def topology_request(template: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pod set's topology request from its template's annotations, as Kueue reads them."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    request: dict[str, Any] = {}
+    if annotations.get(REQUIRED_TOPOLOGY):
+        request["required"] = annotations[REQUIRED_TOPOLOGY]
+    elif annotations.get(PREFERRED_TOPOLOGY):
+        request["preferred"] = annotations[PREFERRED_TOPOLOGY]
+    elif annotations.get(UNCONSTRAINED_TOPOLOGY) == "true":
+        request["unconstrained"] = True
+    else:
+        return None
+    request["podIndexLabel"] = COMPLETION_INDEX
+    return request
+
+
 def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
@@ -81,6 +103,8 @@ class BatchJob:
         pod_set: dict[str, Any] = {"name": POD_SET, "template": template, "count": self.pods_count()}
         if (least := self.partial()) is not None:
             pod_set["minCount"] = least
+        if (request := topology_request(template)) is not None:
+            pod_set["topologyRequest"] = request
         return [pod_set]
 
     def equivalent(self, pod_sets: list[dict[str, Any]], admitted: bool) -> bool:
@@ -172,11 +196,44 @@ def _merged(template: Mapping[str, Any], info: PodSetInfo) -> dict[str, Any]:
         new = [dict(x) for x in extra if dict(x) not in existing]
         if new:
             out_spec[name] = existing + new  # a merge patch replaces lists whole
+    if info.node_affinity:
+        node = (pod.get("affinity") or {}).get("nodeAffinity") or {}
+        required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+        own = list(required.get("nodeSelectorTerms") or [])
+        # Terms are alternatives: the job's own and the domains' must both hold, so each of its
+        # terms is joined with each domain.
+        terms = (
+            [_joined(mine, domain) for mine in own for domain in info.node_affinity]
+            if own
+            else [dict(domain) for domain in info.node_affinity]
+        )
+        out_spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
     out: dict[str, Any] = {}
     if out_meta:
         out["metadata"] = out_meta
     if out_spec:
         out["spec"] = out_spec
+    return out
+
+
+def _joined(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two node selector terms that must both hold, as one."""
+    out = {key: [*(a.get(key) or []), *(b.get(key) or [])] for key in ("matchExpressions", "matchFields")}
+    return {key: value for key, value in out.items() if value}
+
+
+def patch_to(have: Any, want: Any) -> Any:
+    """The merge patch (RFC 7386) that turns `have` into `want`."""
+    if not isinstance(want, Mapping) or not want:
+        return want if want else None
+    if not isinstance(have, Mapping):
+        return dict(want)
+    out: dict[str, Any] = {key: None for key in have if key not in want}
+    for key, value in want.items():
+        if have.get(key) != value:
+            out[key] = patch_to(have.get(key), value) if isinstance(value, Mapping) else value
     return out
 
 
@@ -200,6 +257,8 @@ def _restored(template: Mapping[str, Any], original: PodSetInfo) -> dict[str, An
     for name, want_list in (("tolerations", original.tolerations), ("schedulingGates", original.scheduling_gates)):
         if list(pod.get(name) or []) != [dict(x) for x in want_list]:
             out_spec[name] = [dict(x) for x in want_list] or None
+    if (pod.get("affinity") or None) != (original.affinity or None):
+        out_spec["affinity"] = patch_to(pod.get("affinity"), original.affinity)
     out: dict[str, Any] = {}
     if out_meta:
         out["metadata"] = out_meta

@@ -31,6 +31,11 @@ class PodSetInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     scheduling_gates: tuple[Mapping[str, Any], ...] = ()
+    node_affinity: tuple[Mapping[str, Any], ...] = ()
+    """Required node selector terms (any one may match): where topology-aware scheduling put the
+    pods, when they span several domains."""
+    affinity: Mapping[str, Any] | None = None
+    """The pod template's own affinity (what restoring puts back)."""
 
 
 @dataclass(frozen=True)

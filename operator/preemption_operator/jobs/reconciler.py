@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine import workload_status as wl_status
+from ..engine.placement import decode_assignment
 from .framework import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, Finished, GenericJob, JobPatch, PodSetInfo
 from .names import workload_name
 
@@ -154,6 +155,16 @@ def admitted_infos(workload: Mapping[str, Any], flavors: Mapping[str, Flavor]) -
             selector.update(flavor.node_labels)
             tolerations.extend(t for t in flavor.tolerations if t not in tolerations)
         count = psa.get("count")
+        affinity: tuple[Mapping[str, Any], ...] = ()
+        if psa.get("topologyAssignment"):
+            domains = [values for values, _ in decode_assignment(psa["topologyAssignment"])]
+            if len(domains) == 1:
+                selector.update(domains[0])
+            else:
+                affinity = tuple(
+                    {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in d.items()]}
+                    for d in domains
+                )
         labels = {POD_SET_LABEL: str(psa.get("name")), LOCAL_QUEUE_LABEL: queue}
         if DNS_LABEL.fullmatch(cluster_queue):
             labels[CLUSTER_QUEUE_LABEL] = cluster_queue
@@ -165,6 +176,7 @@ def admitted_infos(workload: Mapping[str, Any], flavors: Mapping[str, Flavor]) -
                 tolerations=tuple(tolerations),
                 labels=labels,
                 annotations={WORKLOAD_ANNOTATION: name},
+                node_affinity=affinity,
             )
         )
     return infos
@@ -185,6 +197,7 @@ def original_infos(workload: Mapping[str, Any]) -> list[PodSetInfo]:
                 labels=dict(meta.get("labels") or {}),
                 annotations=dict(meta.get("annotations") or {}),
                 scheduling_gates=tuple(pod.get("schedulingGates") or ()),
+                affinity=pod.get("affinity") or None,
             )
         )
     return infos
