@@ -297,12 +297,13 @@ def test_a_job_is_preempted_stops_its_pods_and_comes_back(sc: Scenario, operator
         def told() -> dict[str, dict[str, str]]:
             events = {e["Reason"]: e for e in job_events(sc, "research")}
             # Ours (Kueue's reasons), and the job controller's own.
-            assert {"CreatedWorkload", "Started", "Stopped", "Suspended", "Resumed"} <= set(events), events
+            assert {"CreatedWorkload", "Started", "Stopped", "Preempted", "Suspended", "Resumed"} <= set(events), events
             return events
 
         events = wait_until(told, what="the research Job's Events", diagnostics=op.tail)
         message = f"Preempted by {ns}/{workload_of(sc, 'hero')['metadata']['name']} because of preemption config"
         assert events["Stopped"]["Message"].startswith(message), events["Stopped"]
+        assert events["Preempted"]["Message"].startswith(message), events["Preempted"]
         assert events["Started"]["Message"] == f"Admitted by clusterQueue {team_cq}"
         assert events["Started"]["From"] == "preemption-operator"
 

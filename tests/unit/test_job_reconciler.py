@@ -292,6 +292,19 @@ def test_eviction_stops_the_job_in_kueues_three_patches() -> None:
         "Stopped",
         "Preempted by default/hero",
     )
+    # And under the eviction's reason, with the Preempted condition's words when there is one.
+    assert step.also is not None and (step.also.reason, step.also.message) == ("Preempted", "Preempted by default/hero")
+    preempted = evicted(workload, message="Preempted by default/hero")
+    preempted["status"]["conditions"].append(
+        condition(
+            "Preempted",
+            reason="ConfigurablePreemption",
+            message="Preempted by default/hero because of preemption config c rule r/0",
+        )
+    )
+    also = plan(BatchJob(started), preempted, FLAVORS, NOW)
+    assert isinstance(also, PatchJob) and also.also is not None
+    assert also.also.message == "Preempted by default/hero because of preemption config c rule r/0"
     suspend, start_time, restore = step.patches
     assert suspend.body == {"metadata": {"annotations": {STOPPING_ANNOTATION: "true"}}, "spec": {"suspend": True}}
     assert start_time.status and start_time.body == {"status": {"startTime": None}}

@@ -295,10 +295,12 @@ class JobController:
                 answer = await self.api.patch_merge(path, body)
                 version = _meta(answer).get("resourceVersion")
                 self.jobs[(job.kind.name, namespace, name)] = answer
-                if index == 0 and step.event is not None:
+                if index == 0:
                     # Told once the job changed: the rest of a stop may need another try (a
                     # conflict with the job controller), which has nothing new to tell.
-                    self._event(job, step.event)
+                    for event in (step.event, step.also):
+                        if event is not None:
+                            self._event(job, event)
             return
         else:
             workload = self.workload_of(dict(job.obj))

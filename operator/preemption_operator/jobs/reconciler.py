@@ -63,6 +63,8 @@ class DeleteWorkload:
 class PatchJob:
     patches: tuple[JobPatch, ...]
     event: JobEvent | None
+    also: JobEvent | None = None
+    """A second Event: why an evicted job stops, under the eviction's own reason (`Preempted`)."""
 
 
 @dataclass(frozen=True)
@@ -306,8 +308,17 @@ def plan(
         if not job.is_suspended():
             evicted = wl_status.get_condition(dict(status), "Evicted") or {}
             # Told once: when this step is what suspends the job (not when resuming a stop).
-            stopped = None if job.stopping() else JobEvent("Normal", "Stopped", str(evicted.get("message") or ""))
-            return PatchJob(tuple(job.stop(originals)), stopped)
+            if job.stopping():
+                return PatchJob(tuple(job.stop(originals)), None)
+            message = str(evicted.get("message") or "")
+            reason = str(evicted.get("reason") or "Evicted")
+            preempted = wl_status.get_condition(dict(status), "Preempted") or {}
+            why = str(preempted.get("message") or message) if reason == "Preempted" else message
+            return PatchJob(
+                tuple(job.stop(originals)),
+                JobEvent("Normal", "Stopped", message),
+                JobEvent("Normal", reason, why),
+            )
         if reserved and not job.is_active():
             return WriteWorkloadStatus(released(now), "released")
         return None
