@@ -9,11 +9,14 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
+
 from preemption_operator.controller.feeder import CacheFeeder
 from preemption_operator.controller.jobs import JobController
 from preemption_operator.engine.cache import Cache
 from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
 from preemption_operator.k8s import resources
+from preemption_operator.k8s.api import ApiError
 from preemption_operator.k8s.writer import StatusWriter
 from unit.fake_api import FakeApi
 
@@ -212,3 +215,32 @@ async def test_a_replica_that_does_not_lead_does_nothing() -> None:
         task.cancel()
     assert stored_job(api)["spec"]["suspend"] is False
     assert api.count("PATCH") == 0 and events.seen == []
+
+
+async def test_a_stale_job_is_read_again_after_a_conflict() -> None:
+    """The job controller changed the Job and no watch event says so yet (or ever, if nothing
+    changes again): the conflict makes the controller read it, and the retry goes through."""
+    api = FakeApi()
+    controller, events, _, _ = setup(api)
+    newer = copy.deepcopy(stored_job(api))
+    newer["status"]["ready"] = 2
+    api.put(newer)  # not told to the controller
+    key = ("Job", NS, "train")
+    with pytest.raises(ApiError, match="409"):
+        await controller.reconcile(key)
+    assert events.seen == []
+    await controller.reconcile(key)
+    assert stored_job(api)["spec"]["suspend"] is True
+    assert [reason for _, reason, _ in events.seen] == ["Stopped", "Preempted"]
+
+
+async def test_an_answer_older_than_the_watch_does_not_replace_it() -> None:
+    api = FakeApi()
+    controller, _, _, _ = setup(api)
+    key = ("Job", NS, "train")
+    old = copy.deepcopy(controller.jobs[key])
+    newer = copy.deepcopy(old)
+    newer["metadata"]["resourceVersion"] = str(int(old["metadata"]["resourceVersion"]) + 5)
+    controller.event(JOB, "MODIFIED", newer)
+    controller._keep(key, old)
+    assert controller.jobs[key]["metadata"]["resourceVersion"] == newer["metadata"]["resourceVersion"]

@@ -143,10 +143,18 @@ class JobController:
         queued = bool(self._by_kind[key[0]](body).queue_name())
         if not queued and key not in self.jobs:
             return  # not submitted to a queue: not ours
-        self.jobs[key] = body
+        self._keep(key, body)
         if uid:
             self._uids[uid] = key
         self._enqueue(key)
+
+    def _keep(self, key: JobKey, body: dict[str, Any]) -> None:
+        """Stores a job unless what is stored is newer: a write's answer may come after the watch
+        delivered a later version, and a write from an old version can only conflict."""
+        held = self.jobs.get(key)
+        if held is not None and _version(held) > _version(body) and _meta(held).get("uid") == _meta(body).get("uid"):
+            return
+        self.jobs[key] = body
 
     def _job_gone(self, key: JobKey) -> None:
         body = self.jobs.pop(key, None)
@@ -289,12 +297,20 @@ class JobController:
             self._workload(created)
         elif isinstance(step, PatchJob):
             version = meta.get("resourceVersion")
+            key = (job.kind.name, namespace, name)
             for index, patch in enumerate(step.patches):
                 body = {**patch.body, "metadata": {**(patch.body.get("metadata") or {}), "resourceVersion": version}}
                 path = job.kind.path(name, namespace, "status" if patch.status else None)
-                answer = await self.api.patch_merge(path, body)
+                try:
+                    answer = await self.api.patch_merge(path, body)
+                except ApiError as exc:
+                    if exc.code == 409:
+                        # Its own controller wrote it meanwhile: read it, so the retry starts
+                        # from what is there (a watch may have nothing newer to deliver).
+                        self._keep(key, await self.api.get(job.kind.path(name, namespace)))
+                    raise
                 version = _meta(answer).get("resourceVersion")
-                self.jobs[(job.kind.name, namespace, name)] = answer
+                self._keep(key, answer)
                 if index == 0:
                     # Told once the job changed: the rest of a stop may need another try (a
                     # conflict with the job controller), which has nothing new to tell.
@@ -348,6 +364,13 @@ class JobController:
 
     def _event(self, job: GenericJob, event: JobEvent) -> None:
         self.events.record(dict(job.obj), job.kind.name, job.kind.api_version, event.type, event.reason, event.message)
+
+
+def _version(body: dict[str, Any]) -> int:
+    try:
+        return int(_meta(body).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
 
 
 def _key(body: dict[str, Any]) -> str:
