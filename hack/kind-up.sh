@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the operator in a local kind cluster: creates the cluster (or reuses it), builds the
 # operator image from the Dockerfile, loads it into the cluster's nodes, installs crds/,
-# deploys config/ (kustomize) with that image, and runs examples/hero-job/ as its README does.
+# deploys config/ (kustomize) with that image, and runs examples/hero-jobs/ (batch/v1 Jobs) as
+# its README does, on nodes labelled for the example's flavor, so the pods really run.
 #
 # Usage: hack/kind-up.sh
 # Needs: docker, kind, kubectl (kubectl's built-in kustomize renders config/).
@@ -13,7 +14,7 @@
 #   OPERATOR_IMAGE_MATCH  config/ images containing this are replaced by IMAGE
 #                      (default preemption-operator)
 #   SKIP_BUILD=1       load IMAGE as it is, without docker build
-#   SKIP_EXAMPLES=1    do not apply examples/hero-job/
+#   SKIP_EXAMPLES=1    do not apply examples/hero-jobs/
 # Tear down with: kind delete cluster --name "${KIND_CLUSTER_NAME:-preemption-operator}"
 set -euo pipefail
 
@@ -126,23 +127,21 @@ else
   log "no config/ folder yet: the operator itself is not deployed"
 fi
 
-# 5. The example, as its README runs it: the running workloads first, the hero once they are in.
-example="$ROOT/examples/hero-job"
+# 5. The example, as its README runs it: the research Jobs first, the hero Job once they run.
+example="$ROOT/examples/hero-jobs"
 if [ "${SKIP_EXAMPLES:-}" != 1 ] && [ -d "$example" ]; then
-  log "applying examples/hero-job/ (all but pending.yaml)"
-  for file in "$example"/*.yaml; do
-    [ "$(basename "$file")" = pending.yaml ] && continue
-    apply_stream <"$file" | sed 's/^/  /' >&2
-  done
+  log "labelling the nodes for the example's flavor (example.com/pool=on-demand)"
+  kc label nodes --all example.com/pool=on-demand --overwrite >/dev/null
+  log "applying examples/hero-jobs/cluster.yaml and jobs.yaml"
+  apply_stream <"$example/cluster.yaml" | sed 's/^/  /' >&2
+  apply_stream <"$example/jobs.yaml" | sed 's/^/  /' >&2
   if [ -n "$config" ]; then
-    log "waiting for the operator to admit them"
-    kc wait --for=condition=Admitted workload --all -A --timeout=180s >&2
+    log "waiting for the operator to start them"
+    kc wait --for=jsonpath='{.spec.suspend}'=false job --all -n research --timeout=180s >&2
   fi
-  if [ -f "$example/pending.yaml" ]; then
-    log "applying examples/hero-job/pending.yaml"
-    apply_stream <"$example/pending.yaml" | sed 's/^/  /' >&2
-  fi
-  log "then: kubectl --context $CONTEXT describe workload -n research train-a"
+  log "applying examples/hero-jobs/pending.yaml"
+  apply_stream <"$example/pending.yaml" | sed 's/^/  /' >&2
+  log "then: kubectl --context $CONTEXT get jobs -A; kubectl --context $CONTEXT describe job -n research train"
 fi
 
 log "done: kubectl --context $CONTEXT get pods -A"
