@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Fills a cache folder with kube-apiserver, kube-controller-manager, etcd and kubectl
 # (controller-runtime's envtest layout, plus the controller manager) and prints the folder, so
-# that `export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)` works. kube-apiserver and
-# kube-controller-manager are built from the k8s.io/kubernetes Go module, etcd from
-# go.etcd.io/etcd/server/v3 (an etcd already on PATH is linked instead), kubectl is the
-# machine's, else built with the rest. Nothing is installed outside the cache folder.
+# that `export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)` works. kube-apiserver,
+# kube-controller-manager and kubectl are built from the k8s.io/kubernetes Go module, etcd from
+# go.etcd.io/etcd/server/v3 at the version that Kubernetes release uses. Nothing is installed
+# outside the cache folder, and nothing needs root.
 #
 # Usage: hack/setup-envtest.sh [--installed-only]
-#   --installed-only  build and install nothing: print the folder if the assets are already
-#                     there (linking a machine's etcd/kubectl is allowed), else exit 1.
-# Environment: ENVTEST_K8S_VERSION (default 1.34.4), ENVTEST_ETCD_VERSION (default 3.6.16),
+#   --installed-only  build nothing: print the folder if the assets are already there and
+#                     current, else exit 1.
+# Environment: ENVTEST_K8S_VERSION (default 1.34.4), ENVTEST_ETCD_VERSION (default 3.6.5),
 # ENVTEST_CACHE (cache root).
 set -euo pipefail
 
 K8S_VERSION="${ENVTEST_K8S_VERSION:-1.34.4}"
-ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.16}"
+ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.5}" # build/dependencies.yaml of Kubernetes 1.34.4
 CACHE_ROOT="${ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/preemption-operator/envtest}"
 ASSETS="$CACHE_ROOT/k8s-$K8S_VERSION"
 
@@ -45,24 +45,12 @@ complete() {
     [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]
 }
 
-# A kube-apiserver built by an older version of this script lacks the version stamp
-# (it reports v0.0.0-master); such a binary is rebuilt (a relink, with a warm Go cache).
-apiserver_current() {
-  [ -x "$ASSETS/kube-apiserver" ] &&
-    [ "$("$ASSETS/kube-apiserver" --version 2>/dev/null)" = "Kubernetes v$K8S_VERSION" ]
-}
-
 if complete "${KUBEBUILDER_ASSETS:-}"; then
   echo "$KUBEBUILDER_ASSETS"
   exit 0
 fi
 
-if $installed_only; then
-  apiserver_current || exit 1
-  mkdir -p "$ASSETS"
-else
-  mkdir -p "$ASSETS"
-fi
+mkdir -p "$ASSETS"
 
 build_k8s_binaries() {
   # A throwaway module: k8s.io/kubernetes lists its staging modules at v0.0.0, which the
@@ -103,25 +91,6 @@ build_k8s_binaries() {
   done
 }
 
-# The machine's kubectl, if any. Google Cloud SDK's kubectl is a dispatcher that picks one of
-# its kubectl.1.NN siblings by the server's version; link the one nearest this release (within
-# the supported skew of one minor version) directly instead.
-machine_kubectl() {
-  local bin dir minor m
-  bin="$(command -v kubectl || true)"
-  [ -n "$bin" ] || return 1
-  dir="$(dirname "$(readlink -f "$bin")")"
-  minor="${K8S_VERSION#*.}"
-  minor="${minor%%.*}"
-  for m in "$minor" "$((minor + 1))" "$((minor - 1))"; do
-    if [ -x "$dir/kubectl.1.$m" ]; then
-      echo "$dir/kubectl.1.$m"
-      return 0
-    fi
-  done
-  echo "$bin"
-}
-
 # etcd's server module pins its own dependencies: it gets a throwaway module of its own.
 build_etcd() {
   command -v go >/dev/null || die "the Go toolchain is needed to build etcd"
@@ -140,28 +109,37 @@ build_etcd() {
   mv "$ASSETS/etcd.tmp" "$ASSETS/etcd"
 }
 
+# A binary is current when it reports this release; a link to a machine's binary or an older
+# build (one without the version stamp reports v0.0.0-master) is built again.
+current() {
+  local name="$1"
+  [ -x "$ASSETS/$name" ] && [ ! -L "$ASSETS/$name" ] || return 1
+  case "$name" in
+    kube-apiserver | kube-controller-manager)
+      [ "$("$ASSETS/$name" --version 2>/dev/null)" = "Kubernetes v$K8S_VERSION" ]
+      ;;
+    kubectl)
+      "$ASSETS/kubectl" version --client 2>/dev/null | grep -qx "Client Version: v$K8S_VERSION"
+      ;;
+    etcd)
+      "$ASSETS/etcd" --version 2>/dev/null | grep -qx "etcd Version: $ETCD_VERSION"
+      ;;
+  esac
+}
+
 need_build=()
-apiserver_current || need_build+=(kube-apiserver)
-[ -x "$ASSETS/kube-controller-manager" ] || need_build+=(kube-controller-manager)
-if [ ! -x "$ASSETS/kubectl" ]; then
-  if kubectl_bin="$(machine_kubectl)"; then
-    ln -sf "$kubectl_bin" "$ASSETS/kubectl"
-  else
-    need_build+=(kubectl)
-  fi
-fi
+for cmd in kube-apiserver kube-controller-manager kubectl; do
+  current "$cmd" || need_build+=("$cmd")
+done
 if [ "${#need_build[@]}" -gt 0 ]; then
   $installed_only && exit 1
+  rm -f "${need_build[@]/#/$ASSETS/}"
   (build_k8s_binaries "${need_build[@]}")
 fi
-
-if [ ! -x "$ASSETS/etcd" ]; then
-  if etcd_bin="$(command -v etcd)"; then
-    ln -sf "$etcd_bin" "$ASSETS/etcd"
-  else
-    $installed_only && exit 1
-    (build_etcd)
-  fi
+if ! current etcd; then
+  $installed_only && exit 1
+  rm -f "$ASSETS/etcd"
+  (build_etcd)
 fi
 
 complete "$ASSETS" || die "assets in $ASSETS are incomplete"

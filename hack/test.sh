@@ -7,13 +7,15 @@ cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*"; }
 
 if [ -z "${VIRTUAL_ENV:-}" ]; then
-  [ -x .venv/bin/python ] || python3 -m venv .venv
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip # ours to upgrade; an active venv is the user's
+  fi
   # shellcheck disable=SC1091
   . .venv/bin/activate
 fi
 
 log "installing the package with its test dependencies"
-python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e '.[test]'
 
 log "lint and format (ruff)"

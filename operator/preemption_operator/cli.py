@@ -200,6 +200,7 @@ def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cyc
     skipped: list[str] = []
     try:
         read = manifests.read(paths)
+        manifests.check(read, paths)
         later = [m for m in read if Path(m.source).name in manifests.ARRIVING]
         objects = manifests.parse([m for m in read if m not in later], skipped)
         arriving = manifests.parse(later, skipped, beside=read)
@@ -224,7 +225,9 @@ def explain(paths: tuple[Path, ...], workload: str, now_text: str | None, max_cy
 
     now = _parse_now(now_text)
     try:
-        objects = manifests.parse(manifests.read(paths))
+        read = manifests.read(paths)
+        manifests.check(read, paths)
+        objects = manifests.parse(read)
     except manifests.ManifestError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

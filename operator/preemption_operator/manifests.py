@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,26 @@ from typing import Any
 import yaml
 
 from .api.objects import ObjectError, is_read, object_ref, parse_object
+from .api.v1alpha1 import PreemptionConfig
+from .api.v1beta2 import ClusterQueue, Workload
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_KINDS = (
+    "AdmissionCheck",
+    "ClusterQueue",
+    "Cohort",
+    "LocalQueue",
+    "MultiKueueCluster",
+    "MultiKueueConfig",
+    "PreemptionConfig",
+    "ProvisioningRequestConfig",
+    "ResourceFlavor",
+    "Topology",
+    "Workload",
+    "WorkloadPriorityClass",
+)
+"""Kueue's kinds (and PreemptionConfig): another kind in the group is a typo."""
+NAMESPACED = ("Workload", "LocalQueue", "Job")
 ARRIVING = ("pending.yaml", "pending.yml")
 """Files whose objects `simulate` adds once the rest has settled."""
 
@@ -107,6 +127,27 @@ def _job_workload(manifest: Manifest, classes: dict[tuple[str, str], int]) -> di
     return workload
 
 
+def _unusable(obj: Any) -> str | None:
+    """What the operator would hold against a valid object and `simulate` refuses outright: a
+    Workload without a queue (Kueue ignores it), a selector that does not build (the operator
+    marks the ClusterQueue inactive, or the PreemptionConfig Valid=False)."""
+    from .engine.configurable import validate
+    from .engine.selectors import NOTHING, SelectorError, build
+
+    if isinstance(obj, Workload) and not obj.spec.queue_name:
+        return "spec.queueName: required: a Workload without a queue is never scheduled"
+    if isinstance(obj, ClusterQueue):
+        try:
+            build(obj.spec.namespace_selector, nil=NOTHING)
+        except SelectorError as exc:
+            return f"spec.namespaceSelector: {exc}"
+    if isinstance(obj, PreemptionConfig):
+        errors = validate(obj)
+        if errors:
+            return "; ".join(errors)
+    return None
+
+
 def parse(
     manifests: Iterable[Manifest], skipped: list[str] | None = None, beside: Iterable[Manifest] = ()
 ) -> list[Any]:
@@ -132,7 +173,37 @@ def parse(
                 )
             continue
         try:
-            objects.append(parse_object(manifest.body))
+            obj = parse_object(manifest.body)
         except ObjectError as exc:
             raise ManifestError(f"{manifest.source}: {exc}") from None
+        problem = _unusable(obj)
+        if problem is not None:
+            raise ManifestError(f"{manifest.source}: {object_ref(manifest.body)}: {problem}")
+        objects.append(obj)
     return objects
+
+
+def check(manifests: list[Manifest], paths: Iterable[str | Path]) -> None:
+    """What `simulate` and `explain` refuse before reading any object: no object at all, one object
+    defined twice (two scenarios merged by accident), a kind Kueue's group does not have, a
+    namespaced object without a namespace."""
+    if not manifests:
+        raise ManifestError(f"no Kubernetes objects in {', '.join(str(p) for p in paths)}")
+    seen: dict[tuple[str, str, str, str], str] = {}
+    for manifest in manifests:
+        body = manifest.body
+        kind = str(body.get("kind") or "")
+        group = str(body.get("apiVersion") or "").rpartition("/")[0]
+        raw_meta = body.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        where = f"{manifest.source}: {object_ref(body)}"
+        if group == KUEUE_GROUP and kind not in KUEUE_KINDS:
+            close = difflib.get_close_matches(kind, KUEUE_KINDS, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"its kinds are {', '.join(KUEUE_KINDS)}"
+            raise ManifestError(f"{where}: unknown kind {kind!r} in {KUEUE_GROUP} ({hint})")
+        if kind in NAMESPACED and group in (KUEUE_GROUP, "batch") and not meta.get("namespace"):
+            raise ManifestError(f"{where}: metadata.namespace: required: a {kind} lives in a namespace")
+        key = (group, kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if key in seen:
+            raise ManifestError(f"{object_ref(body)} is defined twice: in {seen[key]} and in {manifest.source}")
+        seen[key] = manifest.source

@@ -336,13 +336,25 @@ def _a7(operator: str) -> list[Obj]:
     return scenario(2, in_a("a1"), in_a("a2"), incoming(1, labels={"team": "research"}), rules=rules)
 
 
-def test_a7_invalid_preemptor_selector_warns_and_preempts_nothing(run: Runner) -> None:
-    out = run(_a7("invalid"))
+def test_a7_invalid_preemptor_selector_warns_and_preempts_nothing() -> None:
+    """Kueue's case on the live path: the engine warns and the rule preempts nothing."""
+    out = engine_cycle(_a7("invalid"))[0]
     assert_victims(out, {})
     broken = [w for w in out.warnings if '"invalid"' in w]
     assert len(broken) == 1, out.warnings
     assert f'preemptionConfig "{CONFIG}" rule "test-rule-one"' in broken[0]
     assert "PreemptorSelector" in broken[0] and "InvalidSelector" in broken[0]
+
+
+def test_a7_simulate_refuses_the_invalid_selector(tmp_path: Path) -> None:
+    """Issue 15: offline, the same input is an error (exit 2) naming file, config, rule and field."""
+    args = ["simulate", str(write_objects(_a7("invalid"), tmp_path)), "--now", NOW]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert (
+        f'PreemptionConfig {CONFIG}: preemptionConfig "{CONFIG}" rule "test-rule-one": building PreemptorSelector '
+        'filter (InvalidSelector): matchExpressions[0]: "invalid" is not a valid label selector operator'
+    ) in result.output
 
 
 def test_a7_after_fixing_the_operator_the_victim_is_chosen(run: Runner) -> None:
@@ -569,8 +581,9 @@ def _a29(operator: str) -> list[Obj]:
     )
 
 
-def test_a29_invalid_always_selector_stops_later_tiers(run: Runner) -> None:
-    out = run(_a29("invalid"))
+def test_a29_invalid_always_selector_stops_later_tiers() -> None:
+    """On the live path (the engine); `simulate` refuses such input (see the A7 test)."""
+    out = engine_cycle(_a29("invalid"))[0]
     assert_victims(out, {})
     broken = [w for w in out.warnings if '"invalid"' in w]
     assert len(broken) == 1, out.warnings

@@ -26,7 +26,10 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("", "Node"): core.Node,
 }
 
-SUPPORTED_VERSIONS = {"kueue.x-k8s.io": {"v1beta2", "v1alpha1"}, "": {"v1"}, "scheduling.k8s.io": {"v1"}}
+def version_of(model: type[Any]) -> str:
+    """The one version the engine reads a kind in: its CRD's, else v1 (core kinds)."""
+    crd = getattr(model, "crd", None)
+    return str(crd.version) if crd is not None else "v1"
 
 
 class ObjectError(ValueError):
@@ -59,8 +62,9 @@ def parse_object(body: dict[str, Any]) -> Any:
     model = KINDS.get((group, kind))
     if model is None:
         raise ObjectError(f"{object_ref(body)}: unsupported kind {kind} in {api_version}")
-    if version not in SUPPORTED_VERSIONS.get(group, set()):
-        raise ObjectError(f"{object_ref(body)}: unsupported version {api_version} (supported: {_supported(group)})")
+    if version != version_of(model):
+        supported = f"{group + '/' if group else ''}{version_of(model)}"
+        raise ObjectError(f"{object_ref(body)}: unsupported version {api_version} (supported: {supported})")
     try:
         return model.model_validate(body)
     except ValidationError as exc:
@@ -142,6 +146,3 @@ def is_read(body: dict[str, Any]) -> bool:
     group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
     return isinstance(kind, str) and (group, kind) in KINDS
 
-
-def _supported(group: str) -> str:
-    return ", ".join(f"{group + '/' if group else ''}{v}" for v in sorted(SUPPORTED_VERSIONS.get(group, ())))

@@ -30,7 +30,7 @@ from .meta import (
     field_problem,
     list_map,
 )
-from .quantity import INT64_MAX, checked_amount, fits_int64, to_amount, too_large, unit
+from .quantity import INT64_MAX, checked_amount, fits_int64, show, to_amount, too_large, unit
 
 VERSION = "v1beta2"
 API_VERSION = f"kueue.x-k8s.io/{VERSION}"
@@ -84,6 +84,20 @@ class ResourceGroup(
 ):
     covered_resources: Annotated[list[Name], Field(min_length=1, max_length=64, json_schema_extra=LIST_ATOMIC)]
     flavors: Annotated[list[FlavorQuotas], Field(min_length=1, max_length=64, json_schema_extra=list_map("name"))]
+
+    @model_validator(mode="after")
+    def _resources_match_covered(self) -> Self:
+        """Each flavor lists the covered resources, in their order (Kueue's webhook rule; a
+        quota for a resource not covered would count for nothing)."""
+        for f, flavor in enumerate(self.flavors):
+            for r, quota in enumerate(flavor.resources[: len(self.covered_resources)]):
+                if quota.name != self.covered_resources[r]:
+                    raise field_problem(
+                        f"flavors[{f}].resources[{r}].name",
+                        f"{show(quota.name)} must match the name in coveredResources "
+                        f"({show(self.covered_resources[r])} at position {r})",
+                    )
+        return self
 
 
 ResourceGroups = Annotated[list[ResourceGroup] | None, Field(max_length=16, json_schema_extra=LIST_ATOMIC)]

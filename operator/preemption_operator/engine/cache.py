@@ -459,17 +459,22 @@ class Cache:
                 for rg in obj.spec.resource_groups or []
             )
             active, reason, message = True, "Ready", "Can admit new workloads"
-            missing = sorted({f for g in groups for f in g.flavors if f not in flavors})
+            # In the order the spec names them, as Kueue lists them.
+            missing = list(dict.fromkeys(f for g in groups for f in g.flavors if f not in flavors))
             try:
                 selector = build(obj.spec.namespace_selector, nil=NOTHING)
             except SelectorError as exc:
                 selector = NOTHING
                 active, reason, message = False, "Misconfigured", f"spec.namespaceSelector: {exc}"
+            # Kueue's inactiveReason: every cause in the message, the first one as the reason.
+            causes: list[tuple[str, str]] = []
+            if obj.spec.stop_policy != "None":
+                causes.append(("Stopped", "is stopped"))
             if missing:
-                active, reason = False, "FlavorNotFound"
-                message = f"Can't admit new workloads: references missing ResourceFlavor(s): {', '.join(missing)}."
-            elif obj.spec.stop_policy != "None":
-                active, reason, message = False, "Stopped", "Can't admit new workloads: is stopped."
+                causes.append(("FlavorNotFound", f"references missing ResourceFlavor(s): {','.join(missing)}"))
+            if causes:
+                active, reason = False, causes[0][0]
+                message = f"Can't admit new workloads: {', '.join(text for _, text in causes)}."
             cluster_queues[name] = ClusterQueueInfo(
                 name=name,
                 labels=dict(obj.metadata.labels or {}),
@@ -544,8 +549,8 @@ class Cache:
         unqueued: list[tuple[WorkloadInfo, str, str]] = []
         local_queues = self.objects["LocalQueue"]
         for (namespace, queue_name), infos in self._pending_by_queue.items():
-            if not infos:
-                continue
+            if not infos or not queue_name:
+                continue  # no queue: not Kueue's to schedule, and no status is written (as Kueue)
             lq = local_queues.get(f"{namespace}/{queue_name}")
             # Kueue's reasons and messages (its granular ones, the default since v0.20).
             for info in infos.values():

@@ -1,0 +1,172 @@
+"""Issue 15, item 2: input `simulate` used to take silently now gets a clear error (exit 2, naming
+file, object and field) or, where Kueue would run with it, the reason it is held. Each test is
+one line of the bad-input table in docs/bad-input.md."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from preemption_operator.cli import cli
+from preemption_operator.engine.cache import Cache
+from preemption_operator.manifests import Manifest, parse
+
+NOW = "2026-01-01T12:00:00Z"
+QUEUE = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: research}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["cpu"]
+    flavors:
+    - name: default
+      resources:
+      - {name: cpu, nominalQuota: 4}
+"""
+FLAVOR = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+"""
+
+
+def simulate(tmp_path: Path, **files: str) -> Result:
+    for name, text in files.items():
+        (tmp_path / name.replace("_yaml", ".yaml")).write_text(text)
+    return CliRunner().invoke(cli, ["simulate", str(tmp_path), "--now", NOW])
+
+
+def test_empty_input_exits_2(tmp_path: Path) -> None:
+    result = simulate(tmp_path, empty_yaml="# nothing here\n")
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: no Kubernetes objects in {tmp_path}"
+
+
+def test_a_misspelt_kueue_kind_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
+    result = simulate(tmp_path, q_yaml=QUEUE.replace("kind: ClusterQueue", "kind: ClusterQueu"))
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"error: {tmp_path / 'q.yaml'}: ClusterQueu research: unknown kind 'ClusterQueu' in kueue.x-k8s.io "
+        "(did you mean ClusterQueue?)"
+    )
+
+
+def test_an_object_defined_twice_names_both_files(tmp_path: Path) -> None:
+    result = simulate(tmp_path, a_yaml=QUEUE + "---\n" + FLAVOR, b_yaml=QUEUE)
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"error: ClusterQueue research is defined twice: in {tmp_path / 'a.yaml'} and in {tmp_path / 'b.yaml'}"
+    )
+
+
+def test_every_example_folder_together_is_refused_not_merged() -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    result = CliRunner().invoke(cli, ["simulate", str(examples), "--now", NOW])
+    assert result.exit_code == 2
+    assert "is defined twice" in result.output
+
+
+def test_a_workload_without_a_namespace_or_a_queue_is_an_error(tmp_path: Path) -> None:
+    workload = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: w, namespace: ns}
+spec:
+  queueName: main
+  podSets:
+  - {name: main, count: 1, template: {spec: {containers: []}}}
+"""
+    result = simulate(tmp_path, w_yaml=workload.replace(", namespace: ns", ""))
+    assert result.exit_code == 2
+    assert result.output.strip().endswith("Workload w: metadata.namespace: required: a Workload lives in a namespace")
+    result = simulate(tmp_path, w_yaml=workload.replace("  queueName: main\n", ""))
+    assert result.exit_code == 2
+    assert result.output.strip().endswith(
+        "Workload ns/w: spec.queueName: required: a Workload without a queue is never scheduled"
+    )
+
+
+def test_a_quota_for_a_resource_that_is_not_covered_is_an_error(tmp_path: Path) -> None:
+    bad = QUEUE.replace('coveredResources: ["cpu"]', 'coveredResources: ["cpu", "memory"]').replace(
+        "      - {name: cpu, nominalQuota: 4}",
+        "      - {name: cpu, nominalQuota: 4}\n      - {name: gpu, nominalQuota: 1}",
+    )
+    result = simulate(tmp_path, q_yaml=bad)
+    assert result.exit_code == 2
+    assert result.output.strip().endswith(
+        'ClusterQueue research: spec.resourceGroups[0].flavors[0].resources[1].name: "gpu" must match the name '
+        'in coveredResources ("memory" at position 1)'
+    )
+
+
+def test_a_missing_flavor_makes_the_queue_inactive_with_kueues_reason_and_says_so(tmp_path: Path) -> None:
+    result = simulate(tmp_path, q_yaml=QUEUE)  # no ResourceFlavor `default`
+    assert result.exit_code == 0
+    assert (
+        "warning: ClusterQueue research is inactive (FlavorNotFound): Can't admit new workloads: "
+        "references missing ResourceFlavor(s): default." in result.output
+    )
+
+
+def test_a_stopped_queue_with_missing_flavors_lists_every_cause_in_the_spec_order() -> None:
+    text = (
+        QUEUE.replace("  namespaceSelector: {}", "  namespaceSelector: {}\n  stopPolicy: Hold")
+        .replace("    - name: default\n", "    - name: zeta\n")
+        .replace(
+            "      - {name: cpu, nominalQuota: 4}",
+            "      - {name: cpu, nominalQuota: 4}\n    - name: alpha\n      resources:\n      - {name: cpu, nominalQuota: 1}",
+        )
+    )
+    import yaml
+
+    cache = Cache()
+    cache.load(parse([Manifest("q.yaml", yaml.safe_load(text))]))
+    cq = cache.snapshot(datetime(2026, 1, 1, tzinfo=UTC)).cluster_queues["research"]
+    assert (cq.active, cq.inactive_reason) == (False, "Stopped")
+    assert cq.inactive_message == (
+        "Can't admit new workloads: is stopped, references missing ResourceFlavor(s): zeta,alpha."
+    )
+
+
+def test_a_version_error_names_the_kinds_own_version(tmp_path: Path) -> None:
+    result = simulate(tmp_path, f_yaml=FLAVOR.replace("v1beta2", "v1beta1"))
+    assert result.exit_code == 2
+    assert result.output.strip().endswith(
+        "ResourceFlavor default: unsupported version kueue.x-k8s.io/v1beta1 (supported: kueue.x-k8s.io/v1beta2)"
+    )
+
+
+def test_an_invalid_namespace_selector_is_an_error_offline(tmp_path: Path) -> None:
+    bad = QUEUE.replace("namespaceSelector: {}", "namespaceSelector: {matchExpressions: [{key: a, operator: Bogus}]}")
+    result = simulate(tmp_path, q_yaml=bad + "---\n" + FLAVOR)
+    assert result.exit_code == 2
+    assert result.output.strip().endswith(
+        'ClusterQueue research: spec.namespaceSelector: matchExpressions[0]: "Bogus" is not a valid label selector operator'
+    )
+
+
+def test_the_operator_leaves_a_workload_without_a_queue_alone() -> None:
+    """Kueue does not schedule a Workload without a queue name, nor writes it a status; this
+    operator used to write it `LocalQueue  doesn't exist`."""
+    import yaml
+
+    workload = yaml.safe_load(
+        """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: w, namespace: ns}
+spec:
+  podSets:
+  - {name: main, count: 1, template: {spec: {containers: []}}}
+"""
+    )
+    from preemption_operator.api.objects import parse_object
+
+    cache = Cache()
+    cache.load([parse_object(workload)])
+    snapshot = cache.snapshot(datetime(2026, 1, 1, tzinfo=UTC))
+    assert snapshot.unqueued == [] and not any(snapshot.pending.values())
