@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .controlplane import ControlPlane, _free_port
+from .controlplane import ControlPlane, _free_port, project_crd_files
 from .operator_process import (
     OperatorPool,
     Scenario,
@@ -119,3 +119,48 @@ def test_an_overflowing_annotation_neither_blocks_startup_nor_scheduling(
     assert op.stop(timeout=15) == 0
     assert time.monotonic() - started < 10
     assert "Traceback" not in op.log(), op.tail()
+
+
+def test_missing_crds_are_named_and_waited_for_and_deleted_ones_come_back(envtest_assets: Path, tmp_path: Path) -> None:
+    """Issue 15, item 3: on a cluster without the CRDs the operator names them and the command
+    that installs them, stays alive and not ready, and becomes ready (and schedules) once they
+    are installed; a CRD deleted under it is survived the same way."""
+    plane = ControlPlane(envtest_assets)
+    plane.start()
+    pool = OperatorPool(plane, tmp_path)
+    try:
+        op = pool.start("bare", ready=False)
+        wait_until(lambda: op.get("/healthz")[0] == 200, what="the HTTP endpoints", diagnostics=op.tail)
+        wait_until(
+            lambda: (
+                "workloads.kueue.x-k8s.io is not served by this cluster (install the CRDs: "
+                "kubectl apply --server-side -f crds/)" in op.log()
+            ),
+            what="a warning naming the missing CRD and how to install it",
+            diagnostics=op.tail,
+        )
+        assert op.get("/readyz")[0] == 503
+
+        plane.apply_crds(project_crd_files())
+        wait_until(
+            lambda: op.get("/readyz")[0] == 200, timeout=30, what="ready once the CRDs are in", diagnostics=op.tail
+        )
+        plane.kubectl("create", "namespace", "crd-test", check=True)
+        sc = Scenario(plane, "crd-test")
+        _, lq = sc.queue("main", 2)
+        sc.apply(workload("first", "crd-test", lq, 1, 0))
+        sc.wait_admitted("first", diagnostics=op.tail)
+
+        plane.kubectl("delete", "crd", "workloads.kueue.x-k8s.io", check=True)
+        wait_until(
+            lambda: op.get("/readyz")[0] == 503, timeout=30, what="not ready without Workloads", diagnostics=op.tail
+        )
+        assert op.alive(), op.tail()
+        plane.apply_crds([f for f in project_crd_files() if f.name.endswith("_workloads.yaml")])
+        wait_until(lambda: op.get("/readyz")[0] == 200, timeout=30, what="ready again", diagnostics=op.tail)
+        sc.apply(workload("second", "crd-test", lq, 1, 0))
+        sc.wait_admitted("second", diagnostics=op.tail)
+        assert "Traceback" not in op.log(), op.tail()
+    finally:
+        pool.close()
+        plane.stop()

@@ -26,6 +26,7 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("", "Node"): core.Node,
 }
 
+
 def version_of(model: type[Any]) -> str:
     """The one version the engine reads a kind in: its CRD's, else v1 (core kinds)."""
     crd = getattr(model, "crd", None)
@@ -145,4 +146,3 @@ def is_read(body: dict[str, Any]) -> bool:
     api_version, kind = body.get("apiVersion"), body.get("kind")
     group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
     return isinstance(kind, str) and (group, kind) in KINDS
-

@@ -212,7 +212,12 @@ async def operate(
         tasks.append(asyncio.create_task(jobs.run(), name="jobs"))
     services = list(tasks)
     tasks.append(asyncio.create_task(sync(), name="initial-sync"))
-    runner = await http.serve(http.make_app(metrics, alive, synced.is_set), host, port)
+
+    def ready() -> bool:
+        # Not ready while a CRD of the project is missing: it would decide with half the picture.
+        return synced.is_set() and not any(i.missing and i.kind.group == resources.GROUP for i in informers)
+
+    runner = await http.serve(http.make_app(metrics, alive, ready), host, port)
     log.info("serving /metrics, /healthz and /readyz on %s:%d", host, port)
     hooks: list[Any] = []
     if webhooks is not None and job_kinds:

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 300
 RELIST_SECONDS = 600.0
-MISSING_KIND_RETRY_SECONDS = 30.0
+MISSING_KIND_RETRY_SECONDS = 5.0  # one cheap list per missing kind: installing CRDs shows soon
 BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
 
 
@@ -119,10 +119,15 @@ class Informer:
             item.setdefault("kind", self.kind.name)
         self.handler.replace(self.kind, items, resource_version)
         if self._missing_logged:
-            log.info("%s is served again", self.kind.plural)
+            log.info("%s is served now", self.kind.plural)
             self._missing_logged = False
         await self._mark_listed()
         return resource_version
+
+    @property
+    def missing(self) -> bool:
+        """Whether the kind is not served (its CRD is not installed) as of the last list."""
+        return self._missing_logged
 
     async def _mark_listed(self) -> None:
         self.lists += 1
@@ -134,9 +139,16 @@ class Informer:
         """The kind is not served (its CRD is missing or was deleted): it is empty until it comes
         back, which a list every little while finds out."""
         if not self._missing_logged:
+            what = f"{self.kind.plural}.{self.kind.group}" if self.kind.group else self.kind.plural
+            hint = (
+                " (install the CRDs: kubectl apply --server-side -f crds/)"
+                if self.kind.group == "kueue.x-k8s.io"
+                else ""
+            )
             log.warning(
-                "%s is not served by this cluster (is its CRD installed?); treating it as empty and retrying every %.0fs",
-                self.kind.plural,
+                "%s is not served by this cluster%s; treating it as empty until it is, looking again every %.0fs",
+                what,
+                hint,
                 MISSING_KIND_RETRY_SECONDS,
             )
             self._missing_logged = True
