@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -193,11 +194,21 @@ def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cyc
 
     Objects in files named pending.yaml arrive after the rest has settled, as the examples are
     applied to a cluster: what runs first, then what comes to preempt it."""
-    from . import manifests, report
+    from . import report
     from . import simulate as simulation
 
     now = _parse_now(now_text)
     skipped: list[str] = []
+    objects, arriving = _load(paths, skipped)
+    result = simulation.run(objects, now, max_cycles, arriving)
+    result.warnings[:0] = skipped
+    click.echo(report.render(result, output), nl=False)
+
+
+def _load(paths: tuple[Path, ...], skipped: list[str]) -> tuple[list[Any], list[Any]]:
+    """(objects, objects arriving once the rest settled): exit 2 with the reason when unusable."""
+    from . import manifests
+
     try:
         read = manifests.read(paths)
         manifests.check(read, paths)
@@ -207,32 +218,46 @@ def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cyc
     except manifests.ManifestError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    result = simulation.run(objects, now, max_cycles, arriving)
-    result.warnings[:0] = skipped
-    click.echo(report.render(result, output), nl=False)
+    return objects, arriving
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--workload", "-w", required=True, metavar="NAMESPACE/NAME", help="The workload to explain.")
+@click.option(
+    "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
+)
 @click.option("--now", "now_text", metavar="RFC3339", help="The time the cycles run at (default: the current time).")
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
-def explain(paths: tuple[Path, ...], workload: str, now_text: str | None, max_cycles: int) -> None:
+def explain(paths: tuple[Path, ...], workload: str, output: str, now_text: str | None, max_cycles: int) -> None:
     """Explain one workload: its conditions, every decision about it, and for each victim search
     it took part in, what became of each candidate and why."""
-    from . import manifests, report
+    import json
+
+    from . import report
     from . import simulate as simulation
 
     now = _parse_now(now_text)
-    try:
-        read = manifests.read(paths)
-        manifests.check(read, paths)
-        objects = manifests.parse(read)
-    except manifests.ManifestError as exc:
-        click.echo(f"error: {exc}", err=True)
+    objects, arriving = _load(paths, [])
+    result = simulation.run(objects, now, max_cycles, arriving)
+    data = result.to_dict()
+    known = sorted(f"{w['namespace']}/{w['name']}" for w in data["workloads"])
+    if workload not in known:
+        same_name = [key for key in known if key.rpartition("/")[2] == workload.rpartition("/")[2]]
+        if "/" not in workload:
+            hint = (
+                f"write it as NAMESPACE/NAME ({', '.join(same_name)}?)" if same_name else "write it as NAMESPACE/NAME"
+            )
+        elif same_name:
+            hint = f"did you mean {', '.join(same_name)}?"
+        else:
+            hint = f"the input has {len(known)}: {', '.join(known[:10])}{', ...' if len(known) > 10 else ''}"
+        click.echo(f"error: --workload {workload}: no such workload in the input; {hint}", err=True)
         sys.exit(2)
-    result = simulation.run(objects, now, max_cycles)
-    click.echo(report.explain(result.to_dict(), workload), nl=False)
+    if output == "json":
+        click.echo(json.dumps(report.explain_record(data, workload), indent=2))
+    else:
+        click.echo(report.explain(data, workload), nl=False)
 
 
 def _parse_now(text: str | None) -> datetime:

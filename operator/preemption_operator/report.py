@@ -77,13 +77,37 @@ def text(data: dict[str, Any], cycles: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def explain_record(data: dict[str, Any], workload: str) -> dict[str, Any]:
+    """Everything a simulation decided about one workload (`namespace/name`), as data: its final
+    status, the actions about it, and every victim search it took part in (as the preemptor, with
+    every candidate; as a candidate, with its own lines). `explain --output json` prints it."""
+    final = next(w for w in data["workloads"] if f"{w['namespace']}/{w['name']}" == workload)
+    actions = [a for a in data["actions"] if workload in (a["workload"], a.get("preemptor"))]
+    searches = []
+    for exp in data["explanations"]:
+        as_preemptor = exp["preemptor"] == workload
+        mine = [c for c in exp["candidates"] if c["workload"] == workload and not as_preemptor]
+        if not as_preemptor and not mine:
+            continue
+        searches.append(
+            {
+                "cycle": exp["cycle"],
+                "role": "preemptor" if as_preemptor else "candidate",
+                "preemptor": exp["preemptor"],
+                "clusterQueue": exp["clusterQueue"],
+                "message": exp["message"],
+                "notes": exp["notes"] if as_preemptor else [],
+                "candidates": exp["candidates"] if as_preemptor else mine,
+            }
+        )
+    return {"workload": workload, "status": final["status"], "actions": actions, "searches": searches}
+
+
 def explain(data: dict[str, Any], workload: str) -> str:
-    """Everything a simulation decided about one workload (`namespace/name`), for people."""
+    """`explain_record`, for people."""
+    record = explain_record(data, workload)
     lines = [f"Workload {workload}"]
-    final = next((w for w in data["workloads"] if f"{w['namespace']}/{w['name']}" == workload), None)
-    if final is None:
-        return f"no workload {workload} in the input\n"
-    status = final["status"]
+    status = record["status"]
     for condition in status.get("conditions", []):
         lines.append(
             f"  {condition['type']:<14} {condition['status']:<6} {condition.get('reason', '')}: {condition.get('message', '')}"
@@ -93,9 +117,7 @@ def explain(data: dict[str, Any], workload: str) -> str:
         lines.append(f"  admitted in ClusterQueue {cq}")
     lines.append("")
     lines.append("What happened:")
-    for action in data["actions"]:
-        if workload not in (action["workload"], action.get("preemptor")):
-            continue
+    for action in record["actions"]:
         if action["action"] == "Preempted" and action["workload"] != workload:
             lines.append(f"  [{action['cycle']}] preempted {action['workload']} ({action['reason']})")
         elif action["action"] == "Preempted":
@@ -108,21 +130,15 @@ def explain(data: dict[str, Any], workload: str) -> str:
             lines.append(
                 f"  [{action['cycle']}] {action['action']} ({action.get('reason', '')}): {action.get('message', '')}"
             )
-    for exp in data["explanations"]:
-        as_preemptor = exp["preemptor"] == workload
-        mine = [c for c in exp["candidates"] if c["workload"] == workload and not as_preemptor]
-        if not as_preemptor and not mine:
-            continue
+    for search in record["searches"]:
         lines.append("")
-        if as_preemptor:
-            lines.append(f"Cycle {exp['cycle']}, as preemptor in {exp['clusterQueue']}: {exp['message']}")
-            for note in exp["notes"]:
+        if search["role"] == "preemptor":
+            lines.append(f"Cycle {search['cycle']}, as preemptor in {search['clusterQueue']}: {search['message']}")
+            for note in search["notes"]:
                 lines.append(f"  note: {note}")
-            records = exp["candidates"]
         else:
-            lines.append(f"Cycle {exp['cycle']}, as a candidate for {exp['preemptor']}:")
-            records = mine
-        for cand in records:
+            lines.append(f"Cycle {search['cycle']}, as a candidate for {search['preemptor']}:")
+        for cand in search["candidates"]:
             source = f" [{cand['source']}]" if cand.get("source") else ""
             lines.append(f"  {cand['outcome']:<12} {cand['workload']}: {cand['detail']}{source}")
     return "\n".join(lines) + "\n"

@@ -76,7 +76,7 @@ def run(objects: list[Any], now: datetime, max_cycles: int = 100, arriving: list
     cache = Cache()
     cache.load(objects)
     configurable = ConfigurablePreemption()
-    scheduler = Scheduler(extra=configurable.candidates)
+    scheduler = Scheduler(extra=configurable.candidates, complete=True)
     state = QueueState()
     sim = Simulation()
     last = _settle(cache, scheduler, configurable, state, sim, now, 1, max_cycles)

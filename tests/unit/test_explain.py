@@ -44,8 +44,51 @@ def test_victim_sees_who_preempted_it_and_by_which_rule() -> None:
     assert "Cycle 1, as a candidate for default/hero-job-xyz:" in out
 
 
-def test_unknown_workload_is_said_plainly() -> None:
-    assert explain("nowhere/nothing") == "no workload nowhere/nothing in the input\n"
+def test_eligible_candidates_that_were_not_needed_appear_as_spared() -> None:
+    """Issue 15, item 4: the hero README calls train-b and api-backfill spared; explain says so."""
+    out = explain("default/hero-job-xyz")
+    rule = "[preemption config hero-workloads-preemption-config rule hero-preempt-lower-priority/0]"
+    for name in ("production/api-backfill", "research/train-b"):
+        assert f"spared       {name}: eligible, not needed: the preemptor fits without it {rule}" in out
+
+
+def test_an_unknown_workload_exits_2_with_a_hint() -> None:
+    def refused(workload: str) -> str:
+        result = CliRunner().invoke(cli, ["explain", HERO, "--workload", workload, "--now", NOW])
+        assert result.exit_code == 2, result.output
+        return result.output.strip()
+
+    assert refused("train-a") == (
+        "error: --workload train-a: no such workload in the input; write it as NAMESPACE/NAME (research/train-a?)"
+    )
+    assert refused("default/train-a") == (
+        "error: --workload default/train-a: no such workload in the input; did you mean research/train-a?"
+    )
+    assert refused("nowhere/nothing").startswith(
+        "error: --workload nowhere/nothing: no such workload in the input; the input has 6: critical-services/etl, "
+    )
+
+
+def test_explain_json_is_the_same_record() -> None:
+    import json
+
+    result = CliRunner().invoke(
+        cli, ["explain", HERO, "--workload", "default/hero-job-xyz", "--output", "json", "--now", NOW]
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert record["workload"] == "default/hero-job-xyz"
+    assert record["status"]["admission"]["clusterQueue"] == "hero"
+    (search,) = record["searches"]
+    assert search["role"] == "preemptor" and search["cycle"] == 1
+    outcomes = {c["workload"]: c["outcome"] for c in search["candidates"]}
+    assert outcomes == {
+        "critical-services/etl": "excluded",
+        "production/nightly-report": "chosen",
+        "research/train-a": "chosen",
+        "production/api-backfill": "spared",
+        "research/train-b": "spared",
+    }
 
 
 def test_invalid_input_exits_2_with_the_file_named(tmp_path: Path) -> None:
@@ -74,3 +117,17 @@ def test_field_paths_are_written_the_kubernetes_way(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["simulate", str(bad)])
     assert result.exit_code == 2
     assert "Workload ns/w: spec.podSets[0].count: Input should be greater than or equal to 0" in result.output
+
+
+def test_the_readme_lists_exactly_the_outcomes_the_code_has() -> None:
+    import re
+    from typing import get_args
+
+    from preemption_operator.engine.candidates import Outcome
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    contract = re.search(r'"outcome": "([a-z|-]+)"', readme)
+    assert contract is not None
+    assert set(contract.group(1).split("|")) == set(get_args(Outcome))
+    for outcome in get_args(Outcome):
+        assert f"`{outcome}`" in readme, outcome

@@ -127,17 +127,20 @@ def find_targets(
     assignment: Assignment,
     snapshot: Snapshot,
     extra: ExtraCandidates | None = None,
+    *,
+    complete: bool = False,
 ) -> Search:
     """The smallest set of workloads whose preemption lets `preemptor` fit, or none.
-    The snapshot is left as it was found."""
+    The snapshot is left as it was found. With `complete`, the records also name the eligible
+    candidates the search never needed to reach (what `explain` shows; the operator skips it)."""
     ctx = Context(preemptor, cq, snapshot, assignment)
     classic, none_from_others, none_hierarchical = classic_candidates(ctx)
     tries = attempts(ctx, none_from_others, none_hierarchical)
     first = _Pass(last_resort=False)
-    targets = _search(ctx, classic, tries, extra, first)
+    targets = _search(ctx, classic, tries, extra, first, complete)
     if targets is None and first.opted_out:
         # YuniKorn's law 1: an opt-out is a strong suggestion, not a guarantee.
-        targets = _search(ctx, classic, tries, extra, _Pass(last_resort=True))
+        targets = _search(ctx, classic, tries, extra, _Pass(last_resort=True), complete)
     # Later attempts and the last-resort pass revisit candidates: keep each line once.
     seen: set[tuple[str, str, str, str]] = set()
     records = []
@@ -150,13 +153,19 @@ def find_targets(
 
 
 def _search(
-    ctx: Context, classic: list[Candidate], tries: list[bool], extra: ExtraCandidates | None, pass_: _Pass
+    ctx: Context,
+    classic: list[Candidate],
+    tries: list[bool],
+    extra: ExtraCandidates | None,
+    pass_: _Pass,
+    complete: bool = False,
 ) -> list[Target] | None:
     snapshot, cq = ctx.snapshot, ctx.cq
     for borrowing in tries:
         chosen: list[Candidate] = []
         seen: set[str] = set()
-        for cand in _stream(ctx, classic, borrowing, extra, seen, pass_):
+        stream = _stream(ctx, classic, borrowing, extra, seen, pass_)
+        for cand in stream:
             snapshot.remove_workload(cand.workload)
             seen.add(cand.workload.key)
             chosen.append(cand)
@@ -172,6 +181,12 @@ def _search(
                     if c.workload.evicted:
                         detail += "; already being evicted: counted, not preempted again"
                     ctx.record(c.workload, "chosen", detail, c.source)
+                if complete:
+                    for rest in stream:
+                        seen.add(rest.workload.key)
+                        ctx.record(
+                            rest.workload, "spared", "eligible, not needed: the preemptor fits without it", rest.source
+                        )
                 return [Target(c.workload, c.reason, c.rule, c.last_resort) for c in chosen]
         for c in chosen:
             snapshot.add_workload(c.workload)

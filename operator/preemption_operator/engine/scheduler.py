@@ -232,9 +232,11 @@ def _pending_reason(assignment: Assignment) -> str:
 class Scheduler:
     """Runs cycles over snapshots. `extra` adds candidate streams (configurable preemption)."""
 
-    def __init__(self, extra: ExtraCandidates | None = None, rounds: int = 1) -> None:
+    def __init__(self, extra: ExtraCandidates | None = None, rounds: int = 1, *, complete: bool = False) -> None:
         self.extra = extra
         self.rounds = rounds
+        self.complete = complete
+        """Explanations name every eligible candidate, also those a search never needed (`simulate`)."""
 
     def _nominate(self, wl: WorkloadInfo, cq: ClusterQueueInfo, snapshot: Snapshot) -> _Entry:
         """Kueue's getInitialAssignments: the full counts if they fit or victims make room, else
@@ -278,7 +280,7 @@ class Scheduler:
                     f"({protection.DELAY_ANNOTATION} of {kind} {name})"
                 )
                 return _Entry(wl, cq, assignment, [], [], delayed_until, delay_note)
-            search = find_targets(wl, cq, assignment, snapshot, self.extra)
+            search = find_targets(wl, cq, assignment, snapshot, self.extra, complete=self.complete)
             if assignment.unsettled:
                 _settle_borrowing(assignment, cq, snapshot, search.targets)
             # As Kueue: gates matter only once there is someone to preempt.
