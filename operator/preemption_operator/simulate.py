@@ -86,9 +86,15 @@ def run(objects: list[Any], now: datetime, max_cycles: int = 100, arriving: list
         for obj in arriving:
             cache.upsert(obj)
         _settle(cache, scheduler, configurable, state, sim, now, last + 1, max_cycles)
-    for name, cq in sorted(cache.snapshot(now).cluster_queues.items()):
+    snapshot = cache.snapshot(now)
+    for name, cq in sorted(snapshot.cluster_queues.items()):
         if not cq.active:
             sim.warnings.append(f"ClusterQueue {name} is inactive ({cq.inactive_reason}): {cq.inactive_message}")
+        config = cq.preemption_config_name
+        if config and config not in snapshot.preemption_configs:
+            warning = f"ClusterQueue {name}: PreemptionConfig {config} not found; it gets no configurable preemption candidates"
+            if warning not in sim.warnings:
+                sim.warnings.append(warning)
     for key, info in cache.infos.items():
         sim.workloads[key] = info.obj
     return sim

@@ -538,6 +538,20 @@ def test_invalid_preemption_config(scenario: Scenario, operators: OperatorPool) 
     header, row = table[0].split(), table[1].split()
     assert dict(zip(header, row, strict=False))["VALID"] == "False", table
 
+    # The ClusterQueue that uses it says so in a condition of its own; Active stays Kueue's.
+    def queue_condition() -> dict[str, Any]:
+        cq = sc.get("clusterqueues", guarded_cq, namespaced=False)
+        ready = condition(cq, "PreemptionConfigReady")
+        assert ready is not None and ready["status"] == "False", cq.get("status")
+        return {"ready": ready, "active": condition(cq, "Active")}
+
+    conditions = wait_until(queue_condition, what="PreemptionConfigReady=False on the queue", diagnostics=op.tail)
+    assert conditions["ready"]["reason"] == "InvalidConfig"
+    assert conditions["ready"]["message"].startswith(f"PreemptionConfig {config} is invalid: "), conditions
+    assert (conditions["active"] or {}).get("status") == "True"
+    described = sc.kubectl("describe", "clusterqueue", guarded_cq).stdout
+    assert "PreemptionConfigReady" in described and "InvalidConfig" in described, described
+
     # A preemptor of the annotated queue needs the config: a Warning Event says why it cannot.
     sc.apply(workload("resident", ns, guarded, 2, 0))
     sc.wait_admitted("resident", diagnostics=op.tail)

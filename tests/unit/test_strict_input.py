@@ -170,3 +170,69 @@ spec:
     cache.load([parse_object(workload)])
     snapshot = cache.snapshot(datetime(2026, 1, 1, tzinfo=UTC))
     assert snapshot.unqueued == [] and not any(snapshot.pending.values())
+
+
+def test_a_queue_with_a_missing_or_broken_config_says_so_in_its_own_condition() -> None:
+    import yaml
+
+    from preemption_operator.api.objects import parse_object
+    from preemption_operator.controller.queue_status import cluster_queue_status
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    annotated = QUEUE.replace(
+        "metadata: {name: research}",
+        "metadata: {name: research, annotations: {kueue.x-k8s.io/preemption-config-name: c}}",
+    )
+    config = yaml.safe_load(
+        """
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: PreemptionConfig
+metadata: {name: c}
+spec:
+  rules:
+  - name: r
+    activationPolicy: {trigger: InsufficientQuota}
+    candidateSelectors:
+    - scope: AnyClusterQueue
+      labelSelector: {matchExpressions: [{key: a, operator: Bogus}]}
+"""
+    )
+
+    def conditions(objects: list[str], unreadable: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+        cache = Cache()
+        cache.load([parse_object(yaml.safe_load(text)) for text in objects])
+        snapshot = cache.snapshot(now)
+        status = cluster_queue_status(
+            snapshot.cluster_queues["research"], 0, None, now, 1, snapshot.preemption_configs, unreadable
+        )
+        return {c["type"]: c for c in status["conditions"]}
+
+    missing = conditions([annotated, FLAVOR])["PreemptionConfigReady"]
+    assert (missing["status"], missing["reason"]) == ("False", "ConfigNotFound")
+    assert missing["message"] == "PreemptionConfig c not found: only classic preemption applies"
+    assert conditions([annotated, FLAVOR])["Active"]["status"] == "True"  # Kueue's Active is untouched
+
+    broken = conditions([annotated, FLAVOR, yaml.safe_dump(config)])["PreemptionConfigReady"]
+    assert (broken["status"], broken["reason"]) == ("False", "InvalidConfig")
+    assert broken["message"].startswith('PreemptionConfig c is invalid: preemptionConfig "c" rule "r"')
+
+    unparsable = conditions([annotated, FLAVOR], {"c": "spec.rules[0].name: too long"})["PreemptionConfigReady"]
+    assert unparsable["message"] == "PreemptionConfig c is invalid: spec.rules[0].name: too long"
+
+    config["spec"]["rules"][0]["candidateSelectors"][0]["labelSelector"]["matchExpressions"][0]["operator"] = "Exists"
+    ready = conditions([annotated, FLAVOR, yaml.safe_dump(config)])["PreemptionConfigReady"]
+    assert (ready["status"], ready["reason"], ready["message"]) == ("True", "Ready", "PreemptionConfig c: 1 rule(s)")
+    assert "PreemptionConfigReady" not in conditions([QUEUE, FLAVOR])
+
+
+def test_simulate_warns_about_a_missing_config_even_without_a_preemptor(tmp_path: Path) -> None:
+    annotated = QUEUE.replace(
+        "metadata: {name: research}",
+        "metadata: {name: research, annotations: {kueue.x-k8s.io/preemption-config-name: c}}",
+    )
+    result = simulate(tmp_path, q_yaml=annotated + "---\n" + FLAVOR)
+    assert result.exit_code == 0
+    assert (
+        "warning: ClusterQueue research: PreemptionConfig c not found; it gets no configurable preemption candidates"
+        in result.output
+    )

@@ -408,6 +408,7 @@ class SchedulingLoop:
         """Every queue's status; only those that change are written, a few at a time."""
         snapshot = self.cache.snapshot(now)
         writes: list[tuple[Kind, str, str | None, Any, dict[str, Any]]] = []
+        unreadable = {key: n.message for (kind, key), n in self.feeder.invalid.items() if kind == "PreemptionConfig"}
         for name, cq in snapshot.cluster_queues.items():
             obj = self.cache.objects["ClusterQueue"].get(name)
             if obj is None:
@@ -416,7 +417,9 @@ class SchedulingLoop:
 
             def cq_status(current: dict[str, Any], cq: Any = cq, pending: int = pending) -> dict[str, Any]:
                 generation = current["metadata"].get("generation")
-                return queue_status.cluster_queue_status(cq, pending, current.get("status"), now, generation)
+                return queue_status.cluster_queue_status(
+                    cq, pending, current.get("status"), now, generation, snapshot.preemption_configs, unreadable
+                )
 
             writes.append((resources.ClusterQueue, name, None, cq_status, obj.to_wire()))
         counts = queue_status.local_queue_counts(snapshot)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -30,8 +31,36 @@ def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, A
     return out
 
 
+CONFIG_CONDITION = "PreemptionConfigReady"
+
+
+def preemption_config_condition(
+    cq: ClusterQueueInfo, configs: Mapping[str, PreemptionConfig], unreadable: Mapping[str, str]
+) -> tuple[str, str, str] | None:
+    """(status, reason, message) of the ClusterQueue's PreemptionConfigReady condition, or None
+    when it names no PreemptionConfig. `unreadable`: configs that exist but do not parse (why)."""
+    name = cq.preemption_config_name
+    if not name:
+        return None
+    if name in unreadable:
+        return "False", "InvalidConfig", f"PreemptionConfig {name} is invalid: {unreadable[name]}"
+    config = configs.get(name)
+    if config is None:
+        return "False", "ConfigNotFound", f"PreemptionConfig {name} not found: only classic preemption applies"
+    errors = validate(config)
+    if errors:
+        return "False", "InvalidConfig", f"PreemptionConfig {name} is invalid: {'; '.join(errors)}"
+    return "True", "Ready", f"PreemptionConfig {name}: {len(config.rules)} rule(s)"
+
+
 def cluster_queue_status(
-    cq: ClusterQueueInfo, pending: int, current: dict[str, Any] | None, now: datetime, generation: int | None
+    cq: ClusterQueueInfo,
+    pending: int,
+    current: dict[str, Any] | None,
+    now: datetime,
+    generation: int | None,
+    configs: Mapping[str, PreemptionConfig] | None = None,
+    unreadable: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     status = copy.deepcopy(current or {})
     admitted = len(cq.workloads)
@@ -47,6 +76,12 @@ def cluster_queue_status(
     )
     active = "True" if cq.active else "False"
     set_condition(status, "Active", active, cq.inactive_reason, cq.inactive_message, now, generation)
+    # Kueue's Active says whether the queue admits; whether its rules apply is a condition of its own.
+    condition = preemption_config_condition(cq, configs or {}, unreadable or {})
+    if condition is not None:
+        set_condition(status, CONFIG_CONDITION, *condition, now, generation)
+    elif status.get("conditions"):
+        status["conditions"] = [c for c in status["conditions"] if c.get("type") != CONFIG_CONDITION]
     return status
 
 
