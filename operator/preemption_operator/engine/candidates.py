@@ -76,6 +76,9 @@ class CandidateRecord:
     outcome: Outcome
     detail: str
     source: str = ""
+    blocking: bool = False
+    """A protection held it, or a rule was skipped: why a preemptor that finds no victims waits
+    (its pending message says so)."""
 
 
 @dataclass
@@ -120,8 +123,10 @@ class Context:
     def requests(self) -> dict[FlavorResource, int]:
         return self.assignment.usage
 
-    def record(self, wl: WorkloadInfo, outcome: Outcome, detail: str, source: str = "") -> None:
-        self.records.append(CandidateRecord(wl.key, wl.cluster_queue or "", outcome, detail, source))
+    def record(
+        self, wl: WorkloadInfo, outcome: Outcome, detail: str, source: str = "", *, blocking: bool = False
+    ) -> None:
+        self.records.append(CandidateRecord(wl.key, wl.cluster_queue or "", outcome, detail, source, blocking))
 
     def fits(self, allow_borrowing: bool) -> bool:
         """Whether the preemptor fits now: quota (and, for topology requests, placement)."""

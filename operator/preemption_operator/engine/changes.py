@@ -259,11 +259,9 @@ def pending(p: Pending, now: datetime) -> StatusChange:
             return None
         return wl_status.pending(status, p, now, _generation(current))
 
-    events = (
-        (EventNote("workload", "Warning", p.reason, p.message),)
-        if p.reason in ("WaitingForPreemptedWorkloads", "AdmissionGated")
-        else ()
-    )
+    # As Kueue's scheduler posts one per failed attempt, with the pending reason (its granular
+    # reasons); here only when the status says something new, the recorder counting repeats.
+    events = (EventNote("workload", "Warning", p.reason, p.message),)
     return StatusChange(
         PENDING,
         p.workload,

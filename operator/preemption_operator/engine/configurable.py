@@ -453,6 +453,7 @@ class ConfigurablePreemption:
                         "rule-skipped",
                         f"rule {rule.name}: {waiting}",
                         f"preemption config {config.name}",
+                        blocking=True,
                     )
                 )
                 continue

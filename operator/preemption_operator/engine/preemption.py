@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..api.meta import format_time
 from . import protection
 from .candidates import HUMAN_REASONS, Candidate, CandidateRecord, Context, ExtraCandidates, Target
 from .classic import attempts, classic_candidates, still_valid
@@ -34,10 +35,12 @@ def _admissible(ctx: Context, cand: Candidate, pass_: _Pass) -> bool:
     )
     if reason is not None:
         pass_.protected.add(wl.key)
-        ctx.record(wl, "excluded", reason, cand.source)
         ends = protection.toleration_ends(wl, ctx.preemptor, ctx.snapshot.now)
         if ends is not None:
+            if " until " not in reason:
+                reason += f", until {format_time(ends)}"
             ctx.wake_no_later_than(ends)
+        ctx.record(wl, "excluded", reason, cand.source, blocking=True)
         return False
     if protection.opted_out(wl) and not pass_.last_resort:
         pass_.opted_out.append(cand)

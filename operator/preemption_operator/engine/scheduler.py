@@ -219,6 +219,25 @@ def _settle_borrowing(assignment: Assignment, cq: ClusterQueueInfo, snapshot: Sn
     assignment.borrowing = max(levels)
 
 
+BLOCKERS_SHOWN = 3
+
+
+def _blockers(records: list[CandidateRecord]) -> str:
+    """What held the victims back (a toleration and until when, a fence, a disabled queue, a rule
+    not active yet), for the pending message: on a cluster nobody sees `explain`."""
+    seen: list[str] = []
+    for record in records:
+        if record.blocking:
+            line = record.detail if record.outcome == "rule-skipped" else f"{record.workload}: {record.detail}"
+            if line not in seen:
+                seen.append(line)
+    if not seen:
+        return ""
+    more = len(seen) - BLOCKERS_SHOWN
+    shown = "; ".join(seen[:BLOCKERS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+    return f". Not preempted: {shown}"
+
+
 def _pending_reason(assignment: Assignment) -> str:
     if assignment.no_matching_flavor:
         return NO_MATCHING_FLAVOR
@@ -523,6 +542,7 @@ class Scheduler:
         state.park(cq.name, wl.key)
         if mode == Mode.PREEMPT:
             reason = TOPOLOGY_PLACEMENT_FAILED if assignment.topology_failed else WAITING_FOR_QUOTA
+            message += _blockers(entry.records)
         else:
             reason = _pending_reason(assignment)
         result.pending.append(Pending(wl, cq.name, reason, message))

@@ -1,0 +1,140 @@
+"""Issue 15, item 1: on a live cluster, a preemptor that finds no victims says why in its
+`QuotaReserved` condition and in a Warning Event (as Kueue posts one per failed attempt): a
+victim held by a toleration (until when), one outside a fence, a rule not active yet."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .controlplane import ControlPlane
+from .operator_process import (
+    CONFIG_ANNOTATION,
+    KUEUE,
+    KUEUE_ALPHA,
+    OperatorPool,
+    Scenario,
+    condition,
+    describe_events,
+    wait_until,
+    workload,
+)
+
+TOLERATION = "preemption-toleration.scheduling.x-k8s.io/"
+POLICY = "preemption-operator.io/preemption-policy"
+
+
+@pytest.fixture
+def sc(cluster: ControlPlane, namespace: str) -> Iterator[Scenario]:
+    scenario = Scenario(cluster, namespace)
+    try:
+        yield scenario
+    finally:
+        scenario.cleanup()
+        cluster.kubectl("delete", "workloadpriorityclass", f"{namespace}-long", "--ignore-not-found", "--wait=false")
+
+
+@pytest.fixture
+def operators(cluster: ControlPlane, sc: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
+    pool = OperatorPool(cluster, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def rule_config(name: str, **activation: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_ALPHA,
+        "kind": "PreemptionConfig",
+        "metadata": {"name": name},
+        "spec": {
+            "rules": [
+                {
+                    "name": "take-lower",
+                    "activationPolicy": {"trigger": "InsufficientQuota", **activation},
+                    "candidateSelectors": [
+                        {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
+                    ],
+                }
+            ]
+        },
+    }
+
+
+def told(sc: Scenario, name: str, fragment: str, op: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """Until the workload's pending message and a Warning Event on it both carry `fragment`."""
+
+    def check() -> tuple[dict[str, Any], dict[str, str]]:
+        reserved = condition(sc.workload(name), "QuotaReserved") or {}
+        assert fragment in reserved.get("message", ""), reserved
+        events = describe_events(sc.describe(name))
+        warning = next((e for e in events if e["Type"] == "Warning" and fragment in e["Message"]), None)
+        assert warning is not None, events
+        return reserved, warning
+
+    return wait_until(check, what=f"{name} to say {fragment!r}", diagnostics=op.tail)
+
+
+def test_a_toleration_a_fence_and_a_skipped_rule_each_say_why(sc: Scenario, operators: OperatorPool) -> None:
+    ns = sc.namespace
+    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "Never"}}
+    long_running = {
+        "apiVersion": KUEUE,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {
+            "name": f"{ns}-long",
+            "annotations": {
+                f"{TOLERATION}minimum-preemptable-priority": "1000",
+                f"{TOLERATION}toleration-seconds": "7200",
+            },
+        },
+        "value": 100,
+    }
+    fenced_config, slow_config = sc.name("fenced-rules"), sc.name("slow-rules")
+    sc.apply(
+        long_running,
+        rule_config(fenced_config),
+        rule_config(slow_config, minTriggerRequiredDuration="1h"),
+        {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": sc.name("org")}, "spec": {}},
+        {
+            "apiVersion": KUEUE,
+            "kind": "Cohort",
+            "metadata": {"name": sc.name("fence"), "annotations": {POLICY: "fence"}},
+            "spec": {"parentName": sc.name("org")},
+        },
+    )
+    _, tolerant = sc.queue("tolerant", 2, preemption={"withinClusterQueue": "LowerPriority"})
+    _, outside = sc.queue("outside", 2, cohort=sc.name("org"))
+    _, inside = sc.queue(
+        "inside", 0, cohort=sc.name("fence"), preemption=never, annotations={CONFIG_ANNOTATION: fenced_config}
+    )
+    _, slow = sc.queue("slow", 2, preemption=never, annotations={CONFIG_ANNOTATION: slow_config})
+    op = operators.start()
+
+    resident = workload("resident", ns, tolerant, 2, 100)
+    resident["spec"]["priorityClassRef"] = {
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": f"{ns}-long",
+    }
+    sc.apply(resident, workload("outsider", ns, outside, 2, 0), workload("settled", ns, slow, 2, 0))
+    sc.wait_admitted("resident", "outsider", "settled", diagnostics=op.tail)
+    sc.apply(
+        workload("urgent", ns, tolerant, 2, 500),
+        workload("fenced", ns, inside, 2, 1000),
+        workload("impatient", ns, slow, 2, 1000),
+    )
+
+    message, event = told(sc, "urgent", f"Not preempted: {ns}/resident: WorkloadPriorityClass {ns}-long tolerates", op)
+    assert "preemptors below priority 1000 until " in message["message"], message
+    assert message["reason"] == "WaitingForQuota" and event["Reason"] == "WaitingForQuota"
+
+    message, _ = told(sc, "fenced", f"Not preempted: {ns}/outsider: outside the preemption fence of Cohort", op)
+    assert sc.name("fence") in message["message"], message
+
+    message, _ = told(sc, "impatient", "Not preempted: rule take-lower: minTriggerRequiredDuration 1h", op)
+    assert "not reached (until " in message["message"], message
