@@ -616,7 +616,7 @@ class InvariantMonitor:
         self.admissions: list[tuple[float, str, str]] = []
         """(monotonic time, workload key, ClusterQueue) of every observed quota reservation."""
         self.evictions: list[tuple[float, str]] = []
-        self.observations: dict[str, list[tuple[int, int | None, int | None, int | None]]] = {}
+        self.observations: dict[str, list[tuple[int, int | None, int | None, int | None, bool]]] = {}
         """key -> (resourceVersion, label, annotation, condition) of every observed state (I3)."""
         self._wls: dict[str, _Tracked] = {}
         self._usage: Counter[str] = Counter()
@@ -817,7 +817,7 @@ class InvariantMonitor:
                 touched.add(old.cq)
             if kind == "DELETED":
                 self._wls.pop(key, None)
-                self._observe(key, obj)
+                self._observe(key, obj, deleted=True)
             else:
                 new = _Tracked.of(obj, at)
                 gap = old is not None and old.uid != new.uid  # deleted and created again unseen
@@ -829,9 +829,11 @@ class InvariantMonitor:
             if touched:
                 self._check_quota(touched, f"after {kind} {key} (resourceVersion {meta.get('resourceVersion')})")
 
-    def _observe(self, key: str, obj: dict[str, Any]) -> None:
+    def _observe(self, key: str, obj: dict[str, Any], *, deleted: bool = False) -> None:
+        """One state of a Workload for I3; `deleted` ends the object (a later one of the same
+        name is another object: a Job's Workload made again has its Kueue name)."""
         rv = int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-        self.observations.setdefault(key, []).append((rv, *touches(obj)))
+        self.observations.setdefault(key, []).append((rv, *touches(obj), deleted))
 
     def _note(self, key: str, old: _Tracked | None, new: _Tracked, at: float, *, gap: bool) -> None:
         """I2, the admission and eviction logs, and I3's observations, for one new state."""
@@ -956,6 +958,8 @@ class InvariantMonitor:
                     for rv_w, counter in done:
                         start = bisect.bisect_right(rvs, rv_w)
                         for obs in observed[start:]:
+                            if obs[4]:
+                                break  # deleted: what comes after is another object
                             value = obs[1 + channel]
                             if value is None or value < counter:
                                 if reported < 3:

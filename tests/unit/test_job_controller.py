@@ -244,3 +244,20 @@ async def test_an_answer_older_than_the_watch_does_not_replace_it() -> None:
     controller.event(JOB, "MODIFIED", newer)
     controller._keep(key, old)
     assert controller.jobs[key]["metadata"]["resourceVersion"] == newer["metadata"]["resourceVersion"]
+
+
+async def test_no_workload_is_made_for_a_job_the_watch_has_not_yet_reported_gone() -> None:
+    """Deleting a Job deletes its Workload; if the Workload's deletion is seen first, the Job
+    still looks alive in the cache: its Workload must not be made again."""
+    api = FakeApi()
+    cache, waker, events = Cache(), Waker(), Events()
+    controller = JobController(api, cache, CacheFeeder(cache, waker), StatusWriter(api), events, lambda: True)  # type: ignore[arg-type]
+    job = running_job()
+    job["spec"]["suspend"] = True
+    job["status"] = {}
+    controller.replace(JOB, [copy.deepcopy(job)], "1")  # known to the controller, but not to the API
+    assert await controller.reconcile(("Job", NS, "train")) is not None
+    assert api.count("POST", "*/workloads") == 0
+    api.put(job)
+    await controller.reconcile(("Job", NS, "train"))
+    assert api.count("POST", "*/workloads") == 1

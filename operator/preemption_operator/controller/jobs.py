@@ -287,6 +287,16 @@ class JobController:
         meta = _meta(dict(job.obj))
         name, namespace = str(meta.get("name")), str(meta.get("namespace"))
         if isinstance(step, CreateWorkload):
+            # The watch may not have told yet that the job is gone (its Workload was deleted with
+            # it): a Workload made now would belong to nobody. One read settles it.
+            try:
+                fresh = await self.api.get(job.kind.path(name, namespace))
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+                return
+            if _meta(fresh).get("uid") != meta.get("uid") or _meta(fresh).get("deletionTimestamp"):
+                return
             try:
                 created = await self.api.create(resources.Workload.path(namespace=namespace), step.body)
             except ApiError as exc:
