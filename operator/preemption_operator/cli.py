@@ -177,8 +177,16 @@ def run(
     )
 
 
+FROM_CLUSTER = click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="Read the objects from the cluster of the current kubeconfig instead of files (Jobs are read as the "
+    "Workloads they have).",
+)
+
+
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @click.option(
     "--output",
     "-o",
@@ -189,8 +197,10 @@ def run(
 )
 @click.option("--now", "now_text", metavar="RFC3339", help="The time the cycles run at (default: the current time).")
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
-def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cycles: int) -> None:
-    """Run scheduling cycles over Kubernetes YAML (files or folders) until nothing changes.
+@FROM_CLUSTER
+def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cycles: int, from_cluster: bool) -> None:
+    """Run scheduling cycles over Kubernetes YAML (files, folders, or - for standard input) until
+    nothing changes.
 
     Objects in files named pending.yaml arrive after the rest has settled, as the examples are
     applied to a cluster: what runs first, then what comes to preempt it."""
@@ -199,17 +209,26 @@ def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cyc
 
     now = _parse_now(now_text)
     skipped: list[str] = []
-    objects, arriving = _load(paths, skipped)
+    objects, arriving = _load(paths, skipped, from_cluster)
     result = simulation.run(objects, now, max_cycles, arriving)
     result.warnings[:0] = skipped
     click.echo(report.render(result, output), nl=False)
 
 
-def _load(paths: tuple[Path, ...], skipped: list[str]) -> tuple[list[Any], list[Any]]:
+def _load(paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = False) -> tuple[list[Any], list[Any]]:
     """(objects, objects arriving once the rest settled): exit 2 with the reason when unusable."""
     from . import manifests
 
+    if bool(paths) == from_cluster:
+        click.echo("error: give PATH... (files, folders or - for standard input) or --from-cluster, not both", err=True)
+        sys.exit(2)
     try:
+        if from_cluster:
+            from . import cluster_state
+
+            live = cluster_state.read()
+            manifests.check(live, ["the cluster"])
+            return manifests.parse(live, skipped, lenient=True), []
         read = manifests.read(paths)
         manifests.check(read, paths)
         later = [m for m in read if Path(m.source).name in manifests.ARRIVING]
@@ -222,14 +241,17 @@ def _load(paths: tuple[Path, ...], skipped: list[str]) -> tuple[list[Any], list[
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--workload", "-w", required=True, metavar="NAMESPACE/NAME", help="The workload to explain.")
+@FROM_CLUSTER
 @click.option(
     "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
 @click.option("--now", "now_text", metavar="RFC3339", help="The time the cycles run at (default: the current time).")
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
-def explain(paths: tuple[Path, ...], workload: str, output: str, now_text: str | None, max_cycles: int) -> None:
+def explain(
+    paths: tuple[Path, ...], workload: str, from_cluster: bool, output: str, now_text: str | None, max_cycles: int
+) -> None:
     """Explain one workload: its conditions, every decision about it, and for each victim search
     it took part in, what became of each candidate and why."""
     import json
@@ -238,7 +260,7 @@ def explain(paths: tuple[Path, ...], workload: str, output: str, now_text: str |
     from . import simulate as simulation
 
     now = _parse_now(now_text)
-    objects, arriving = _load(paths, [])
+    objects, arriving = _load(paths, [], from_cluster)
     result = simulation.run(objects, now, max_cycles, arriving)
     data = result.to_dict()
     known = sorted(f"{w['namespace']}/{w['name']}" for w in data["workloads"])
@@ -287,6 +309,18 @@ def _parse_now(text: str | None) -> datetime:
 
 def main() -> None:
     cli()
+
+
+def kubectl_plugin() -> None:
+    """`kubectl preemption ...` (installed as kubectl-preemption): the offline commands on the
+    live cluster. `kubectl preemption explain NAMESPACE/NAME [-o json]`, `kubectl preemption
+    simulate [-o text|json|yaml]`."""
+    args = sys.argv[1:]
+    if args[:1] == ["explain"] and len(args) > 1 and not args[1].startswith("-"):
+        args = ["explain", "--workload", args[1], *args[2:]]
+    if args[:1] in (["explain"], ["simulate"]) and "--from-cluster" not in args:
+        args.append("--from-cluster")
+    cli.main(args=args, prog_name="kubectl preemption")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,9 @@ class Manifest:
 
 def _files(paths: Iterable[str | Path]) -> Iterator[Path]:
     for raw in paths:
+        if str(raw) == STDIN:
+            yield Path(STDIN)
+            continue
         path = Path(raw)
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
@@ -57,11 +61,16 @@ def _files(paths: Iterable[str | Path]) -> Iterator[Path]:
             raise ManifestError(f"{path}: no such file or directory")
 
 
+STDIN = "-"
+"""A path that means standard input (`kubectl get ... -o yaml | preemption-operator simulate -`)."""
+
+
 def read(paths: Iterable[str | Path]) -> list[Manifest]:
     manifests = []
     for path in _files(paths):
         try:
-            documents = list(yaml.safe_load_all(path.read_text()))
+            text = sys.stdin.read() if str(path) == STDIN else path.read_text()
+            documents = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -149,12 +158,17 @@ def _unusable(obj: Any) -> str | None:
 
 
 def parse(
-    manifests: Iterable[Manifest], skipped: list[str] | None = None, beside: Iterable[Manifest] = ()
+    manifests: Iterable[Manifest],
+    skipped: list[str] | None = None,
+    beside: Iterable[Manifest] = (),
+    *,
+    lenient: bool = False,
 ) -> list[Any]:
     """The objects the engine reads. A queued job (batch/v1 Job with a queue-name label) stands
     for the Workload the operator makes for it; objects of other kinds (a Deployment) are left
     out, each noted in `skipped` when given; a kind the engine reads that does not validate is
-    an error. Priority classes named by jobs are looked up in `beside` too."""
+    an error (with `lenient`, for a live cluster's objects, a note in `skipped`). Priority
+    classes named by jobs are looked up in `beside` too."""
     manifests = list(manifests)
     classes = _class_values([*manifests, *beside])
     objects = []
@@ -174,11 +188,16 @@ def parse(
             continue
         try:
             obj = parse_object(manifest.body)
+            problem = _unusable(obj)
+            if problem is not None:
+                raise ObjectError(f"{object_ref(manifest.body)}: {problem}")
         except ObjectError as exc:
-            raise ManifestError(f"{manifest.source}: {exc}") from None
-        problem = _unusable(obj)
-        if problem is not None:
-            raise ManifestError(f"{manifest.source}: {object_ref(manifest.body)}: {problem}")
+            if not lenient:
+                raise ManifestError(f"{manifest.source}: {exc}") from None
+            # A live cluster's objects: left out with a word, as the operator leaves them out.
+            if skipped is not None:
+                skipped.append(f"{manifest.source}: {exc}; left out")
+            continue
         objects.append(obj)
     return objects
 

@@ -138,3 +138,59 @@ def test_a_toleration_a_fence_and_a_skipped_rule_each_say_why(sc: Scenario, oper
 
     message, _ = told(sc, "impatient", "Not preempted: rule take-lower: minTriggerRequiredDuration 1h", op)
     assert "not reached (until " in message["message"], message
+
+
+KINDS = (
+    "namespaces,priorityclasses,nodes,workloadpriorityclasses,resourceflavors,topologies,cohorts,"
+    "clusterqueues,localqueues,preemptionconfigs,workloads"
+)
+
+
+def test_kubectl_preemption_explain_prints_what_offline_explain_prints(envtest_assets: Path, tmp_path: Path) -> None:
+    """The kubectl plugin reads the live cluster; offline explain reads a `kubectl get -o yaml`
+    dump of the same state: the same record, field for field."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    plane = ControlPlane(envtest_assets)
+    plane.start()
+    pool = OperatorPool(plane, tmp_path)
+    try:
+        from .controlplane import project_crd_files
+
+        plane.apply_crds(project_crd_files())
+        plane.kubectl("create", "namespace", "team", check=True)
+        sc = Scenario(plane, "team")
+        _, lq = sc.queue("main", 4, preemption={"withinClusterQueue": "LowerPriority"})
+        op = pool.start()
+        sc.apply(workload("low", "team", lq, 2, -1), workload("mid", "team", lq, 2, 0))
+        sc.wait_admitted("low", "mid", diagnostics=op.tail)
+        assert op.stop() == 0
+        sc.apply(workload("incoming", "team", lq, 2, 5))  # pending: nobody decides while we read
+
+        now = "2026-12-01T12:00:00Z"
+        env = {**os.environ, **plane.env}
+        plugin = Path(sys.executable).parent / "kubectl-preemption"
+        live = subprocess.run(
+            [str(plugin), "explain", "team/incoming", "-o", "json", "--now", now],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert live.returncode == 0, live.stderr
+        dump = tmp_path / "state.yaml"
+        dump.write_text(plane.kubectl("get", KINDS, "-A", "-o", "yaml", check=True).stdout)
+        offline = subprocess.run(
+            [str(plugin.with_name("preemption-operator")), "explain", str(dump), "-w", "team/incoming",
+             "-o", "json", "--now", now],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert offline.returncode == 0, offline.stderr
+        record = json.loads(live.stdout)
+        assert record == json.loads(offline.stdout)
+        first = record["searches"][0]
+        assert first["role"] == "preemptor"
+        assert {c["workload"]: c["outcome"] for c in first["candidates"]}["team/low"] == "chosen"
+    finally:
+        pool.close()
+        plane.stop()

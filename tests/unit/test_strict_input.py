@@ -236,3 +236,35 @@ def test_simulate_warns_about_a_missing_config_even_without_a_preemptor(tmp_path
         "warning: ClusterQueue research: PreemptionConfig c not found; it gets no configurable preemption candidates"
         in result.output
     )
+
+
+def test_standard_input_is_read_with_a_dash() -> None:
+    result = CliRunner().invoke(cli, ["simulate", "-", "--now", NOW], input=QUEUE + "---\n" + FLAVOR)
+    assert result.exit_code == 0, result.output
+    assert "Actions (1 cycle):" in result.output
+
+
+def test_paths_or_the_cluster_but_not_both_nor_neither(tmp_path: Path) -> None:
+    for args in ([], [str(tmp_path), "--from-cluster"]):
+        result = CliRunner().invoke(cli, ["simulate", *args])
+        assert result.exit_code == 2
+        assert result.output.strip() == (
+            "error: give PATH... (files, folders or - for standard input) or --from-cluster, not both"
+        )
+
+
+def test_a_live_clusters_unusable_objects_are_left_out_with_a_word() -> None:
+    import yaml
+
+    bad = yaml.safe_load(QUEUE.replace("nominalQuota: 4", "nominalQuota: -4"))
+    skipped: list[str] = []
+    objects = parse(
+        [Manifest("cluster:clusterqueues", bad), Manifest("cluster:resourceflavors", yaml.safe_load(FLAVOR))],
+        skipped,
+        lenient=True,
+    )
+    assert [type(o).__name__ for o in objects] == ["ResourceFlavor"]
+    assert skipped == [
+        "cluster:clusterqueues: ClusterQueue research: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
+        "-4 is negative: it must be zero or more; left out"
+    ]
