@@ -118,11 +118,13 @@ current() {
     kube-apiserver | kube-controller-manager)
       [ "$("$ASSETS/$name" --version 2>/dev/null)" = "Kubernetes v$K8S_VERSION" ]
       ;;
+    # Read whole, then matched: `grep -q` in a pipe may stop the binary mid-write (SIGPIPE),
+    # which pipefail would count as an outdated binary.
     kubectl)
-      "$ASSETS/kubectl" version --client 2>/dev/null | grep -qx "Client Version: v$K8S_VERSION"
+      grep -qx "Client Version: v$K8S_VERSION" <<<"$("$ASSETS/kubectl" version --client 2>/dev/null || true)"
       ;;
     etcd)
-      "$ASSETS/etcd" --version 2>/dev/null | grep -qx "etcd Version: $ETCD_VERSION"
+      grep -qx "etcd Version: $ETCD_VERSION" <<<"$("$ASSETS/etcd" --version 2>/dev/null || true)"
       ;;
   esac
 }
@@ -133,12 +135,10 @@ for cmd in kube-apiserver kube-controller-manager kubectl; do
 done
 if [ "${#need_build[@]}" -gt 0 ]; then
   $installed_only && exit 1
-  rm -f "${need_build[@]/#/$ASSETS/}"
-  (build_k8s_binaries "${need_build[@]}")
+  (build_k8s_binaries "${need_build[@]}") # each replaces its binary only once built: users never see a gap
 fi
 if ! current etcd; then
   $installed_only && exit 1
-  rm -f "$ASSETS/etcd"
   (build_etcd)
 fi
 
