@@ -195,10 +195,18 @@ FROM_CLUSTER = click.option(
     show_default=True,
     help="Output format.",
 )
-@click.option("--now", "now_text", metavar="RFC3339", help="The time the cycles run at (default: the current time).")
+@click.option(
+    "--now",
+    "now_text",
+    metavar="RFC3339",
+    help="The time the cycles run at (default: the newest time in the input; with --from-cluster, the current time).",
+)
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
+@click.option("--summary", is_flag=True, help="Counts per cycle and action, and each queue's final state (text).")
 @FROM_CLUSTER
-def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cycles: int, from_cluster: bool) -> None:
+def simulate(
+    paths: tuple[Path, ...], output: str, now_text: str | None, max_cycles: int, summary: bool, from_cluster: bool
+) -> None:
     """Run scheduling cycles over Kubernetes YAML (files, folders, or - for standard input) until
     nothing changes.
 
@@ -207,12 +215,25 @@ def simulate(paths: tuple[Path, ...], output: str, now_text: str | None, max_cyc
     from . import report
     from . import simulate as simulation
 
-    now = _parse_now(now_text)
     skipped: list[str] = []
     objects, arriving = _load(paths, skipped, from_cluster)
-    result = simulation.run(objects, now, max_cycles, arriving)
+    now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
+    result = simulation.run(objects, now, max_cycles, arriving, progress=_progress())
+    if sys.stderr.isatty():
+        click.echo("\r\033[K", err=True, nl=False)  # the progress line, if one was shown
     result.warnings[:0] = skipped
-    click.echo(report.render(result, output), nl=False)
+    click.echo(report.summary(result) if summary else report.render(result, output), nl=False)
+
+
+def _progress() -> Any:
+    """A progress line on stderr for long runs, only when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(cycle: int, actions: int) -> None:
+        click.echo(f"\rcycle {cycle}, {actions} actions so far", err=True, nl=False)
+
+    return show
 
 
 def _load(paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = False) -> tuple[list[Any], list[Any]]:
@@ -247,7 +268,12 @@ def _load(paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = Fals
 @click.option(
     "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
-@click.option("--now", "now_text", metavar="RFC3339", help="The time the cycles run at (default: the current time).")
+@click.option(
+    "--now",
+    "now_text",
+    metavar="RFC3339",
+    help="The time the cycles run at (default: the newest time in the input; with --from-cluster, the current time).",
+)
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
 def explain(
     paths: tuple[Path, ...], workload: str, from_cluster: bool, output: str, now_text: str | None, max_cycles: int
@@ -259,8 +285,8 @@ def explain(
     from . import report
     from . import simulate as simulation
 
-    now = _parse_now(now_text)
     objects, arriving = _load(paths, [], from_cluster)
+    now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
     result = simulation.run(objects, now, max_cycles, arriving)
     data = result.to_dict()
     known = sorted(f"{w['namespace']}/{w['name']}" for w in data["workloads"])

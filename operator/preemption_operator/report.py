@@ -19,6 +19,51 @@ def render(sim: Simulation, output: str) -> str:
     return text(data, sim.cycles)
 
 
+def summary(sim: Simulation) -> str:
+    """`simulate --summary`: how many of each action per cycle, and where every ClusterQueue ends
+    (for runs too large to read action by action): admitted per ClusterQueue, pending per
+    LocalQueue."""
+    data = sim.to_dict()
+    cycles = sim.cycles
+    lines = [f"warning: {w}" for w in data["warnings"]]
+    if lines:
+        lines.append("")
+    kinds = ["Admitted", "Preempted", "Evicted", "Pending"]
+    per_cycle: dict[int, dict[str, int]] = {}
+    for action in data["actions"]:
+        by_kind = per_cycle.setdefault(action["cycle"], dict.fromkeys(kinds, 0))
+        by_kind[action["action"]] = by_kind.get(action["action"], 0) + 1
+    totals = {k: sum(c.get(k, 0) for c in per_cycle.values()) for k in kinds}
+    lines.append(f"Summary ({cycles} cycle{'s' if cycles != 1 else ''}):")
+    rows = [[str(cycle), *(str(by.get(k, 0)) for k in kinds)] for cycle, by in sorted(per_cycle.items())]
+    rows.append(["total", *(str(totals[k]) for k in kinds)])
+    lines.extend("  " + line for line in _table(rows, ["CYCLE", *(k.upper() for k in kinds)]))
+    queues: dict[str, list[int]] = {}
+    for wl in sim.workloads.values():
+        status = wl.status
+        if status is None:
+            counts = queues.setdefault(f"LocalQueue {wl.metadata.namespace}/{wl.spec.queue_name}", [0, 0, 0])
+            counts[1] += 1
+            continue
+        finished = any(c.type == "Finished" and c.status == "True" for c in status.conditions or [])
+        if finished:
+            continue
+        reserved = any(c.type == "QuotaReserved" and c.status == "True" for c in status.conditions or [])
+        evictions = sum(e.count for e in (status.scheduling_stats.evictions if status.scheduling_stats else []) or [])
+        if reserved and status.admission is not None:
+            counts = queues.setdefault(f"ClusterQueue {status.admission.cluster_queue}", [0, 0, 0])
+            counts[0] += 1
+        else:
+            counts = queues.setdefault(f"LocalQueue {wl.metadata.namespace}/{wl.spec.queue_name}", [0, 0, 0])
+            counts[1] += 1
+        counts[2] += evictions
+    lines.append("")
+    lines.append("Final state:")
+    rows = [[name, str(a), str(p), str(e)] for name, (a, p, e) in sorted(queues.items())]
+    lines.extend("  " + line for line in _table(rows, ["QUEUE", "ADMITTED", "PENDING", "EVICTIONS"]))
+    return "\n".join(lines) + "\n"
+
+
 def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]

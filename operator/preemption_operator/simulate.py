@@ -7,10 +7,13 @@ gives the same output.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from .api.meta import format_time
 from .api.v1beta2 import Workload
 from .engine import changes
 from .engine import workload_status as wl_status
@@ -69,23 +72,66 @@ def _with_status(info: WorkloadInfo, new_status: dict[str, Any]) -> Workload:
     return Workload.model_validate(body)
 
 
-def run(objects: list[Any], now: datetime, max_cycles: int = 100, arriving: list[Any] | None = None) -> Simulation:
+PROGRESS_SECONDS = 2.0
+
+
+def input_time(objects: list[Any]) -> datetime:
+    """The default `--now`: the newest time the input names (creation and condition times), so
+    that a scenario written at one moment is run at that moment, not months later; the current
+    time for input that names none."""
+    newest: datetime | None = None
+    for obj in objects:
+        meta = getattr(obj, "metadata", None)
+        times = [getattr(meta, "creation_timestamp", None)]
+        status = getattr(obj, "status", None)
+        times += [getattr(c, "last_transition_time", None) for c in getattr(status, "conditions", None) or []]
+        for moment in times:
+            if isinstance(moment, datetime) and (newest is None or moment > newest):
+                newest = moment
+    return newest if newest is not None else datetime.now(UTC).replace(microsecond=0)
+
+
+def _not_yet(objects: list[Any], now: datetime, sim: Simulation) -> list[Any]:
+    """Workloads created after `now` do not exist yet at that time: they wait, with a warning."""
+    kept = []
+    for obj in objects:
+        created = obj.metadata.creation_timestamp if isinstance(obj, Workload) else None
+        if created is not None and created > now:
+            sim.warnings.append(
+                f"Workload {obj.metadata.namespace}/{obj.metadata.name} is created after --now "
+                f"({format_time(created)} > {format_time(now)}): it waits"
+            )
+            continue
+        kept.append(obj)
+    return kept
+
+
+def run(
+    objects: list[Any],
+    now: datetime,
+    max_cycles: int = 100,
+    arriving: list[Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Simulation:
     """Cycles until nothing changes. `arriving` objects are added after that, and cycles run
     again: the running workloads first, then the ones that arrive (as the examples are applied to
-    a cluster). A first phase that decided nothing is not reported."""
+    a cluster). A first phase that decided nothing is not reported. `progress` is told the cycle
+    and the actions so far, every PROGRESS_SECONDS."""
+    sim = Simulation()
+    objects = _not_yet(objects, now, sim)
+    arriving = _not_yet(arriving or [], now, sim)
     cache = Cache()
     cache.load(objects)
     configurable = ConfigurablePreemption()
     scheduler = Scheduler(extra=configurable.candidates, complete=True)
     state = QueueState()
-    sim = Simulation()
-    last = _settle(cache, scheduler, configurable, state, sim, now, 1, max_cycles)
+    last = _settle(cache, scheduler, configurable, state, sim, now, 1, max_cycles, progress)
     if arriving:
         if not sim.actions and not sim.explanations:
             last = 0
         for obj in arriving:
             cache.upsert(obj)
-        _settle(cache, scheduler, configurable, state, sim, now, last + 1, max_cycles)
+        _settle(cache, scheduler, configurable, state, sim, now, last + 1, max_cycles, progress)
     snapshot = cache.snapshot(now)
     for name, cq in sorted(snapshot.cluster_queues.items()):
         if not cq.active:
@@ -109,10 +155,15 @@ def _settle(
     now: datetime,
     first: int,
     max_cycles: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> int:
     """Cycles from number `first` until nothing changes; returns the last cycle's number."""
     cycle = first
+    shown = time.monotonic()
     for cycle in range(first, first + max_cycles):
+        if progress is not None and time.monotonic() - shown >= PROGRESS_SECONDS:
+            shown = time.monotonic()
+            progress(cycle, len(sim.actions))
         snapshot = cache.snapshot(now)
         configurable.begin_cycle(snapshot)
         parked_before = sum(len(keys) for keys in state.inadmissible.values())
