@@ -1,8 +1,11 @@
-"""Prometheus metrics, named after Kueue's (prefix `preemption_operator_`)."""
+"""Prometheus metrics: Kueue's families under Kueue's names and labels (`kueue_*`, so Kueue's
+dashboards and alerts work unchanged), and this project's own (`preemption_operator_*`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -52,6 +55,12 @@ class Metrics:
             registry=self.registry,
         )
         self.leader = Gauge(f"{prefix}_leader", "1 while this replica holds the lease.", registry=self.registry)
+        self.rule_preemptions = Counter(
+            f"{prefix}_rule_preemptions_total",
+            "Workloads preempted by a PreemptionConfig rule, by config and rule (`<rule>/<selector index>`).",
+            ["preemption_config", "rule"],
+            registry=self.registry,
+        )
         self.failed_writes = Counter(
             f"{prefix}_failed_writes_total",
             "Decisions not written: the API refused or did not answer (failed), or the lease deadline "
@@ -72,6 +81,9 @@ class Metrics:
             registry=self.registry,
         )
         self._queues: set[str] = set()
+        self.replica_role = "standalone"
+        """Kueue's replica_role label: leader, follower, or standalone (no leader election)."""
+        self._kueue()
 
     def request_summary(self) -> str:
         """`PATCH 200: 812, POST 201: 640, ...`: what this process asked of the API server."""
@@ -105,6 +117,155 @@ class Metrics:
 
         registry.register(EventCounters())
 
+    # -- Kueue's families (pkg/metrics/metrics.go of v0.19.2: names, labels, buckets) --------
+
+    def _kueue(self) -> None:
+        wait_buckets = [float(2**i) for i in range(14)]  # Kueue's generateExponentialBuckets(14)
+        cq = ["cluster_queue", "priority_class", "replica_role"]
+        quota = ["cohort", "cluster_queue", "flavor", "resource", "replica_role"]
+        r = self.registry
+        self.k_admitted = Counter(
+            "kueue_admitted_workloads_total",
+            "The total number of admitted workloads per 'cluster_queue'",
+            cq,
+            registry=r,
+        )
+        self.k_reserved = Counter(
+            "kueue_quota_reserved_workloads_total",
+            "The total number of quota reserved workloads per 'cluster_queue'",
+            cq,
+            registry=r,
+        )
+        self.k_admission_wait = Histogram(
+            "kueue_admission_wait_time_seconds",
+            "The time between a workload was created or requeued until admission, per 'cluster_queue'",
+            cq,
+            buckets=wait_buckets,
+            registry=r,
+        )
+        self.k_reserved_wait = Histogram(
+            "kueue_quota_reserved_wait_time_seconds",
+            "The time between a workload was created or requeued until it got quota reservation, per 'cluster_queue'",
+            cq,
+            buckets=wait_buckets,
+            registry=r,
+        )
+        self.k_evicted = Counter(
+            "kueue_evicted_workloads_total",
+            "The number of evicted workloads per 'cluster_queue'",
+            ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"],
+            registry=r,
+        )
+        self.k_preempted = Counter(
+            "kueue_preempted_workloads_total",
+            "The number of preempted workloads per 'preempting_cluster_queue'",
+            ["preempting_cluster_queue", "reason", "replica_role"],
+            registry=r,
+        )
+        self.k_pending = Gauge(
+            "kueue_pending_workloads",
+            "The number of pending workloads, per 'cluster_queue' and 'status' (active or inadmissible)",
+            ["cluster_queue", "status", "replica_role"],
+            registry=r,
+        )
+        self.k_reserving = Gauge(
+            "kueue_reserving_active_workloads",
+            "The number of Workloads that are reserving quota, per 'cluster_queue'",
+            ["cluster_queue", "replica_role"],
+            registry=r,
+        )
+        self.k_admitted_active = Gauge(
+            "kueue_admitted_active_workloads",
+            "The number of admitted Workloads that are active (unsuspended and not finished), per 'cluster_queue'",
+            ["cluster_queue", "replica_role"],
+            registry=r,
+        )
+        self.k_status = Gauge(
+            "kueue_cluster_queue_status",
+            "Reports 'cluster_queue' with its 'status' (with possible values 'pending', 'active' or 'terminated')",
+            ["cluster_queue", "status", "replica_role"],
+            registry=r,
+        )
+        self.k_usage = Gauge(
+            "kueue_cluster_queue_resource_usage", "Reports the cluster_queue's total resource usage", quota, registry=r
+        )
+        self.k_reservation = Gauge(
+            "kueue_cluster_queue_resource_reservation",
+            "Reports the cluster_queue's total resource reservation within all the flavors",
+            quota,
+            registry=r,
+        )
+        self.k_nominal = Gauge(
+            "kueue_cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal quota", quota, registry=r
+        )
+        self.k_borrowing = Gauge(
+            "kueue_cluster_queue_borrowing_limit",
+            "Reports the cluster_queue's resource borrowing limit",
+            quota,
+            registry=r,
+        )
+        self.k_lending = Gauge(
+            "kueue_cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit", quota, registry=r
+        )
+        self._quota_series: set[tuple[str, ...]] = set()
+
+    def admitted_workload(self, cluster_queue: str, priority_class: str, waited_seconds: float) -> None:
+        """An admission written (quota reserved and admitted at once: no admission checks here)."""
+        labels = {"cluster_queue": cluster_queue, "priority_class": priority_class, "replica_role": self.replica_role}
+        self.admitted.labels(cluster_queue=cluster_queue).inc()
+        self.k_admitted.labels(**labels).inc()
+        self.k_reserved.labels(**labels).inc()
+        self.k_admission_wait.labels(**labels).observe(waited_seconds)
+        self.k_reserved_wait.labels(**labels).observe(waited_seconds)
+
+    def preempted_workload(self, preempting_cluster_queue: str, reason: str) -> None:
+        self.preempted.labels(preempting_cluster_queue=preempting_cluster_queue, reason=reason).inc()
+        self.k_preempted.labels(
+            preempting_cluster_queue=preempting_cluster_queue, reason=reason, replica_role=self.replica_role
+        ).inc()
+
+    def evicted_workload(self, cluster_queue: str, reason: str, underlying_cause: str, priority_class: str) -> None:
+        self.evicted.labels(cluster_queue=cluster_queue, reason=reason, underlying_cause=underlying_cause).inc()
+        self.k_evicted.labels(
+            cluster_queue=cluster_queue,
+            reason=reason,
+            underlying_cause=underlying_cause,
+            priority_class=priority_class,
+            replica_role=self.replica_role,
+        ).inc()
+
+    def queue_gauges(self, queues: Iterable[QueueFigures]) -> None:
+        """Kueue's per-ClusterQueue gauges from one snapshot's figures; series of queues, flavors
+        or resources that are gone are removed."""
+        role = self.replica_role
+        seen: set[tuple[str, ...]] = set()
+        for q in queues:
+            self._queues.add(q.name)  # forget_cluster_queues removes its series when it goes
+            for status, value in (("active", q.pending_active), ("inadmissible", q.pending_inadmissible)):
+                self.k_pending.labels(cluster_queue=q.name, status=status, replica_role=role).set(value)
+            self.k_reserving.labels(cluster_queue=q.name, replica_role=role).set(q.reserving)
+            self.k_admitted_active.labels(cluster_queue=q.name, replica_role=role).set(q.reserving)
+            for status in ("pending", "active", "terminated"):
+                self.k_status.labels(cluster_queue=q.name, status=status, replica_role=role).set(
+                    1 if status == q.status else 0
+                )
+            for (flavor, resource), figures in q.resources.items():
+                labels = (q.cohort, q.name, flavor, resource, role)
+                seen.add(labels)
+                used, nominal, borrowing, lending = figures
+                self.k_usage.labels(*labels).set(used)
+                self.k_reservation.labels(*labels).set(used)
+                self.k_nominal.labels(*labels).set(nominal)
+                if borrowing is not None:
+                    self.k_borrowing.labels(*labels).set(borrowing)
+                if lending is not None:
+                    self.k_lending.labels(*labels).set(lending)
+        for gone in self._quota_series - seen:
+            for gauge in (self.k_usage, self.k_reservation, self.k_nominal, self.k_borrowing, self.k_lending):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*gone)
+        self._quota_series = seen
+
     def forget_cluster_queues(self, existing: set[str]) -> None:
         """Removes the series of ClusterQueues that no longer exist, as Kueue does on deletion."""
         for name in self._queues - existing:
@@ -112,4 +273,33 @@ class Metrics:
             self.admitted.remove_by_labels({"cluster_queue": name})
             self.evicted.remove_by_labels({"cluster_queue": name})
             self.preempted.remove_by_labels({"preempting_cluster_queue": name})
+            for family in (
+                self.k_admitted,
+                self.k_reserved,
+                self.k_admission_wait,
+                self.k_reserved_wait,
+                self.k_evicted,
+                self.k_pending,
+                self.k_reserving,
+                self.k_admitted_active,
+                self.k_status,
+            ):
+                family.remove_by_labels({"cluster_queue": name})
+            self.k_preempted.remove_by_labels({"preempting_cluster_queue": name})
         self._queues = set(existing)
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """What Kueue's per-ClusterQueue gauges report, for one ClusterQueue."""
+
+    name: str
+    cohort: str
+    status: str
+    """pending (inactive), active, or terminated."""
+    pending_active: int
+    pending_inadmissible: int
+    reserving: int
+    resources: dict[tuple[str, str], tuple[float, float, float | None, float | None]]
+    """(flavor, resource) -> (used, nominal, borrowing limit, lending limit), in Kueue's units
+    (cpu in cores, memory in bytes)."""

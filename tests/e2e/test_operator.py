@@ -82,6 +82,35 @@ def test_within_cluster_queue_priority(scenario: Scenario, operators: OperatorPo
     assert op.metric(EVICTED, cluster_queue=cq, reason="Preempted", underlying_cause="") == 1
     assert op.metric(LEADER) == 1
     assert op.cycles() > 0
+
+    # Kueue's own families, names and labels: Kueue's dashboards and alerts read them unchanged.
+    role = {"replica_role": "leader"}
+    assert op.metric("kueue_admitted_workloads_total", cluster_queue=cq, priority_class="", **role) == 4
+    assert (
+        op.metric("kueue_preempted_workloads_total", preempting_cluster_queue=cq, reason="InClusterQueue", **role) == 1
+    )
+    assert (
+        op.metric(
+            "kueue_evicted_workloads_total",
+            cluster_queue=cq,
+            reason="Preempted",
+            underlying_cause="",
+            priority_class="",
+            **role,
+        )
+        == 1
+    )
+    quota = {"cohort": "", "cluster_queue": cq, "flavor": scenario.flavor, "resource": "cpu", **role}
+
+    def gauges() -> bool:
+        assert op.metric("kueue_cluster_queue_nominal_quota", **quota) == 6
+        assert op.metric("kueue_cluster_queue_resource_usage", **quota) == 6  # mid, high, incoming
+        assert op.metric("kueue_reserving_active_workloads", cluster_queue=cq, **role) == 3
+        assert op.metric("kueue_pending_workloads", cluster_queue=cq, status="inadmissible", **role) == 1  # low
+        assert op.metric("kueue_cluster_queue_status", cluster_queue=cq, status="active", **role) == 1
+        return True
+
+    wait_until(gauges, what="Kueue's queue gauges", diagnostics=op.tail)
     assert op.stop() == 0, op.tail()
     assert "Traceback" not in op.log(), op.tail()
 

@@ -582,9 +582,16 @@ def test_printer_column_paths() -> None:
 @pytest.mark.parametrize(
     ("kind", "short_name", "scope"),
     [
-        ("Workload", "wl", "Namespaced"),
+        # Kueue v0.19.2's short names (apis/kueue/v1beta2 kubebuilder markers), and ours.
+        ("Workload", "kwl", "Namespaced"),
+        ("Workload", "kueueworkloads", "Namespaced"),
         ("ClusterQueue", "cq", "Cluster"),
         ("LocalQueue", "lq", "Namespaced"),
+        ("LocalQueue", "queues", "Namespaced"),
+        ("Cohort", "co", "Cluster"),
+        ("ResourceFlavor", "rf", "Cluster"),
+        ("Topology", "topo", "Cluster"),
+        ("WorkloadPriorityClass", "wpc", "Cluster"),
         ("PreemptionConfig", "preempcfg", "Cluster"),
     ],
 )

@@ -238,6 +238,7 @@ class Cohort(TopLevel):
         singular="cohort",
         scope="Cluster",
         version=VERSION,
+        short_names=("co",),
         printer_columns=(PrinterColumn("Parent", "string", ".spec.parentName", "Parent cohort"),),
     )
 
@@ -381,6 +382,7 @@ class Topology(TopLevel):
         singular="topology",
         scope="Cluster",
         version=VERSION,
+        short_names=("topo",),
         status_subresource=False,
     )
 
@@ -396,6 +398,7 @@ class WorkloadPriorityClass(TopLevel):
         singular="workloadpriorityclass",
         scope="Cluster",
         version=VERSION,
+        short_names=("wpc",),
         status_subresource=False,
         printer_columns=(PrinterColumn("Value", "integer", ".value", "Value of workloadPriorityClass's Priority"),),
     )
@@ -705,7 +708,7 @@ class Workload(
         singular="workload",
         scope="Namespaced",
         version=VERSION,
-        short_names=("wl",),
+        short_names=("kwl", "kueueworkload", "kueueworkloads"),  # Kueue v0.19's (it dropped wl)
         printer_columns=(
             PrinterColumn("Queue", "string", ".spec.queueName", "Name of the queue this workload was submitted to"),
             PrinterColumn(

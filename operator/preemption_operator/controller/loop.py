@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..api.v1beta2 import Workload
+from ..engine import protection
 from ..engine.cache import Cache
 from ..engine.changes import EVICTED, PREEMPTED, EventNote, StatusChange, status_changes
 from ..engine.configurable import ConfigurablePreemption
@@ -102,6 +103,8 @@ class SchedulingLoop:
         self.heartbeat = time.monotonic()
         """When the loop last completed a pass (a cycle, or a standby's check): liveness reads it."""
         self.pending_queues: set[str] = set()
+        self.parked: dict[str, int] = {}
+        """Pending workloads per ClusterQueue that wait for a change (Kueue's inadmissible)."""
         self.busy = False
         self.writes = WriteQueue(self._write, self._drop, WRITE_PARALLELISM)
         self.statuses_due = asyncio.Event()
@@ -236,6 +239,10 @@ class SchedulingLoop:
         for name in self.pending_queues | set(counts):
             self.metrics.pending.labels(cluster_queue=name).set(counts.get(name, 0))
         self.pending_queues = set(counts)
+        self.parked = {
+            name: sum(1 for wl in queue if wl.key in self.state.inadmissible.get(name, ()))
+            for name, queue in snapshot.pending.items()
+        }
         self.statuses_due.set()
         self.cycles += 1
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
@@ -342,21 +349,21 @@ class SchedulingLoop:
         """Events and metrics for a change that was written."""
         for note in change.events:
             self._event(note, body, change)
+        wl = change.workload
         if change.holds_quota:
-            self.metrics.admitted.labels(cluster_queue=change.cluster_queue).inc()
+            waited = max(0.0, (datetime.now(UTC) - protection.pending_since(wl)).total_seconds())
+            self.metrics.admitted_workload(change.cluster_queue, wl.priority_class_name, waited)
         elif change.action == PREEMPTED:
-            self.metrics.preempted.labels(
-                preempting_cluster_queue=change.preemptor_cluster_queue, reason=change.reason
-            ).inc()
-            self.metrics.evicted.labels(
-                cluster_queue=change.cluster_queue, reason="Preempted", underlying_cause=change.underlying_cause
-            ).inc()
+            self.metrics.preempted_workload(change.preemptor_cluster_queue, change.reason)
+            if change.rule:
+                self.metrics.rule_preemptions.labels(preemption_config=change.underlying_cause, rule=change.rule).inc()
+            self.metrics.evicted_workload(
+                change.cluster_queue, "Preempted", change.underlying_cause, wl.priority_class_name
+            )
             preemptor = change.preemptor.key if change.preemptor is not None else ""
             log.info("preempted %s for %s: %s", change.key, preemptor, change.record.get("message", ""))
         elif change.action == EVICTED:  # not RELEASED: that eviction was counted when it was made
-            self.metrics.evicted.labels(
-                cluster_queue=change.cluster_queue, reason=change.reason, underlying_cause=""
-            ).inc()
+            self.metrics.evicted_workload(change.cluster_queue, change.reason, "", wl.priority_class_name)
 
     def _event(self, note: EventNote, body: dict[str, Any], change: StatusChange) -> None:
         obj = body
@@ -446,6 +453,7 @@ class SchedulingLoop:
                 await self._write_status(*write)
 
         await asyncio.gather(*(bounded(w) for w in changed))
+        self.metrics.queue_gauges(queue_status.queue_figures(snapshot, self.parked))
         self.metrics.forget_cluster_queues(set(snapshot.cluster_queues))
 
     async def _write_status(

@@ -13,6 +13,7 @@ from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..engine.configurable import validate
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
 from ..engine.workload_status import set_condition
+from ..metrics import QueueFigures
 
 
 def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, Any]]:
@@ -133,3 +134,39 @@ def config_users(snapshot: Snapshot) -> dict[str, list[str]]:
         if config:
             users.setdefault(config, []).append(name)
     return users
+
+
+def _kueue_units(resource: str, amount: int | None) -> float | None:
+    """An amount as Kueue's gauges report it (Quantity.AsApproximateFloat64): cpu in cores."""
+    if amount is None:
+        return None
+    return amount / 1000 if resource == "cpu" else float(amount)
+
+
+def queue_figures(snapshot: Snapshot, parked: Mapping[str, int]) -> list[QueueFigures]:
+    """Kueue's per-ClusterQueue gauges, from one snapshot; `parked`: inadmissible per queue."""
+    out = []
+    for name, cq in sorted(snapshot.cluster_queues.items()):
+        pending = len(snapshot.pending.get(name, ()))
+        inadmissible = min(pending, parked.get(name, 0))
+        resources = {
+            (flavor, resource): (
+                _kueue_units(resource, cq.node.usage.get((flavor, resource), 0)) or 0.0,
+                _kueue_units(resource, quota.nominal) or 0.0,
+                _kueue_units(resource, quota.borrowing_limit),
+                _kueue_units(resource, quota.lending_limit),
+            )
+            for (flavor, resource), quota in sorted(cq.node.quotas.items())
+        }
+        out.append(
+            QueueFigures(
+                name=name,
+                cohort=cq.node.parent.name if cq.node.parent is not None else "",
+                status="active" if cq.active else "pending",
+                pending_active=pending - inadmissible,
+                pending_inadmissible=inadmissible,
+                reserving=len(cq.workloads),
+                resources=resources,
+            )
+        )
+    return out

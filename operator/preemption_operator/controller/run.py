@@ -177,9 +177,11 @@ async def operate(
         return time.monotonic() - loop.heartbeat < liveness_seconds and not any(t.done() for t in services)
 
     if elector is not None:
+        metrics.replica_role = "follower"
 
         def changed(now_leading: bool) -> None:
             metrics.leader.set(1 if now_leading else 0)
+            metrics.replica_role = "leader" if now_leading else "follower"
             loop.poke()
             if now_leading and jobs is not None:
                 jobs.resume()

@@ -51,6 +51,8 @@ class StatusChange:
     cluster_queue: str = ""
     reason: str = ""
     underlying_cause: str = ""
+    rule: str = ""
+    """For a preemption by a PreemptionConfig rule: `<rule>/<selector index>`."""
     holds_quota: bool = field(default=False)
     """Whether the change gives the workload quota (an admission): assumed before it is written."""
 
@@ -207,6 +209,7 @@ def preemption(p: Preemption, now: datetime, job_stops: bool = False) -> StatusC
         cluster_queue=victim.cluster_queue or "",
         reason=p.target.reason,
         underlying_cause=cause,
+        rule=p.target.rule.describe() if p.target.rule is not None else "",
     )
 
 
