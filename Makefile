@@ -4,8 +4,9 @@
 test:  ## everything CI checks: lint, types, CRDs, unit and e2e tests
 	hack/test.sh
 
-crds:  ## regenerate crds/ from the API models
+crds:  ## regenerate crds/ (and the Helm chart's copy) from the API models
 	preemption-operator crds
+	preemption-operator crds --output-dir charts/preemption-operator/crds
 
 envtest:  ## build or reuse kube-apiserver, etcd and kubectl; prints their folder
 	hack/setup-envtest.sh

@@ -25,11 +25,24 @@ ruff format --check .
 log "types (mypy --strict)"
 mypy
 
-log "generated CRDs are up to date"
+log "generated CRDs are up to date (crds/ and the Helm chart's)"
 preemption-operator crds --check
+preemption-operator crds --check --output-dir charts/preemption-operator/crds
 
 log "shell scripts (shellcheck, from the test extras)"
 shellcheck hack/*.sh .ci/run benchmarks/kueue-harness/operator/minimalkueue
+
+log "helm (built from its Go module): lint and render the chart"
+if HELM="$(hack/setup-helm.sh)"; then
+  export HELM
+  "$HELM" lint charts/preemption-operator
+  "$HELM" template preemption-operator charts/preemption-operator --include-crds >/dev/null
+elif [ -n "${CI:-}" ]; then
+  echo "could not build helm; the chart cannot be checked" >&2
+  exit 1
+else
+  echo "helm unavailable: the chart checks in tests/e2e will be skipped" >&2
+fi
 
 log "control-plane binaries (kube-apiserver, kube-controller-manager, etcd, kubectl)"
 if assets="$(hack/setup-envtest.sh)"; then

@@ -1,0 +1,3 @@
+{{- define "preemption-operator.labels" -}}
+app.kubernetes.io/name: preemption-operator
+{{- end }}
