@@ -268,3 +268,18 @@ def test_a_live_clusters_unusable_objects_are_left_out_with_a_word() -> None:
         "cluster:clusterqueues: ClusterQueue research: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
         "-4 is negative: it must be zero or more; left out"
     ]
+
+
+def test_a_workload_without_a_name_is_an_error(tmp_path: Path) -> None:
+    workload = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {namespace: ns}
+spec:
+  queueName: main
+  podSets:
+  - {name: main, count: 1, template: {spec: {containers: []}}}
+"""
+    result = simulate(tmp_path, w_yaml=workload)
+    assert result.exit_code == 2
+    assert result.output.strip().endswith("Workload ns/<unnamed>: metadata.name: required: every object needs a name")

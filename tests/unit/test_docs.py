@@ -1,0 +1,51 @@
+"""Issue 15, items 3 and 7: log lines carry a time and a level in both formats; the docs and
+examples point only at files in the repository, and every example command runs from its root."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from preemption_operator import logs
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "examples").rglob("*.md")]
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json"])
+def test_log_lines_carry_a_utc_time_and_a_level(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure(fmt)
+    try:
+        logging.getLogger("preemption_operator.test").warning("something to say")
+    finally:
+        logging.getLogger().handlers.clear()
+    line = capsys.readouterr().err.strip()
+    if fmt == "json":
+        entry = json.loads(line)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["time"]), entry
+        assert entry["level"] == "WARNING" and entry["message"] == "something to say"
+    else:
+        assert re.fullmatch(
+            r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARNING preemption_operator.test: something to say", line
+        )
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_link_only_to_files_in_the_repository(doc: Path) -> None:
+    text = doc.read_text()
+    assert "shared/" not in text and "seed doc" not in text and "reference §" not in text
+    for target in re.findall(r"\]\(([^)#]+)\)", text):
+        if re.match(r"[a-z]+://", target):
+            continue
+        assert (doc.parent / target).exists(), f"{doc.relative_to(ROOT)} links to {target}, which does not exist"
+
+
+@pytest.mark.parametrize("readme", sorted((ROOT / "examples").glob("*/README.md")), ids=lambda p: p.parent.name)
+def test_example_commands_run_from_the_repository_root(readme: Path) -> None:
+    for block in re.findall(r"```sh\n(.*?)```", readme.read_text(), flags=re.S):
+        for path in re.findall(r"-f (\S+\.yaml)", block):
+            assert (ROOT / path).is_file(), f"{readme.parent.name}: {path} is not a path from the repository root"
