@@ -3,6 +3,7 @@ examples point only at files in the repository, and every example command runs f
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -49,3 +50,37 @@ def test_example_commands_run_from_the_repository_root(readme: Path) -> None:
     for block in re.findall(r"```sh\n(.*?)```", readme.read_text(), flags=re.S):
         for path in re.findall(r"-f (\S+\.yaml)", block):
             assert (ROOT / path).is_file(), f"{readme.parent.name}: {path} is not a path from the repository root"
+
+
+def test_setup_installs_nothing_outside_the_project() -> None:
+    """Issue 15, item 6: no apt, no sudo, no machine binaries; pip is upgraded only in the .venv
+    the test script creates itself."""
+    for script in [*(ROOT / "hack").glob("*.sh"), ROOT / "Makefile", ROOT / ".ci" / "run"]:
+        text = script.read_text()
+        for word in ("apt-get", "apt ", "sudo", "systemctl", "/usr/bin/etcd"):
+            assert word not in text, f"{script.relative_to(ROOT)} uses {word!r}"
+    test_sh = (ROOT / "hack" / "test.sh").read_text()
+    upgrade = test_sh.index("--upgrade pip")
+    assert test_sh.rfind("python3 -m venv .venv", 0, upgrade) > test_sh.rfind("fi", 0, upgrade)
+
+
+def test_a_long_simulation_reports_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime
+
+    from preemption_operator import simulate
+    from preemption_operator.manifests import Manifest, parse
+
+    monkeypatch.setattr(simulate, "PROGRESS_SECONDS", 0.0)
+    seen: list[tuple[int, int]] = []
+    objects = parse([Manifest(str(p), d) for p, d in _example("hero-job")])
+    simulate.run(objects, datetime(2026, 1, 1, 12, tzinfo=UTC), progress=lambda c, a: seen.append((c, a)))
+    assert seen and seen[0][0] == 1 and all(b[0] > a[0] for a, b in itertools.pairwise(seen))
+
+
+def _example(name: str) -> list[tuple[Path, dict[str, object]]]:
+    import yaml
+
+    out = []
+    for path in sorted((ROOT / "examples" / name).glob("*.yaml")):
+        out += [(path, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return out
