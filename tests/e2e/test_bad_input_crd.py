@@ -103,7 +103,25 @@ QUOTA_PATH = "spec.resourceGroups[0].flavors[0].resources[0]"
 REQUEST_PATH = "spec.podSets[0].template.spec.containers[0].resources.requests.cpu"
 PATTERN_MISMATCH = "in body should match"  # the server shows the pattern; the engine never does
 
+
+def _uncovered(namespace: str) -> dict[str, Any]:
+    """A quota for gpu where coveredResources says memory (issue 15: refused up front)."""
+    body = cluster_queue()
+    group = body["spec"]["resourceGroups"][0]
+    group["coveredResources"] = ["cpu", "memory"]
+    group["flavors"][0]["resources"].append({"name": "gpu", "nominalQuota": 1})
+    return body
+
+
 REJECTED_BY_SERVER = [
+    pytest.param(
+        _uncovered,
+        [
+            "spec.resourceGroups[0]: Invalid value:",
+            "each flavor's resources must match the name in coveredResources, in order",
+        ],
+        id="quota-for-an-uncovered-resource",
+    ),
     pytest.param(
         _quota(nominal="-3"),
         [f'{QUOTA_PATH}.nominalQuota: Invalid value: "-3"', PATTERN_MISMATCH],

@@ -1266,6 +1266,15 @@ CEL_CASES: dict[str, CelCase] = {
         passing=[B(_group(1)), B(_group(2, covered=2)), B(_group(3, covered=3))],
         breaking=[B(_group(1, covered=2)), B(_group(2, covered=1)), B({"coveredResources": ["cpu"], "flavors": [_group(1)["flavors"][0], _group(2)["flavors"][0] | {"name": "other"}]})],
     ),
+    "self.flavors.all(x, x.resources.map(r, r.name) == self.coveredResources)": CelCase(
+        "each flavor's resources must match the name in coveredResources, in order",
+        passing=[B(_group(1)), B(_group(2, covered=2)), B(_group(3, covered=3))],
+        breaking=[
+            B(_group(1, covered=2)),
+            B({"coveredResources": ["memory", "cpu"], "flavors": _group(2, covered=2)["flavors"]}),  # out of order
+            B({"coveredResources": ["cpu", "memory"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1}, {"name": "gpu", "nominalQuota": 1}]}]}),
+        ],
+    ),
     "!has(self.preference) || (self.whenCanBorrow == 'TryNextFlavor' && self.whenCanPreempt == 'TryNextFlavor')": CelCase(
         "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
         passing=[B({}), B({"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor", "preference": "BorrowingOverPreemption"})],

@@ -79,7 +79,12 @@ class ResourceGroup(
         (
             "self.flavors.all(x, size(x.resources) == size(self.coveredResources))",
             "flavors must have the same number of resources as the coveredResources",
-        )
+        ),
+        # Kueue's webhook rule, here so that kubectl apply refuses it up front.
+        (
+            "self.flavors.all(x, x.resources.map(r, r.name) == self.coveredResources)",
+            "each flavor's resources must match the name in coveredResources, in order",
+        ),
     ),
 ):
     covered_resources: Annotated[list[Name], Field(min_length=1, max_length=64, json_schema_extra=LIST_ATOMIC)]
