@@ -236,6 +236,43 @@ def _progress() -> Any:
     return show
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
+@click.option(
+    "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "info"]),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a finding is at or above this severity.",
+)
+@FROM_CLUSTER
+def lint(paths: tuple[Path, ...], output: str, fail_on: str, from_cluster: bool) -> None:
+    """Check a preemption setup (queues, cohorts, flavors, PreemptionConfigs, priority classes):
+    missing references, unused configs, selectors that do not build, rules keyed on what users
+    can write. Exit 0 (nothing at or above --fail-on), 1 (findings), 2 (bad input).
+
+    Not checked yet: whether rules can flap (evict each other's workloads back and forth)."""
+    import json
+
+    from . import lint as linting
+
+    objects, arriving = _load(paths, [], from_cluster)
+    report = linting.lint([*objects, *arriving])
+    if output == "json":
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        for finding in report.findings:
+            click.echo(f"{finding.severity:<7} {finding.code}: {finding.message} [{', '.join(finding.objects)}]")
+        counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
+        click.echo(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info")
+        click.echo(f"not checked yet: {', '.join(linting.NOT_CHECKED)} (no proof that the setup cannot flap)")
+    if report.at_or_above(fail_on):  # type: ignore[arg-type]
+        sys.exit(1)
+
+
 def _load(paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = False) -> tuple[list[Any], list[Any]]:
     """(objects, objects arriving once the rest settled): exit 2 with the reason when unusable."""
     from . import manifests

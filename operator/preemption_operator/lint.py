@@ -1,0 +1,153 @@
+"""`preemption-operator lint`: findings about a preemption setup (queues, cohorts, flavors,
+PreemptionConfigs and priority classes; not the workloads), pure: objects in, findings out.
+
+Checks so far: references to missing objects, PreemptionConfigs no ClusterQueue uses, selectors
+that do not build, and rules that key on what a namespace user can write. The flapping analysis
+(issue 16) is not done yet, and the output says so: no run of this command is a proof of absence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from .api import v1alpha1, v1beta2
+from .engine.configurable import validate
+from .engine.workload import PRIORITY_BOOST_ANNOTATION
+
+Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error")
+CHECKS = ("MissingReference", "UnusedPreemptionConfig", "InvalidSelector", "UserWritableKey")
+NOT_CHECKED = ("FlappingPair", "FlappingCycle", "UnreachableSelector", "ShadowedRule", "ContradictoryProtection")
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: Severity
+    message: str
+    objects: tuple[str, ...]
+    witness: str | None = None
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, code: str, severity: Severity, message: str, *objects: str) -> None:
+        self.findings.append(Finding(code, severity, message, tuple(objects)))
+
+    def at_or_above(self, severity: Severity) -> list[Finding]:
+        floor = SEVERITIES.index(severity)
+        return [f for f in self.findings if SEVERITIES.index(f.severity) >= floor]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "findings": [{**asdict(f), "objects": list(f.objects)} for f in self.findings],
+            "checks": list(CHECKS),
+            "notChecked": list(NOT_CHECKED),
+            "proof": None,
+        }
+
+
+def lint(objects: Iterable[Any]) -> Report:
+    objects = list(objects)
+    report = Report()
+    by_kind: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        by_kind.setdefault(type(obj).__name__, {})[obj.metadata.name] = obj
+    queues: dict[str, v1beta2.ClusterQueue] = by_kind.get("ClusterQueue", {})
+    configs: dict[str, v1alpha1.PreemptionConfig] = by_kind.get("PreemptionConfig", {})
+    flavors = by_kind.get("ResourceFlavor", {})
+    classes = {("WorkloadPriorityClass", n) for n in by_kind.get("WorkloadPriorityClass", {})} | {
+        ("PriorityClass", n) for n in by_kind.get("PriorityClass", {})
+    }
+    used: set[str] = set()
+    for name, cq in sorted(queues.items()):
+        named = cq.annotation(v1alpha1.PREEMPTION_CONFIG_ANNOTATION)
+        if named:
+            used.add(named)
+            if named not in configs:
+                report.add(
+                    "MissingReference",
+                    "error",
+                    f"ClusterQueue {name} names PreemptionConfig {named}, which does not exist "
+                    f"({v1alpha1.PREEMPTION_CONFIG_ANNOTATION}): only classic preemption applies",
+                    f"ClusterQueue/{name}",
+                )
+        for group in cq.spec.resource_groups or []:
+            for flavor in group.flavors:
+                if flavor.name not in flavors:
+                    report.add(
+                        "MissingReference",
+                        "error",
+                        f"ClusterQueue {name} uses ResourceFlavor {flavor.name}, which does not exist: "
+                        "the queue is inactive",
+                        f"ClusterQueue/{name}",
+                    )
+    for lq in by_kind.get("LocalQueue", {}).values():
+        if lq.spec.cluster_queue not in queues:
+            report.add(
+                "MissingReference",
+                "error",
+                f"LocalQueue {lq.metadata.namespace}/{lq.metadata.name} points at ClusterQueue "
+                f"{lq.spec.cluster_queue}, which does not exist",
+                f"LocalQueue/{lq.metadata.namespace}/{lq.metadata.name}",
+            )
+    for name, config in sorted(configs.items()):
+        where = f"PreemptionConfig/{name}"
+        if name not in used:
+            report.add("UnusedPreemptionConfig", "info", f"no ClusterQueue uses PreemptionConfig {name}", where)
+        for problem in validate(config):
+            report.add("InvalidSelector", "error", problem, where)
+        _user_writable(report, name, config, classes)
+    return report
+
+
+def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig, classes: set[tuple[str, str]]) -> None:
+    where = f"PreemptionConfig/{name}"
+    for rule in (config.spec.rules if config.spec else None) or []:
+        at = f"PreemptionConfig {name} rule {rule.name}"
+        if rule.preemptor_selector is not None:
+            report.add(
+                "UserWritableKey",
+                "warning",
+                f"{at}: preemptorSelector matches Workload (and Job) labels, which any user of a namespace "
+                "can set: a tenant can grant itself this rule. Prefer preemptorPriorityClassSelector or "
+                "attach the config only to ClusterQueues whose namespaceSelector admits trusted namespaces",
+                where,
+            )
+        selector = rule.preemptor_priority_class_selector
+        for class_name in (selector.match_names or []) if selector else []:
+            if not any((kind, class_name) in classes for kind in ("WorkloadPriorityClass", "PriorityClass")):
+                report.add(
+                    "MissingReference",
+                    "warning",
+                    f"{at}: preemptorPriorityClassSelector names {class_name}, which is neither a "
+                    "WorkloadPriorityClass nor a PriorityClass here",
+                    where,
+                )
+        for i, candidate in enumerate(rule.candidate_selectors or []):
+            field_at = f"{at} candidateSelectors[{i}]"
+            keyed = []
+            if candidate.label_selector is not None:
+                keyed.append("labelSelector")
+            if candidate.numeric_labels:
+                keyed.append("numericLabels")
+            if keyed:
+                report.add(
+                    "UserWritableKey",
+                    "warning",
+                    f"{field_at}: {' and '.join(keyed)} read candidate Workload labels, which their owners can "
+                    "change: a tenant can take its workloads out of (or into) the selection. Prefer "
+                    "clusterQueueSelector or priority classes, which admins control",
+                    where,
+                )
+            if candidate.priority is not None and candidate.priority.mode == "Boosted":
+                report.add(
+                    "UserWritableKey",
+                    "warning",
+                    f"{field_at}: priority mode Boosted adds the {PRIORITY_BOOST_ANNOTATION} annotation, "
+                    "which Workload owners can set; mode Base reads only the priority class",
+                    where,
+                )

@@ -1,0 +1,103 @@
+"""Issue 16 (first part): `lint` finds missing references, unused configs, selectors that do not
+build and rules keyed on what namespace users can write; exit codes 0 / 1 / 2; the JSON contract;
+and it says plainly that the flapping analysis is not done yet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from preemption_operator.cli import cli
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+QUEUE = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: research, annotations: {kueue.x-k8s.io/preemption-config-name: CONFIG}}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["cpu"]
+    flavors:
+    - name: default
+      resources:
+      - {name: cpu, nominalQuota: 4}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+"""
+CONFIG = """
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: PreemptionConfig
+metadata: {name: NAME}
+spec:
+  rules:
+  - name: r
+    activationPolicy: {trigger: InsufficientQuota}
+    PREEMPTOR
+    candidateSelectors:
+    - scope: WithinCohortTree
+      priority: {mode: MODE, comparison: LessThan}
+"""
+
+
+def lint(tmp_path: Path, text: str, *args: str) -> Result:
+    (tmp_path / "setup.yaml").write_text(text)
+    return CliRunner().invoke(cli, ["lint", str(tmp_path), *args])
+
+
+def config(name: str, mode: str = "Base", preemptor: str = "") -> str:
+    return CONFIG.replace("NAME", name).replace("MODE", mode).replace("    PREEMPTOR\n", preemptor)
+
+
+def test_the_examples_have_no_errors() -> None:
+    for folder in sorted(p for p in EXAMPLES.iterdir() if p.is_dir()):
+        result = CliRunner().invoke(cli, ["lint", str(folder)])
+        assert result.exit_code == 0, (folder.name, result.output)
+        assert "not checked yet: FlappingPair" in result.output
+
+
+def test_a_missing_config_is_an_error_and_exits_1(tmp_path: Path) -> None:
+    result = lint(tmp_path, QUEUE.replace("CONFIG", "ghost"))
+    assert result.exit_code == 1
+    assert (
+        "error   MissingReference: ClusterQueue research names PreemptionConfig ghost, which does not exist "
+        "(kueue.x-k8s.io/preemption-config-name): only classic preemption applies [ClusterQueue/research]"
+    ) in result.output
+
+
+def test_an_unused_config_is_info_and_fails_only_when_asked(tmp_path: Path) -> None:
+    text = QUEUE.replace("CONFIG", "used") + "---\n" + config("used") + "---\n" + config("spare")
+    result = lint(tmp_path, text)
+    assert result.exit_code == 0, result.output
+    assert "info    UnusedPreemptionConfig: no ClusterQueue uses PreemptionConfig spare" in result.output
+    assert lint(tmp_path, text, "--fail-on", "info").exit_code == 1
+
+
+def test_user_writable_keys_are_warnings(tmp_path: Path) -> None:
+    preemptor = "    preemptorSelector: {matchLabels: {team: hero}}\n"
+    text = QUEUE.replace("CONFIG", "c") + "---\n" + config("c", mode="Boosted", preemptor=preemptor)
+    result = lint(tmp_path, text, "--output", "json")
+    assert result.exit_code == 0
+    findings = json.loads(result.output)["findings"]
+    assert [(f["code"], f["severity"]) for f in findings] == [("UserWritableKey", "warning")] * 2
+    assert "preemptorSelector matches Workload (and Job) labels" in findings[0]["message"]
+    assert "priority mode Boosted adds the kueue.x-k8s.io/priority-boost annotation" in findings[1]["message"]
+    assert lint(tmp_path, text, "--fail-on", "warning").exit_code == 1
+
+
+def test_the_json_contract(tmp_path: Path) -> None:
+    result = lint(tmp_path, QUEUE.replace("CONFIG", "ghost"), "--output", "json")
+    data = json.loads(result.output)
+    assert set(data) == {"findings", "checks", "notChecked", "proof"}
+    assert data["proof"] is None and "FlappingPair" in data["notChecked"]
+    (finding,) = data["findings"]
+    assert set(finding) == {"code", "severity", "message", "objects", "witness"}
+    assert finding["objects"] == ["ClusterQueue/research"] and finding["witness"] is None
+
+
+def test_bad_input_exits_2(tmp_path: Path) -> None:
+    assert lint(tmp_path, "a: [\n").exit_code == 2
