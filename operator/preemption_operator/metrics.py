@@ -218,8 +218,11 @@ class Metrics:
         self.k_admission_wait.labels(**labels).observe(waited_seconds)
         self.k_reserved_wait.labels(**labels).observe(waited_seconds)
 
-    def preempted_workload(self, preempting_cluster_queue: str, reason: str) -> None:
+    def preempted_workload(self, preempting_cluster_queue: str, reason: str, config: str = "", rule: str = "") -> None:
+        """A preemption written; `config` and `rule` name the PreemptionConfig rule that chose it."""
         self.preempted.labels(preempting_cluster_queue=preempting_cluster_queue, reason=reason).inc()
+        if rule:
+            self.rule_preemptions.labels(preemption_config=config, rule=rule).inc()
         self.k_preempted.labels(
             preempting_cluster_queue=preempting_cluster_queue, reason=reason, replica_role=self.replica_role
         ).inc()

@@ -27,7 +27,13 @@ def test_an_admission_counts_in_both_families_with_kueues_labels() -> None:
 
 def test_preemptions_and_evictions_carry_kueues_labels() -> None:
     metrics = Metrics()
-    metrics.preempted_workload("hero", "ConfigurablePreemption")
+    metrics.preempted_workload("hero", "ConfigurablePreemption", "hero-config", "take-lower/0")
+    assert (
+        sample(
+            metrics, "preemption_operator_rule_preemptions_total", preemption_config="hero-config", rule="take-lower/0"
+        )
+        == 1
+    )
     metrics.evicted_workload("team", "Preempted", "hero-config", "low")
     assert (
         sample(

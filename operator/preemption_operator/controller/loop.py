@@ -103,8 +103,6 @@ class SchedulingLoop:
         self.heartbeat = time.monotonic()
         """When the loop last completed a pass (a cycle, or a standby's check): liveness reads it."""
         self.pending_queues: set[str] = set()
-        self.parked: dict[str, int] = {}
-        """Pending workloads per ClusterQueue that wait for a change (Kueue's inadmissible)."""
         self.busy = False
         self.writes = WriteQueue(self._write, self._drop, WRITE_PARALLELISM)
         self.statuses_due = asyncio.Event()
@@ -239,10 +237,6 @@ class SchedulingLoop:
         for name in self.pending_queues | set(counts):
             self.metrics.pending.labels(cluster_queue=name).set(counts.get(name, 0))
         self.pending_queues = set(counts)
-        self.parked = {
-            name: sum(1 for wl in queue if wl.key in self.state.inadmissible.get(name, ()))
-            for name, queue in snapshot.pending.items()
-        }
         self.statuses_due.set()
         self.cycles += 1
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
@@ -354,9 +348,9 @@ class SchedulingLoop:
             waited = max(0.0, (datetime.now(UTC) - protection.pending_since(wl)).total_seconds())
             self.metrics.admitted_workload(change.cluster_queue, wl.priority_class_name, waited)
         elif change.action == PREEMPTED:
-            self.metrics.preempted_workload(change.preemptor_cluster_queue, change.reason)
-            if change.rule:
-                self.metrics.rule_preemptions.labels(preemption_config=change.underlying_cause, rule=change.rule).inc()
+            self.metrics.preempted_workload(
+                change.preemptor_cluster_queue, change.reason, change.underlying_cause, change.rule
+            )
             self.metrics.evicted_workload(
                 change.cluster_queue, "Preempted", change.underlying_cause, wl.priority_class_name
             )
@@ -453,7 +447,7 @@ class SchedulingLoop:
                 await self._write_status(*write)
 
         await asyncio.gather(*(bounded(w) for w in changed))
-        self.metrics.queue_gauges(queue_status.queue_figures(snapshot, self.parked))
+        self.metrics.queue_gauges(queue_status.queue_figures(snapshot, self.state.inadmissible))
         self.metrics.forget_cluster_queues(set(snapshot.cluster_queues))
 
     async def _write_status(

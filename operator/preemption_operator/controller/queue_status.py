@@ -143,12 +143,15 @@ def _kueue_units(resource: str, amount: int | None) -> float | None:
     return amount / 1000 if resource == "cpu" else float(amount)
 
 
-def queue_figures(snapshot: Snapshot, parked: Mapping[str, int]) -> list[QueueFigures]:
-    """Kueue's per-ClusterQueue gauges, from one snapshot; `parked`: inadmissible per queue."""
+def queue_figures(snapshot: Snapshot, parked: Mapping[str, set[str]]) -> list[QueueFigures]:
+    """Kueue's per-ClusterQueue gauges, from one snapshot; `parked`: the workloads each queue
+    keeps aside until something changes (Kueue's inadmissible)."""
     out = []
     for name, cq in sorted(snapshot.cluster_queues.items()):
-        pending = len(snapshot.pending.get(name, ()))
-        inadmissible = min(pending, parked.get(name, 0))
+        queue = snapshot.pending.get(name, ())
+        pending = len(queue)
+        held = parked.get(name, set())
+        inadmissible = sum(1 for wl in queue if wl.key in held) if held else 0
         resources = {
             (flavor, resource): (
                 _kueue_units(resource, cq.node.usage.get((flavor, resource), 0)) or 0.0,
