@@ -313,6 +313,34 @@ def cluster_queue(
     return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": meta, "spec": spec}
 
 
+NO_CLASSIC_PREEMPTION = {
+    "withinClusterQueue": "Never",
+    "reclaimWithinCohort": "Never",
+    "borrowWithinCohort": {"policy": "Never"},
+}
+
+
+def lower_priority_config(name: str, rule: str = "hero-preempt-lower-priority", **activation: str) -> dict[str, Any]:
+    """The specification's hero PreemptionConfig: one rule that, on InsufficientQuota, takes
+    workloads of lower base priority anywhere in the cohort tree."""
+    return {
+        "apiVersion": KUEUE_ALPHA,
+        "kind": "PreemptionConfig",
+        "metadata": {"name": name},
+        "spec": {
+            "rules": [
+                {
+                    "name": rule,
+                    "activationPolicy": {"trigger": "InsufficientQuota", **activation},
+                    "candidateSelectors": [
+                        {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
+                    ],
+                }
+            ]
+        },
+    }
+
+
 def workload(
     name: str,
     namespace: str,

@@ -22,13 +22,14 @@ from .controlplane import CONTROLLER_MANAGER, ControlPlane, ControlPlaneError, _
 from .operator_process import (
     CONFIG_ANNOTATION,
     KUEUE,
-    KUEUE_ALPHA,
+    NO_CLASSIC_PREEMPTION,
     OperatorPool,
     Scenario,
     WorkloadMonitor,
     condition,
     describe_events,
     is_true,
+    lower_priority_config,
     wait_until,
 )
 
@@ -202,26 +203,12 @@ def hero_setup(sc: Scenario) -> tuple[str, str, str, str]:
         priority_class(sc.name("standard"), 1000),
         priority_class(sc.name("hero"), 100000),
         {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}},
-        {
-            "apiVersion": KUEUE_ALPHA,
-            "kind": "PreemptionConfig",
-            "metadata": {"name": config},
-            "spec": {
-                "rules": [
-                    {
-                        "name": "hero-preempt-lower-priority",
-                        "activationPolicy": {"trigger": "InsufficientQuota"},
-                        "candidateSelectors": [
-                            {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
-                        ],
-                    }
-                ]
-            },
-        },
+        lower_priority_config(config),
     )
     team_cq, team = sc.queue("team", 4, cohort=cohort)
-    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "Never"}}
-    hero_cq, hero = sc.queue("hero", 0, cohort=cohort, preemption=never, annotations={CONFIG_ANNOTATION: config})
+    hero_cq, hero = sc.queue(
+        "hero", 0, cohort=cohort, preemption=NO_CLASSIC_PREEMPTION, annotations={CONFIG_ANNOTATION: config}
+    )
     flavor = sc.flavor_object()  # after the queues: sc.queue applies a bare one
     flavor["spec"] = {"nodeLabels": {POOL_LABEL: "batch"}}
     sc.apply(flavor)

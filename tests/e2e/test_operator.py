@@ -20,6 +20,7 @@ from .operator_process import (
     CONFIG_ANNOTATION,
     KUEUE,
     KUEUE_ALPHA,
+    NO_CLASSIC_PREEMPTION,
     TEST_LABEL,
     OperatorPool,
     Scenario,
@@ -29,6 +30,7 @@ from .operator_process import (
     describe_conditions,
     describe_events,
     is_true,
+    lower_priority_config,
     operator_command,
     wait_until,
     within_cluster_queue_priority,
@@ -122,26 +124,12 @@ def test_hero_job_configurable_preemption(scenario: Scenario, operators: Operato
     cohort, config = sc.name("org"), sc.name("hero-config")
     sc.apply(
         {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}},
-        {
-            "apiVersion": KUEUE_ALPHA,
-            "kind": "PreemptionConfig",
-            "metadata": {"name": config},
-            "spec": {
-                "rules": [
-                    {
-                        "name": "hero-preempt-lower-priority",
-                        "activationPolicy": {"trigger": "InsufficientQuota"},
-                        "candidateSelectors": [
-                            {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
-                        ],
-                    }
-                ]
-            },
-        },
+        lower_priority_config(config),
     )
     team_cq, team = sc.queue("team", 4, cohort=cohort)
-    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "Never"}}
-    hero_cq, hero = sc.queue("hero", 0, cohort=cohort, preemption=never, annotations={CONFIG_ANNOTATION: config})
+    hero_cq, hero = sc.queue(
+        "hero", 0, cohort=cohort, preemption=NO_CLASSIC_PREEMPTION, annotations={CONFIG_ANNOTATION: config}
+    )
     op = operators.start()
 
     with WorkloadMonitor(sc.cluster, ns) as monitor:

@@ -14,11 +14,12 @@ from .controlplane import ControlPlane
 from .operator_process import (
     CONFIG_ANNOTATION,
     KUEUE,
-    KUEUE_ALPHA,
+    NO_CLASSIC_PREEMPTION,
     OperatorPool,
     Scenario,
     condition,
     describe_events,
+    lower_priority_config,
     wait_until,
     workload,
 )
@@ -46,25 +47,6 @@ def operators(cluster: ControlPlane, sc: Scenario, tmp_path: Path) -> Iterator[O
         pool.close()
 
 
-def rule_config(name: str, **activation: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_ALPHA,
-        "kind": "PreemptionConfig",
-        "metadata": {"name": name},
-        "spec": {
-            "rules": [
-                {
-                    "name": "take-lower",
-                    "activationPolicy": {"trigger": "InsufficientQuota", **activation},
-                    "candidateSelectors": [
-                        {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
-                    ],
-                }
-            ]
-        },
-    }
-
-
 def told(sc: Scenario, name: str, fragment: str, op: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """Until the workload's pending message and a Warning Event on it both carry `fragment`."""
 
@@ -81,7 +63,6 @@ def told(sc: Scenario, name: str, fragment: str, op: Any) -> tuple[dict[str, Any
 
 def test_a_toleration_a_fence_and_a_skipped_rule_each_say_why(sc: Scenario, operators: OperatorPool) -> None:
     ns = sc.namespace
-    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "Never"}}
     long_running = {
         "apiVersion": KUEUE,
         "kind": "WorkloadPriorityClass",
@@ -97,8 +78,8 @@ def test_a_toleration_a_fence_and_a_skipped_rule_each_say_why(sc: Scenario, oper
     fenced_config, slow_config = sc.name("fenced-rules"), sc.name("slow-rules")
     sc.apply(
         long_running,
-        rule_config(fenced_config),
-        rule_config(slow_config, minTriggerRequiredDuration="1h"),
+        lower_priority_config(fenced_config, rule="take-lower"),
+        lower_priority_config(slow_config, rule="take-lower", minTriggerRequiredDuration="1h"),
         {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": sc.name("org")}, "spec": {}},
         {
             "apiVersion": KUEUE,
@@ -110,9 +91,13 @@ def test_a_toleration_a_fence_and_a_skipped_rule_each_say_why(sc: Scenario, oper
     _, tolerant = sc.queue("tolerant", 2, preemption={"withinClusterQueue": "LowerPriority"})
     _, outside = sc.queue("outside", 2, cohort=sc.name("org"))
     _, inside = sc.queue(
-        "inside", 0, cohort=sc.name("fence"), preemption=never, annotations={CONFIG_ANNOTATION: fenced_config}
+        "inside",
+        0,
+        cohort=sc.name("fence"),
+        preemption=NO_CLASSIC_PREEMPTION,
+        annotations={CONFIG_ANNOTATION: fenced_config},
     )
-    _, slow = sc.queue("slow", 2, preemption=never, annotations={CONFIG_ANNOTATION: slow_config})
+    _, slow = sc.queue("slow", 2, preemption=NO_CLASSIC_PREEMPTION, annotations={CONFIG_ANNOTATION: slow_config})
     op = operators.start()
 
     resident = workload("resident", ns, tolerant, 2, 100)

@@ -25,6 +25,7 @@ from preemption_operator.jobs.reconciler import (
     WriteWorkloadStatus,
     plan,
 )
+from unit.fake_api import merge
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 FLAVORS = {"on-demand": Flavor({"instance-type": "on-demand"}, ({"key": "spot", "operator": "Exists"},))}
@@ -119,19 +120,7 @@ def evicted(
 
 
 def patched(body: dict[str, Any], patches: tuple[JobPatch, ...]) -> dict[str, Any]:
-    """The job after the API applied the merge patches (RFC 7386)."""
-
-    def merge(target: Any, patch: Any) -> Any:
-        if not isinstance(patch, dict):
-            return copy.deepcopy(patch)
-        out = dict(target) if isinstance(target, dict) else {}
-        for key, value in patch.items():
-            if value is None:
-                out.pop(key, None)
-            else:
-                out[key] = merge(out.get(key), value)
-        return out
-
+    """The job after the API applied the merge patches (RFC 7386, as the FakeApi applies them)."""
     out = copy.deepcopy(body)
     for patch in patches:
         out = merge(out, dict(patch.body))
