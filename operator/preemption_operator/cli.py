@@ -248,27 +248,34 @@ def _progress() -> Any:
     show_default=True,
     help="Exit 1 when a finding is at or above this severity.",
 )
+@click.option(
+    "--witness",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Write each flap found as simulate input (its states, in order) into this folder.",
+)
 @FROM_CLUSTER
-def lint(paths: tuple[Path, ...], output: str, fail_on: str, from_cluster: bool) -> None:
+def lint(paths: tuple[Path, ...], output: str, fail_on: str, witness: Path | None, from_cluster: bool) -> None:
     """Check a preemption setup (queues, cohorts, flavors, PreemptionConfigs, priority classes):
+    workloads that can evict each other forever (with a witness, or a proof that none can),
     missing references, unused configs, selectors that do not build, rules keyed on what users
-    can write. Exit 0 (nothing at or above --fail-on), 1 (findings), 2 (bad input).
-
-    Not checked yet: whether rules can flap (evict each other's workloads back and forth)."""
+    can write. Exit 0 (nothing at or above --fail-on), 1 (findings), 2 (bad input)."""
     import json
 
     from . import lint as linting
 
     objects, arriving = _load(paths, [], from_cluster)
-    report = linting.lint([*objects, *arriving])
+    report = linting.lint([*objects, *arriving], witness)
     if output == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         for finding in report.findings:
             click.echo(f"{finding.severity:<7} {finding.code}: {finding.message} [{', '.join(finding.objects)}]")
+            if finding.witness:
+                click.echo(f"        witness: {finding.witness}")
         counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
         click.echo(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info")
-        click.echo(f"not checked yet: {', '.join(linting.NOT_CHECKED)} (no proof that the setup cannot flap)")
+        click.echo(linting.proof_summary(report.proof))
+        click.echo(f"not checked yet: {', '.join(linting.NOT_CHECKED)}")
     if report.at_or_above(fail_on):  # type: ignore[arg-type]
         sys.exit(1)
 

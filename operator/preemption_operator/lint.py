@@ -1,24 +1,34 @@
 """`preemption-operator lint`: findings about a preemption setup (queues, cohorts, flavors,
 PreemptionConfigs and priority classes; not the workloads), pure: objects in, findings out.
 
-Checks so far: references to missing objects, PreemptionConfigs no ClusterQueue uses, selectors
-that do not build, and rules that key on what a namespace user can write. The flapping analysis
-(issue 16) is not done yet, and the output says so: no run of this command is a proof of absence."""
+Checks: references to missing objects, PreemptionConfigs no ClusterQueue uses, selectors that do
+not build, rules that key on what a namespace user can write, and pairs of workloads that evict
+each other in turn (flapping.py: each one found by the scheduler itself, with the objects that
+reproduce it; when none is found, what was quantified over is the proof)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+from . import flapping
 from .api import v1alpha1, v1beta2
 from .engine.configurable import validate
 from .engine.workload import PRIORITY_BOOST_ANNOTATION
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error")
-CHECKS = ("MissingReference", "UnusedPreemptionConfig", "InvalidSelector", "UserWritableKey")
-NOT_CHECKED = ("FlappingPair", "FlappingCycle", "UnreachableSelector", "ShadowedRule", "ContradictoryProtection")
+CHECKS = (
+    "MissingReference",
+    "UnusedPreemptionConfig",
+    "InvalidSelector",
+    "UserWritableKey",
+    "FlappingPair",
+    "FlappingCycle",
+)
+NOT_CHECKED = ("UnreachableSelector", "ShadowedRule", "ContradictoryProtection")
 
 
 @dataclass(frozen=True)
@@ -34,8 +44,10 @@ class Finding:
 class Report:
     findings: list[Finding] = field(default_factory=list)
 
-    def add(self, code: str, severity: Severity, message: str, *objects: str) -> None:
-        self.findings.append(Finding(code, severity, message, tuple(objects)))
+    proof: dict[str, Any] | None = None
+
+    def add(self, code: str, severity: Severity, message: str, *objects: str, witness: str | None = None) -> None:
+        self.findings.append(Finding(code, severity, message, tuple(objects), witness))
 
     def at_or_above(self, severity: Severity) -> list[Finding]:
         floor = SEVERITIES.index(severity)
@@ -46,11 +58,11 @@ class Report:
             "findings": [{**asdict(f), "objects": list(f.objects)} for f in self.findings],
             "checks": list(CHECKS),
             "notChecked": list(NOT_CHECKED),
-            "proof": None,
+            "proof": self.proof,
         }
 
 
-def lint(objects: Iterable[Any]) -> Report:
+def lint(objects: Iterable[Any], witness: Path | None = None) -> Report:
     objects = list(objects)
     report = Report()
     by_kind: dict[str, dict[str, Any]] = {}
@@ -101,7 +113,28 @@ def lint(objects: Iterable[Any]) -> Report:
         for problem in validate(config):
             report.add("InvalidSelector", "error", problem, where)
         _user_writable(report, name, config, classes)
+    _flapping(report, objects, witness)
     return report
+
+
+def _flapping(report: Report, objects: list[Any], witness: Path | None) -> None:
+    result = flapping.analyse(objects)
+    for n, flap in enumerate(result.flaps, start=1):
+        path = str(flapping.write_witness(flap, witness, n)) if witness is not None else None
+        report.add(flap.code, "error", flap_message(flap), *flap.objects, witness=path)
+    report.proof = result.proof
+
+
+def flap_message(flap: flapping.Flap) -> str:
+    letters = "ABC"[: len(flap.shapes)]
+    who = "; ".join(f"{letter}: {shape.describe()}" for letter, shape in zip(letters, flap.shapes, strict=True))
+    steps = ", then ".join(
+        f"{letters[i]} evicts {letters[(i + 1) % len(letters)]} ({reason})" for i, reason in enumerate(flap.reasons)
+    )
+    return (
+        f"{who}. {steps}, and the loop starts again: they can evict each other forever. Make the rules "
+        "asymmetric (a strict priority comparison, preemptorQuota: WithinNominalQuota, a quota selector)"
+    )
 
 
 def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig, classes: set[tuple[str, str]]) -> None:
@@ -151,3 +184,31 @@ def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig,
                     "which Workload owners can set; mode Base reads only the priority class",
                     where,
                 )
+
+
+def proof_summary(proof: dict[str, Any] | None) -> str:
+    """The proof in a few lines: what was quantified over, and the verdict."""
+    if proof is None:
+        return "flapping: not analysed"
+    labels = "; ".join(f"{k}: {', '.join(v)}" for k, v in proof["labels"].items()) or "none read by the rules"
+    lines = [
+        "flapping: "
+        + (
+            "no two or three workloads can evict each other in turn (proof below)"
+            if proof["flapFree"]
+            else "see the Flapping findings"
+            if not proof["skipped"]
+            else "not proven: " + "; ".join(proof["skipped"])
+        ),
+        f"  quantified over: {proof['clusterQueues']} ClusterQueue(s); priority classes: "
+        + (", ".join(proof["priorityClasses"]) or "none")
+        + f"; effective priorities {proof['effectivePriorities'][0]}..{proof['effectivePriorities'][-1]} "
+        f"({len(proof['effectivePriorities'])} values); labels: {labels}",
+        f"  quota: {proof['quotaStates']}",
+        f"  time: {proof['time']}",
+        f"  {proof['shapes']} workload shapes, {proof['shapePairs']} pairs in {proof['queuePairs']} queue pair(s), "
+        f"{proof['shapePairsKeptByFilter']} kept by the filter; {proof['queueTriples']} queue triple(s), "
+        f"{proof['shapeTriplesKeptByFilter']} shape triples kept; {proof['engineCycles']} scheduling cycles run",
+        f"  not modelled: {', '.join(proof['notModelled'])}",
+    ]
+    return "\n".join(lines)

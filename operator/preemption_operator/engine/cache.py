@@ -363,6 +363,11 @@ class Cache:
         ):
             self._tas = None
 
+    @property
+    def priority_classes(self) -> dict[tuple[str, str], PriorityClassInfo]:
+        """WorkloadPriorityClasses and PriorityClasses by (kind, name)."""
+        return self._priority_classes
+
     def _collect_priority_classes(self) -> dict[tuple[str, str], PriorityClassInfo]:
         classes: dict[tuple[str, str], PriorityClassInfo] = {}
         for wpc in self.objects["WorkloadPriorityClass"].values():

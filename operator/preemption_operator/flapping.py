@@ -1,0 +1,969 @@
+"""Flapping analysis for `lint`: can workloads evict each other in turn, forever?
+
+A flap is a state that comes back. Two workloads A and B flap when, with everything else held
+still, A (pending) evicts B (running) and then B (requeued) evicts A: the cluster is where it
+started. A cycle A -> B -> C -> A does the same with three workloads.
+
+The engine is the semantics. Every flap reported is one the scheduler itself decided, in each
+state of the loop, on concrete objects, and those objects are the witness. When none is found,
+the finite set of states tried is the proof:
+
+- Workload shapes: each ClusterQueue; each priority class, and none; every effective priority
+  that orders differently against the values the setup names (class values, thresholds,
+  toleration minimums: each value and two on either side; the priority-boost annotation reaches
+  any of them); every combination of the label values the rules read (each value a selector
+  names, one other value, absent; for numeric labels the bounds and fallbacks and two on either
+  side). Any workload passes exactly the tests that one of these shapes passes.
+- Quota: the contested capacity full (the pending workload does not fit without an eviction);
+  the rest of each cohort tree at nominal or empty; each involved queue at, one unit under and
+  one unit over its nominal quota (the other taking what is left), where the unit is the greatest
+  common divisor of the tree's quotas, so no quota boundary falls between two tried states.
+- Time: every duration the setup names has passed (a flap that waits for a window is still a
+  flap) and, when a selector bounds execution time from above or compares times, also a victim
+  that has only just started; both creation orders.
+
+Before the engine, a symbolic filter drops what cannot flap: for workload kinds (shape minus
+priority) it computes which priority relations let A preempt B, given whether each queue is
+within its nominal quota with its own workload admitted (an exchange of the workloads of two
+different queues does not change that), and keeps a pair only if some priorities let each
+preempt the other. Each of its tests is weaker than the engine's, so it never drops a real flap;
+the property tests compare the whole analysis with brute force over raw values.
+
+Not modelled: topology (TAS) placement, admission checks, multi-pod-set workloads, and flavors
+after the first for the contested resource.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .api import v1alpha1, v1beta2
+from .api.meta import LabelSelector, format_time
+from .api.objects import parse_object
+from .api.quantity import format_amount
+from .engine import protection
+from .engine.cache import Cache
+from .engine.configurable import (
+    BuildError,
+    ConfigurablePreemption,
+    build_selector,
+    compare,
+    in_scope,
+    parse_int32,
+    rule_applies,
+)
+from .engine.quota import FlavorResource, QuotaNode
+from .engine.scheduler import QueueState, Scheduler
+from .engine.snapshot import ClusterQueueInfo, Snapshot
+from .engine.workload import PRIORITY_BOOST_ANNOTATION, WorkloadInfo, build_info
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+"""The moment every check runs at (fixed, so that a witness reproduces)."""
+SETUP_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "PreemptionConfig", "WorkloadPriorityClass", "PriorityClass")
+FILLER_OPT_OUT = {protection.ALLOW_PREEMPTION: "false"}
+"""Fillers are last-resort victims, so the only victim a search needs is the workload under test."""
+MAX_SHAPES_PER_QUEUE = 20_000
+MAX_TRIPLE_CHECKS = 50_000
+"""Engine checks of three-workload cycles; past it, the proof says cycles were not proven absent."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A workload as the rules tell workloads apart, its effective priority aside."""
+
+    cluster_queue: str
+    priority_class: tuple[str, str] | None
+    """(kind, name) of its priority class; None for none."""
+    labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A kind with an effective priority (the class's value plus the priority-boost annotation)."""
+
+    kind: Kind
+    priority: int
+
+    @property
+    def cluster_queue(self) -> str:
+        return self.kind.cluster_queue
+
+    @property
+    def priority_class(self) -> tuple[str, str] | None:
+        return self.kind.priority_class
+
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]:
+        return self.kind.labels
+
+    def describe(self) -> str:
+        parts = [f"priority {self.priority}"]
+        if self.priority_class:
+            parts.append(f"class {self.priority_class[1]}")
+        if self.labels:
+            parts.append("labels " + ",".join(f"{k}={v}" for k, v in self.labels))
+        return f"a workload of ClusterQueue {self.cluster_queue} ({'; '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Which workload of the loop is older, and whether the running ones have just started."""
+
+    order: tuple[int, ...]
+    """Creation order: indexes into the loop's workloads, oldest first."""
+    fresh: bool
+
+
+@dataclass(frozen=True)
+class Levels:
+    """Filler usage of each queue of the tree, by name (in the resource's integer amounts)."""
+
+    fill: tuple[tuple[str, int], ...]
+    donors_full: bool
+    """The queues of the tree not under test are at nominal (else empty)."""
+
+
+@dataclass
+class Flap:
+    shapes: tuple[Shape, ...]
+    """The first evicts the second, the second the third (or the first, for a pair), ..."""
+    reasons: tuple[str, ...]
+    """The engine's reason for each eviction, in order."""
+    states: list[list[Any]]
+    """The objects of each state of the loop, in order; each leads to the next, the last to the first."""
+    objects: tuple[str, ...]
+
+    @property
+    def code(self) -> str:
+        return "FlappingPair" if len(self.shapes) == 2 else "FlappingCycle"
+
+
+@dataclass
+class Result:
+    flaps: list[Flap] = field(default_factory=list)
+    proof: dict[str, Any] = field(default_factory=dict)
+
+
+# -- the setup ------------------------------------------------------------------------------------
+
+
+def _kind(obj: Any) -> str:
+    return type(obj).__name__
+
+
+def _satisfying_labels(selector: LabelSelector | None) -> dict[str, str] | None:
+    """Labels a namespace needs to match the selector; None when no labels can (or unset, which
+    matches nothing in Kueue)."""
+    if selector is None:
+        return None
+    labels = dict(selector.match_labels or {})
+    for req in selector.match_expressions or []:
+        if req.operator == "In":
+            if not req.values:
+                return None
+            labels.setdefault(req.key, req.values[0])
+        elif req.operator == "Exists":
+            labels.setdefault(req.key, "lint")
+        elif req.operator == "NotIn" and labels.get(req.key) in (req.values or []):
+            return None
+    return labels
+
+
+class Setup:
+    """The parts of the input that decide preemption, parsed once, plus the generated objects the
+    checks share (namespaces, LocalQueues)."""
+
+    def __init__(self, objects: Iterable[Any]) -> None:
+        self.base = [o for o in objects if _kind(o) in SETUP_KINDS]
+        cache = Cache()
+        cache.load(self.base)
+        self.snapshot: Snapshot = cache.snapshot(NOW)
+        self.queues: dict[str, ClusterQueueInfo] = dict(self.snapshot.cluster_queues)
+        self.classes: dict[tuple[str, str], int] = {}
+        self.class_annotations: dict[tuple[str, str], dict[str, str]] = {}
+        for obj in self.base:
+            if _kind(obj) in ("WorkloadPriorityClass", "PriorityClass"):
+                key = (_kind(obj), obj.metadata.name)
+                self.classes[key] = obj.value
+                self.class_annotations[key] = dict(obj.metadata.annotations or {})
+        self.configs: dict[str, v1alpha1.PreemptionConfig] = {
+            o.metadata.name: o for o in self.base if isinstance(o, v1alpha1.PreemptionConfig)
+        }
+        raw_cqs = {o.metadata.name: o for o in self.base if isinstance(o, v1beta2.ClusterQueue)}
+        self.namespace_of: dict[str, str] = {}
+        namespaces: dict[str, dict[str, str]] = {}
+        for name, cq in sorted(raw_cqs.items()):
+            info = self.queues.get(name)
+            if info is None or not info.active:
+                continue
+            labels = _satisfying_labels(cq.spec.namespace_selector)
+            if labels is None:
+                continue
+            pinned = labels.get("kubernetes.io/metadata.name")
+            ns = pinned or f"lint-{name}"
+            labels["kubernetes.io/metadata.name"] = ns
+            merged = {**namespaces.get(ns, {}), **labels}
+            if not info.namespace_selector.matches(merged):
+                continue
+            namespaces[ns] = merged
+            self.namespace_of[name] = ns
+        self.generated: list[Any] = []
+        for ns, labels in sorted(namespaces.items()):
+            self.generated.append(
+                parse_object(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": ns, "labels": labels, "creationTimestamp": format_time(NOW)},
+                    }
+                )
+            )
+        for queue, ns in sorted(self.namespace_of.items()):
+            self.generated.append(
+                parse_object(
+                    {
+                        "apiVersion": "kueue.x-k8s.io/v1beta2",
+                        "kind": "LocalQueue",
+                        "metadata": {"name": f"lint-{queue}", "namespace": ns},
+                        "spec": {"clusterQueue": queue},
+                    }
+                )
+            )
+        self.long = timedelta(hours=1) + max(self._durations(), default=timedelta(0))
+        self.fresh_matters = self._fresh_matters()
+
+    # Everything the analysis quantifies over is read from the setup here.
+
+    def _durations(self) -> Iterator[timedelta]:
+        for config in self.configs.values():
+            for rule in config.rules:
+                texts: list[str | None] = [rule.activation_policy.min_trigger_required_duration]
+                for spec in rule.candidate_selectors or []:
+                    texts += [
+                        spec.min_execution_duration,
+                        spec.max_execution_duration,
+                        spec.min_time_from_creation_duration,
+                        spec.max_time_from_creation_duration,
+                    ]
+                for text in texts:
+                    value = protection.parse_duration(text) if text else None
+                    if value is not None:
+                        yield value
+        for notes in self.class_annotations.values():
+            for prefix in protection.TOLERATION_PREFIXES:
+                seconds = parse_int32(notes.get(prefix + protection.TOLERATION_SECONDS))
+                if seconds is not None and seconds > 0:
+                    yield timedelta(seconds=seconds)
+        for cq in self.queues.values():
+            for node in (cq.node, *cq.node.path_to_root()):
+                delay = node.annotations.get(protection.DELAY_ANNOTATION)
+                parsed = protection.parse_duration(delay) if delay else None
+                if parsed is not None:
+                    yield parsed
+
+    def _fresh_matters(self) -> bool:
+        for config in self.configs.values():
+            for rule in config.rules:
+                for spec in rule.candidate_selectors or []:
+                    if spec.max_execution_duration or spec.max_time_from_creation_duration:
+                        return True
+                    if spec.execution_time_relation or spec.time_from_creation_relation:
+                        return True
+        return False
+
+    @functools.cache  # noqa: B019 - one Setup per analysis
+    def priorities(self) -> list[int]:
+        """Every effective priority that compares differently against the values the setup names."""
+        values = {0, *self.classes.values()}
+        for cq in self.queues.values():
+            borrow = cq.preemption.borrow_within_cohort
+            if borrow is not None and borrow.max_priority_threshold is not None:
+                values.add(borrow.max_priority_threshold)
+        for notes in self.class_annotations.values():
+            for prefix in protection.TOLERATION_PREFIXES:
+                minimum = parse_int32(notes.get(prefix + protection.MIN_PREEMPTABLE))
+                if minimum is not None:
+                    values.add(minimum)
+        reps = {v + d for v in values for d in (-2, -1, 0, 1, 2)}
+        return sorted(p for p in reps if -(2**31) <= p < 2**31)
+
+    @functools.cache  # noqa: B019 - one Setup per analysis
+    def label_values(self) -> dict[str, list[str | None]]:
+        """Per label key the rules read, the values that tell workloads apart (None: absent)."""
+        named: dict[str, set[str]] = {}
+        numeric: dict[str, set[int]] = {}
+
+        def selector(sel: LabelSelector | None) -> None:
+            if sel is None:
+                return
+            for key, value in (sel.match_labels or {}).items():
+                named.setdefault(key, set()).add(value)
+            for req in sel.match_expressions or []:
+                named.setdefault(req.key, set()).update(req.values or [])
+
+        for config in self.configs.values():
+            for rule in config.rules:
+                selector(rule.preemptor_selector)
+                for spec in rule.candidate_selectors or []:
+                    selector(spec.label_selector)
+                    for constraint in spec.numeric_labels or []:
+                        bounds = numeric.setdefault(constraint.key, set())
+                        for v in (constraint.min_value, constraint.max_value, constraint.fallback_value):
+                            if v is not None:
+                                bounds.add(v)
+        values: dict[str, list[str | None]] = {}
+        for key in sorted(set(named) | set(numeric)):
+            texts: set[str] = set(named.get(key, set()))
+            if key in numeric:
+                points = numeric[key] or {0}
+                texts |= {str(v + d) for v in points for d in (-2, -1, 0, 1, 2)}
+            else:
+                texts.add(_other(texts))
+            ordered: list[str | None] = [None, *sorted(texts, key=_numeric_first)]
+            values[key] = ordered
+        return values
+
+    # -- kinds --
+
+    def kinds(self, cq: str) -> list[Kind]:
+        """The workloads of a queue as the rules tell them apart, priority aside."""
+        # Labels read by any config count: rules of other queues select this queue's workloads.
+        label_values = self.label_values()
+        combos = list(itertools.product(*label_values.values())) if label_values else [()]
+        keys = list(label_values)
+        klasses: list[tuple[str, str] | None] = [*sorted(self.classes), None]
+        count = len(klasses) * len(combos)
+        if count * len(self.priorities()) > MAX_SHAPES_PER_QUEUE:
+            raise TooManyShapes(cq, count * len(self.priorities()))
+        return [
+            Kind(cq, klass, tuple((k, v) for k, v in zip(keys, combo, strict=True) if v is not None))
+            for klass in klasses
+            for combo in combos
+        ]
+
+    def priorities_of(self, kind: Kind) -> list[int]:
+        """The kind's effective priorities, unboosted first (the first witness found is then the
+        least surprising)."""
+        base = self.base_priority(kind)
+        return sorted(self.priorities(), key=lambda p: (abs(p - base), p))
+
+    def base_priority(self, kind: Kind) -> int:
+        return self.classes[kind.priority_class] if kind.priority_class is not None else 0
+
+
+class TooManyShapes(Exception):
+    def __init__(self, cq: str, count: int) -> None:
+        super().__init__(f"ClusterQueue {cq}: {count} workload shapes, more than {MAX_SHAPES_PER_QUEUE}")
+        self.count = count
+
+
+def _other(values: set[str]) -> str:
+    candidate = "other"
+    while candidate in values:
+        candidate += "-"
+    return candidate
+
+
+def _numeric_first(text: str) -> tuple[int, int, str]:
+    number = parse_int32(text)
+    return (0, number, "") if number is not None else (1, 0, text)
+
+
+# -- objects for one state ------------------------------------------------------------------------
+
+
+def _contested(a: ClusterQueueInfo, b: ClusterQueueInfo) -> FlavorResource | None:
+    """The flavor-resource the two queues contend for: the first resource of A's first group in
+    its first flavor, when B's first flavor for that resource is the same."""
+    if a.node.root() is not b.node.root() or not a.resource_groups:
+        return None
+    group = a.resource_groups[0]
+    if not group.covered_resources or not group.flavors:
+        return None
+    resource, flavor = group.covered_resources[0], group.flavors[0]
+    other = b.group_for(resource)
+    if other is None or not other.flavors or other.flavors[0] != flavor:
+        return None
+    return (flavor, resource)
+
+
+def _unit(root: QuotaNode, fr: FlavorResource) -> int:
+    values = []
+    for node in _nodes(root):
+        quota = node.quotas.get(fr)
+        if quota is not None:
+            values += [v for v in (quota.nominal, quota.borrowing_limit, quota.lending_limit) if v]
+    return math.gcd(*values) if values else 1
+
+
+def _nodes(root: QuotaNode) -> Iterator[QuotaNode]:
+    yield root
+    for child in root.child_cohorts:
+        yield from _nodes(child)
+    yield from root.child_cluster_queues
+
+
+class Objects:
+    """Builds (and reuses) the objects of the states the engine is asked about."""
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self._made: dict[Any, Any] = {}
+        self.t0 = NOW - setup.long - timedelta(minutes=1)
+        """The older workload of a pair is created then; the other a second later."""
+
+    def workload(
+        self, shape: Shape, name: str, fr: FlavorResource, amount: int, created: datetime, since: datetime | None
+    ) -> Any:
+        """A workload of the shape requesting `amount` of the contested resource; running (its
+        quota reserved at `since`) or pending (since None)."""
+        key = (shape, name, fr, amount, created, since)
+        if key not in self._made:
+            base = self.setup.base_priority(shape.kind)
+            meta: dict[str, Any] = {
+                "name": name,
+                "namespace": self.setup.namespace_of[shape.cluster_queue],
+                "creationTimestamp": format_time(created),
+            }
+            if shape.labels:
+                meta["labels"] = dict(shape.labels)
+            if shape.priority != base:
+                meta["annotations"] = {PRIORITY_BOOST_ANNOTATION: str(shape.priority - base)}
+            spec: dict[str, Any] = {"queueName": f"lint-{shape.cluster_queue}", "podSets": [_pod_set(fr[1], amount)]}
+            if shape.priority_class is not None:
+                kind, klass = shape.priority_class
+                group = "kueue.x-k8s.io" if kind == "WorkloadPriorityClass" else "scheduling.k8s.io"
+                spec["priorityClassRef"] = {"group": group, "kind": kind, "name": klass}
+                if kind == "PriorityClass":
+                    spec["priority"] = base
+            body: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta}
+            body["spec"] = spec
+            if since is not None:
+                body["status"] = _admitted(shape.cluster_queue, fr, amount, since)
+            self._made[key] = parse_object(body)
+        return self._made[key]
+
+    def filler(self, cq: str, fr: FlavorResource, amount: int) -> Any:
+        """Quota held by a workload that is no one's preferred victim (opted out, top priority)."""
+        key = ("filler", cq, fr, amount)
+        if key not in self._made:
+            since = self.t0 - timedelta(minutes=1)
+            body = {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {
+                    "name": f"filler-{cq}",
+                    "namespace": self.setup.namespace_of[cq],
+                    "creationTimestamp": format_time(since),
+                    "annotations": dict(FILLER_OPT_OUT),
+                },
+                "spec": {
+                    "queueName": f"lint-{cq}",
+                    "priority": 2**31 - 1,
+                    "podSets": [_pod_set(fr[1], amount)],
+                },
+                "status": _admitted(cq, fr, amount, since),
+            }
+            self._made[key] = parse_object(body)
+        return self._made[key]
+
+    def fillers(self, fr: FlavorResource, levels: Levels) -> list[Any]:
+        return [self.filler(cq, fr, amount) for cq, amount in levels.fill if amount > 0]
+
+    def state(self, fr: FlavorResource, levels: Levels, workloads: list[Any]) -> list[Any]:
+        return [*self.setup.base, *self.setup.generated, *self.fillers(fr, levels), *workloads]
+
+
+def _pod_set(resource: str, amount: int) -> dict[str, Any]:
+    requests = {"requests": {resource: format_amount(resource, amount)}}
+    container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": requests}
+    return {"name": "main", "count": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
+
+
+def _admitted(cq: str, fr: FlavorResource, amount: int, since: datetime) -> dict[str, Any]:
+    at = format_time(since)
+    usage = {fr[1]: format_amount(fr[1], amount)}
+    return {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "True",
+                "reason": "QuotaReserved",
+                "message": f"Quota reserved in ClusterQueue {cq}",
+                "lastTransitionTime": at,
+            },
+            {
+                "type": "Admitted",
+                "status": "True",
+                "reason": "Admitted",
+                "message": "The workload is admitted",
+                "lastTransitionTime": at,
+            },
+        ],
+        "admission": {
+            "clusterQueue": cq,
+            "podSetAssignments": [{"name": "main", "flavors": {fr[1]: fr[0]}, "resourceUsage": usage, "count": 1}],
+        },
+    }
+
+
+def evicts(objects: list[Any], preemptor: str, victim: str, fr: FlavorResource) -> str | None:
+    """One scheduling cycle over the objects: why the preemptor evicts the victim, or None (also
+    when the state is one the scheduler never makes: a queue or cohort over its limits)."""
+    cache = Cache()
+    cache.load(objects)
+    snapshot = cache.snapshot(NOW)
+    for cq in snapshot.cluster_queues.values():
+        if cq.node._available(fr) < 0:
+            return None
+    configurable = ConfigurablePreemption()
+    configurable.begin_cycle(snapshot)
+    result = Scheduler(extra=configurable.candidates).cycle(snapshot, QueueState())
+    for preemption in result.preempted:
+        if preemption.victim.key == victim and preemption.preemptor.key == preemptor:
+            target = preemption.target
+            if target.rule is not None:
+                return f"{target.reason}, PreemptionConfig {target.rule.config} rule {target.rule.describe()}"
+            return target.reason
+    return None
+
+
+# -- the symbolic filter --------------------------------------------------------------------------
+
+Relation = tuple[str | None, int | None]
+"""(comparison, threshold): the candidate's effective priority `<comparison>` the preemptor's
+(None: any) and, with a threshold, at most it. The comparison NewerEqual is Kueue's
+LowerOrNewerEqualPriority: lower, or equal and created later."""
+ANY: Relation = (None, None)
+NEWER_EQUAL = "NewerEqual"
+_CLASSIC = {"LowerPriority": "LessThan", "LowerOrNewerEqualPriority": NEWER_EQUAL}
+
+
+def holds(relations: frozenset[Relation], preemptor: int, candidate: int, newer: bool = True) -> bool:
+    """Whether some relation lets the preemptor take the candidate; `newer`: the candidate was
+    created after the preemptor (True when the creation order is not chosen yet)."""
+    for op, threshold in relations:
+        if op == NEWER_EQUAL:
+            ok = candidate < preemptor or (candidate == preemptor and newer)
+        else:
+            ok = op is None or compare(op, candidate, preemptor)
+        if ok and (threshold is None or candidate <= threshold):
+            return True
+    return False
+
+
+def _newer(timing: Timing, candidate: int, preemptor: int) -> bool:
+    return timing.order.index(candidate) > timing.order.index(preemptor)
+
+
+def _classic(policy: str) -> Relation | None:
+    if policy == "Any":
+        return ANY
+    op = _CLASSIC.get(policy)
+    return (op, None) if op is not None else None
+
+
+class Filter:
+    """Under which priority relations may a workload of kind A preempt one of kind B, given
+    whether each queue is within its nominal quota with its own workload admitted? Each test is
+    weaker than the engine's, so an empty answer is a proof."""
+
+    def __init__(self, setup: Setup, objects: Objects) -> None:
+        self.setup = setup
+        self.objects = objects
+        cache = Cache()
+        cache.load(setup.base)
+        self.classes = cache.priority_classes
+        self._infos: dict[Kind, WorkloadInfo] = {}
+        self.nested = {cq.node.root().name for cq in setup.queues.values() if cq.node.parent and cq.node.parent.parent}
+
+    def info(self, kind: Kind) -> WorkloadInfo:
+        """The kind unboosted: tests that read the effective priority are left to the relations."""
+        if kind not in self._infos:
+            cq = self.setup.queues[kind.cluster_queue]
+            fr = (cq.resource_groups[0].flavors[0], cq.resource_groups[0].covered_resources[0])
+            shape = Shape(kind, self.setup.base_priority(kind))
+            obj = self.objects.workload(shape, "w", fr, 1, self.objects.t0, None)
+            self._infos[kind] = build_info(obj, self.classes)
+        return self._infos[kind]
+
+    @functools.cache  # noqa: B019 - one Filter per analysis
+    def relations(self, a: Kind, b: Kind, a_within: bool, b_within: bool, a_before: bool) -> frozenset[Relation]:
+        """`a_within`: A's queue within nominal with A in and B out; `b_within`: B's queue within
+        nominal with B; `a_before`: A's queue within nominal with A added, B still in."""
+        cqa, cqb = self.setup.queues[a.cluster_queue], self.setup.queues[b.cluster_queue]
+        ia, ib = self.info(a), self.info(b)
+        found: set[Relation] = set()
+        policy = cqa.preemption
+        if a.cluster_queue == b.cluster_queue:
+            within = _classic(policy.within_cluster_queue)
+            if within is not None:
+                found.add(within)
+        elif not b_within:  # Kueue takes candidates only from queues above their nominal quota
+            reclaim = _classic(policy.reclaim_within_cohort)
+            if reclaim is not None and (a_within or cqa.node.root().name in self.nested):
+                found.add(reclaim)
+            borrow = policy.borrow_within_cohort
+            if reclaim is not None and borrow is not None and borrow.policy == "LowerPriority":
+                found.add(("LessThan", borrow.max_priority_threshold))
+        config = self.setup.configs.get(cqa.preemption_config_name or "")
+        for rule in config.rules if config is not None else []:
+            try:
+                if not rule_applies(rule, ia):
+                    continue
+            except BuildError:
+                continue
+            if rule.activation_policy.preemptor_quota == "WithinNominalQuota" and not a_before:
+                continue
+            if rule.activation_policy.trigger == "QuotaFeasibleAndInsufficientTopology":
+                continue  # never fires where quota is full; topology is not modelled
+            for i, spec in enumerate(rule.candidate_selectors or []):
+                if not in_scope(spec.scope, cqa, cqb) or (spec.quota is not None and b_within):
+                    continue
+                try:
+                    selector = build_selector(i, spec, ia)
+                except BuildError:
+                    continue
+                if selector.cq_matches(cqa, cqb) is not None:
+                    continue
+                boosted = spec.priority is not None and spec.priority.mode == "Boosted"
+                tests = [test for name, test in selector.tests if not (boosted and name == "priority")]
+                if any(test(ib) is not None for test in tests):
+                    continue
+                if boosted and spec.priority is not None:
+                    found.add((spec.priority.comparison, None))
+                else:
+                    found.add(ANY)
+        return frozenset(found)
+
+
+# -- quota states ----------------------------------------------------------------------------------
+
+
+def _available(objects: Objects, cq: str, fr: FlavorResource, fill: dict[str, int]) -> int | None:
+    """What `cq` could still take with the fillers in place; None if they do not fit."""
+    cache = Cache()
+    cache.load(objects.state(fr, Levels(tuple(sorted(fill.items())), True), []))
+    snapshot = cache.snapshot(NOW)
+    if any(snapshot.cluster_queues[name].node._available(fr) < 0 for name in fill):
+        return None
+    return snapshot.cluster_queues[cq].node.available(fr)
+
+
+def fillings(
+    setup: Setup, objects: Objects, queues: list[str], fr: FlavorResource, unit: int, running: int
+) -> list[Levels]:
+    """Fillings of the tree in which `running` units of the queues under test plus one pending
+    unit do not fit: each queue under test but one at its edges, the last taking the rest."""
+    root = setup.queues[queues[0]].node.root()
+    others = sorted(
+        n.name
+        for n in root.subtree_cluster_queues()
+        if n.name not in queues and n.name in setup.namespace_of and n.nominal(fr) > 0
+    )
+    found: list[Levels] = []
+    for donors_full in (True, False):
+        donors = {cq: setup.queues[cq].node.nominal(fr) if donors_full else 0 for cq in others}
+        for last in queues:
+            rest = [q for q in queues if q != last]
+            edges = [
+                sorted({v for v in (0, n - unit, n, n + unit) if v >= 0})
+                for n in (setup.queues[q].node.nominal(fr) for q in rest)
+            ]
+            for levels in itertools.product(*edges):
+                fill = {**donors, **dict(zip(rest, levels, strict=True))}
+                avail = _available(objects, last, fr, fill)
+                if avail is None or avail < running * unit:
+                    continue
+                fill[last] = avail - running * unit
+                state = Levels(tuple(sorted(fill.items())), donors_full)
+                if state not in found:
+                    found.append(state)
+    return found
+
+
+# -- the analysis ----------------------------------------------------------------------------------
+
+NAMES = ("workload-a", "workload-b", "workload-c")
+
+
+@dataclass
+class Counts:
+    shapes: int = 0
+    queue_pairs: int = 0
+    shape_pairs: int = 0
+    kept_by_filter: int = 0
+    queue_triples: int = 0
+    triples_kept_by_filter: int = 0
+    engine_cycles: int = 0
+
+
+class Analysis:
+    def __init__(self, objects: Iterable[Any]) -> None:
+        self.setup = Setup(objects)
+        self.objects = Objects(self.setup)
+        self.filter = Filter(self.setup, self.objects)
+        self.counts = Counts()
+        self.skipped: list[str] = []
+        self.triples_skipped: str | None = None
+
+    def timings(self, n: int) -> list[Timing]:
+        fresh = (False, True) if self.setup.fresh_matters else (False,)
+        return [Timing(order, f) for order in itertools.permutations(range(n)) for f in fresh]
+
+    def run(self) -> Result:
+        result = Result()
+        kinds: dict[str, list[Kind]] = {}
+        for cq in sorted(self.setup.namespace_of):
+            try:
+                kinds[cq] = self.setup.kinds(cq)
+            except TooManyShapes as exc:
+                self.skipped.append(str(exc))
+        self.counts.shapes = sum(len(k) * len(self.setup.priorities()) for k in kinds.values())
+        trees: dict[str, list[str]] = {}
+        for cq in kinds:
+            trees.setdefault(self.setup.queues[cq].node.root().name, []).append(cq)
+        for _, queues in sorted(trees.items()):
+            flaps = [f for f in (self._pair(qa, qb, kinds) for qa, qb in _pairs(queues)) if f is not None]
+            result.flaps += flaps
+            if not flaps:  # cycles of three matter where no pair already flaps
+                flap = self._triples(queues, kinds)
+                if flap is not None:
+                    result.flaps.append(flap)
+        result.proof = self._proof(result)
+        return result
+
+    # -- pairs --
+
+    def _pair(self, qa: str, qb: str, kinds: dict[str, list[Kind]]) -> Flap | None:
+        fr = _contested(self.setup.queues[qa], self.setup.queues[qb]) or _contested(
+            self.setup.queues[qb], self.setup.queues[qa]
+        )
+        if fr is None:
+            return None
+        self.counts.queue_pairs += 1
+        unit = _unit(self.setup.queues[qa].node.root(), fr)
+        same = qa == qb
+        # Within one queue, each unordered pair once.
+        pairs = [(ka, kb) for i, ka in enumerate(kinds[qa]) for kb in (kinds[qb][i:] if same else kinds[qb])]
+        self.counts.shape_pairs += len(pairs) * len(self.setup.priorities()) ** 2
+        # First in any quota state (cheap, and most setups stop here), then filling by filling.
+        pairs = [(ka, kb) for ka, kb in pairs if self._ever(ka, kb) and self._ever(kb, ka)]
+        if not pairs:
+            return None
+        kept: set[tuple[Shape, Shape]] = set()
+        try:
+            for state in fillings(self.setup, self.objects, sorted({qa, qb}), fr, unit, 1):
+                there_quota = self._edge_quota((qa, qb), 0, fr, state, unit)
+                back_quota = self._edge_quota((qa, qb), 1, fr, state, unit)
+                for ka, kb in pairs:
+                    there = self.filter.relations(ka, kb, *there_quota)
+                    back = self.filter.relations(kb, ka, *back_quota) if there else frozenset()
+                    if not back:
+                        continue
+                    for pa in self.setup.priorities_of(ka):
+                        for pb in self.setup.priorities_of(kb):
+                            if not (holds(there, pa, pb) and holds(back, pb, pa)):
+                                continue
+                            kept.add((Shape(ka, pa), Shape(kb, pb)))
+                            for timing in self.timings(2):
+                                if not (
+                                    holds(there, pa, pb, _newer(timing, 1, 0))
+                                    and holds(back, pb, pa, _newer(timing, 0, 1))
+                                ):
+                                    continue
+                                flap = self.loop((Shape(ka, pa), Shape(kb, pb)), fr, unit, state, timing)
+                                if flap is not None:
+                                    return flap
+            return None
+        finally:
+            self.counts.kept_by_filter += len(kept)
+
+    def _ever(self, a: Kind, b: Kind) -> bool:
+        """Whether A may preempt B in some quota state."""
+        return any(self.filter.relations(a, b, *q) for q in itertools.product((True, False), repeat=3))
+
+    def _edge_quota(
+        self, qs: tuple[str, ...], i: int, fr: FlavorResource, state: Levels, unit: int
+    ) -> tuple[bool, bool, bool]:
+        """The filter's quota inputs for the loop's i-th eviction (workload i, pending, evicts
+        workload i+1; any other runs), exact for this filling: is the preemptor's queue within
+        nominal once it replaced the victim; is the victim's queue within nominal as it stands;
+        and is the preemptor's queue within nominal with the preemptor added before any victim
+        leaves (what preemptorQuota: WithinNominalQuota reads)."""
+        n = len(qs)
+        pending, victim = qs[i], qs[(i + 1) % n]
+        others = [qs[j] for j in range(n) if j not in (i, (i + 1) % n)]
+        fill = dict(state.fill)
+
+        def ok(queue: str, units: int) -> bool:
+            return fill.get(queue, 0) + units * unit <= self.setup.queues[queue].node.nominal(fr)
+
+        after = 1 + others.count(pending)
+        return ok(pending, after), ok(victim, 1 + others.count(victim)), ok(pending, after + (victim == pending))
+
+    # -- cycles of three --
+
+    def _triples(self, queues: list[str], kinds: dict[str, list[Kind]]) -> Flap | None:
+        checks = 0
+        for qs in itertools.product(queues, repeat=3):
+            if qs != min(qs[i:] + qs[:i] for i in range(3)):
+                continue  # each cycle once, from its smallest rotation
+            frs = {
+                _contested(self.setup.queues[x], self.setup.queues[y]) for x, y in zip(qs, qs[1:] + qs[:1], strict=True)
+            }
+            if len(frs) != 1 or None in frs:
+                continue
+            fr = frs.pop()
+            assert fr is not None
+            self.counts.queue_triples += 1
+            # Two must run where one waits: half the unit, when the quotas allow, so that a queue
+            # whose quota holds one unit still holds two workloads (boundaries stay on the grid).
+            unit = _unit(self.setup.queues[qs[0]].node.root(), fr)
+            unit = unit // 2 if unit % 2 == 0 else unit
+            distinct = sorted(set(qs))
+            for state in fillings(self.setup, self.objects, distinct, fr, unit, 2):
+                edges = [self._edge_quota(qs, i, fr, state, unit) for i in range(3)]
+                for ka, kb, kc in itertools.product(kinds[qs[0]], kinds[qs[1]], kinds[qs[2]]):
+                    r_ab = self.filter.relations(ka, kb, *edges[0])
+                    r_bc = self.filter.relations(kb, kc, *edges[1]) if r_ab else frozenset()
+                    r_ca = self.filter.relations(kc, ka, *edges[2]) if r_bc else frozenset()
+                    if not r_ca:
+                        continue
+                    for trio in self._priorities3((ka, kb, kc), (r_ab, r_bc, r_ca)):
+                        self.counts.triples_kept_by_filter += 1
+                        rels = (r_ab, r_bc, r_ca)
+                        for timing in self.timings(3):
+                            if not all(
+                                holds(
+                                    rels[i],
+                                    trio[i].priority,
+                                    trio[(i + 1) % 3].priority,
+                                    _newer(timing, (i + 1) % 3, i),
+                                )
+                                for i in range(3)
+                            ):
+                                continue
+                            checks += 1
+                            if checks > MAX_TRIPLE_CHECKS:
+                                self.triples_skipped = f"cycles of three: more than {MAX_TRIPLE_CHECKS} states to check"
+                                return None
+                            flap = self.loop(trio, fr, unit, state, timing)
+                            if flap is not None:
+                                return flap
+        return None
+
+    def _priorities3(
+        self, ks: tuple[Kind, Kind, Kind], rels: tuple[frozenset[Relation], ...]
+    ) -> Iterator[tuple[Shape, Shape, Shape]]:
+        ka, kb, kc = ks
+        r_ab, r_bc, r_ca = rels
+        for pa in self.setup.priorities_of(ka):
+            for pb in self.setup.priorities_of(kb):
+                if not holds(r_ab, pa, pb):
+                    continue
+                for pc in self.setup.priorities_of(kc):
+                    if holds(r_bc, pb, pc) and holds(r_ca, pc, pa):
+                        yield (Shape(ka, pa), Shape(kb, pb), Shape(kc, pc))
+
+    # -- the engine's word --
+
+    def loop(
+        self, shapes: tuple[Shape, ...], fr: FlavorResource, unit: int, levels: Levels, timing: Timing
+    ) -> Flap | None:
+        """Whether, state after state, each workload (pending) evicts the next (running) and the
+        last the first: None at the first state where the engine decides otherwise."""
+        o = self.objects
+        n = len(shapes)
+        created = {idx: o.t0 + timedelta(seconds=rank) for rank, idx in enumerate(timing.order)}
+        since = NOW if timing.fresh else NOW - self.setup.long
+        keys = [f"{self.setup.namespace_of[s.cluster_queue]}/{NAMES[i]}" for i, s in enumerate(shapes)]
+        states, reasons = [], []
+        for i in range(n):
+            workloads = [
+                o.workload(s, NAMES[j], fr, unit, created[j], None if j == i else since) for j, s in enumerate(shapes)
+            ]
+            state = o.state(fr, levels, workloads)
+            self.counts.engine_cycles += 1
+            reason = evicts(state, keys[i], keys[(i + 1) % n], fr)
+            if reason is None:
+                return None
+            states.append(state)
+            reasons.append(reason)
+        involved = {f"ClusterQueue/{s.cluster_queue}" for s in shapes}
+        for s in shapes:
+            name = self.setup.queues[s.cluster_queue].preemption_config_name
+            if name in self.setup.configs:
+                involved.add(f"PreemptionConfig/{name}")
+        return Flap(shapes, tuple(reasons), states, tuple(sorted(involved)))
+
+    def _proof(self, result: Result) -> dict[str, Any]:
+        labels = self.setup.label_values()
+        skipped = [*self.skipped, *([self.triples_skipped] if self.triples_skipped else [])]
+        return {
+            "flapFree": not result.flaps and not skipped,
+            "method": "every pair of workload shapes, and every cycle of three where no pair flaps, in every "
+            "quota and time state below, decided by the scheduler itself; a filter first drops what no "
+            "mechanism lets preempt in turn",
+            "clusterQueues": len(self.setup.namespace_of),
+            "priorityClasses": [f"{kind}/{name}" for kind, name in sorted(self.setup.classes)],
+            "effectivePriorities": self.setup.priorities(),
+            "labels": {key: [v if v is not None else "<absent>" for v in values] for key, values in labels.items()},
+            "quotaStates": "the contested capacity full; the rest of each cohort tree at nominal or empty; each "
+            "queue under test at, one unit under and one unit over its nominal quota, another taking the rest",
+            "time": f"every duration in the setup elapsed (victims running {format_duration(self.setup.long)})"
+            + ("; victims that have just started" if self.setup.fresh_matters else "")
+            + "; every creation order",
+            "notModelled": ["topology (TAS) placement", "admission checks", "flavors after the first"],
+            "shapes": self.counts.shapes,
+            "queuePairs": self.counts.queue_pairs,
+            "shapePairs": self.counts.shape_pairs,
+            "shapePairsKeptByFilter": self.counts.kept_by_filter,
+            "queueTriples": self.counts.queue_triples,
+            "shapeTriplesKeptByFilter": self.counts.triples_kept_by_filter,
+            "engineCycles": self.counts.engine_cycles,
+            "skipped": skipped,
+        }
+
+
+def _pairs(queues: list[str]) -> Iterator[tuple[str, str]]:
+    for i, qa in enumerate(queues):
+        for qb in queues[i:]:
+            yield qa, qb
+
+
+def format_duration(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n) or "0s"
+
+
+def analyse(objects: Iterable[Any]) -> Result:
+    return Analysis(objects).run()
+
+
+def write_witness(flap: Flap, folder: Path, index: int) -> Path:
+    """Each state of the loop as simulate input, in order; returns the first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    loop = " -> ".join(f"{NAMES[i]} ({s.describe()})" for i, s in enumerate(flap.shapes)) + f" -> {NAMES[0]}"
+    for n, state in enumerate(flap.states, start=1):
+        path = folder / f"flap-{index}-state-{n}.yaml"
+        header = (
+            f"# preemption-operator lint, witness {index}, state {n} of {len(flap.states)}: {NAMES[n - 1]} is "
+            f"pending and evicts {NAMES[n % len(flap.states)]}.\n# The loop: {loop}.\n"
+            f"# Run: preemption-operator simulate {path.name} --now {format_time(NOW)}\n"
+        )
+        path.write_text(header + yaml.safe_dump_all([obj.to_wire() for obj in state], sort_keys=False))
+        paths.append(path)
+    return paths[0]

@@ -1,0 +1,431 @@
+"""Issue 16: `lint` finds every flap and only flaps.
+
+The oracle is brute force: every pair of raw workloads (every priority in a range wider than the
+setup's values, every label value of a small alphabet, every class) in every filling of the two
+queues that leaves the contested capacity full, each checked by two scheduling cycles. Lint's
+finite shapes and its symbolic filter must find a flap exactly when brute force does, and every
+witness it writes must flap when simulated."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from preemption_operator import flapping, lint, simulate
+from preemption_operator.api.objects import parse_object
+
+WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+RECLAIM = ("Never", "LowerPriority", "Any")
+
+
+def _setup(draw: Any) -> list[dict[str, Any]]:
+    """Two ClusterQueues in a cohort (0-2 cpu each), classic policies, 0-2 PreemptionConfigs."""
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+    ]
+    values = draw(st.lists(st.integers(0, 3), min_size=0, max_size=2, unique=True))
+    for n, value in enumerate(values):
+        docs.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": f"class-{n}"},
+                "value": value,
+            }
+        )
+    configs = draw(st.integers(0, 2))
+    for n in range(configs):
+        rules = []
+        for r in range(draw(st.integers(1, 2))):
+            selector: dict[str, Any] = {
+                "scope": draw(st.sampled_from(["WithinClusterQueue", "WithinCohortTree", "AnyClusterQueue"]))
+            }
+            if draw(st.booleans()):
+                selector["priority"] = {
+                    "mode": draw(st.sampled_from(["Base", "Boosted"])),
+                    "comparison": draw(
+                        st.sampled_from(["LessThan", "LessThanOrEqual", "GreaterThan", "GreaterThanOrEqual"])
+                    ),
+                }
+            if draw(st.booleans()):
+                selector["labelSelector"] = {"matchLabels": {"team": draw(st.sampled_from(["a", "b"]))}}
+            if selector["scope"] != "WithinClusterQueue" and draw(st.booleans()):
+                selector["quota"] = draw(st.sampled_from(["BorrowingCapacityFromPreemptor", "KeepsNominalQuota"]))
+            rule: dict[str, Any] = {
+                "name": f"r{r}",
+                "activationPolicy": {
+                    "trigger": draw(st.sampled_from(["Always", "InsufficientQuota"])),
+                    "preemptorQuota": draw(st.sampled_from(["Any", "WithinNominalQuota"])),
+                },
+                "candidateSelectors": [selector],
+            }
+            if draw(st.booleans()):
+                rule["preemptorSelector"] = {"matchLabels": {"team": draw(st.sampled_from(["a", "b"]))}}
+            rules.append(rule)
+        docs.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1alpha1",
+                "kind": "PreemptionConfig",
+                "metadata": {"name": f"config-{n}"},
+                "spec": {"rules": rules},
+            }
+        )
+    for name in ("q1", "q2"):
+        meta: dict[str, Any] = {"name": name}
+        if configs:
+            meta["annotations"] = {
+                "kueue.x-k8s.io/preemption-config-name": f"config-{draw(st.integers(0, configs - 1))}"
+            }
+        docs.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": meta,
+                "spec": {
+                    "cohortName": "c",
+                    "namespaceSelector": {},
+                    "preemption": {
+                        "withinClusterQueue": draw(st.sampled_from(WITHIN)),
+                        "reclaimWithinCohort": draw(st.sampled_from(RECLAIM)),
+                    },
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [
+                                {
+                                    "name": "default",
+                                    "resources": [{"name": "cpu", "nominalQuota": draw(st.integers(0, 2))}],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+    return docs
+
+
+setups = st.composite(_setup)()
+
+
+def brute_force(objects: list[Any]) -> bool:
+    """A flap by exhaustion: raw values, every full filling, two cycles per candidate pair."""
+    analysis = flapping.Analysis(objects)
+    setup = analysis.setup
+    classes: list[tuple[str, str] | None] = [None, *sorted(setup.classes)]
+    priorities = range(-1, 5)  # the classes' values are 0-3
+    teams: list[tuple[tuple[str, str], ...]] = [(), (("team", "a"),), (("team", "b"),)]
+    queues = sorted(setup.namespace_of)
+    shapes = {
+        cq: [flapping.Shape(flapping.Kind(cq, k, t), p) for k, p, t in itertools.product(classes, priorities, teams)]
+        for cq in queues
+    }
+    fr = ("default", "cpu")
+    unit = 1000
+    for qa, qb in itertools.combinations_with_replacement(queues, 2):
+        fills = []
+        for la, lb in itertools.product(range(0, 5000, unit), repeat=2):
+            fill = {qa: la} if qa == qb else {qa: la, qb: lb}
+            avail = flapping._available(analysis.objects, qb, fr, fill)
+            if avail is not None and avail == unit and fill not in fills:
+                fills.append(fill)
+        for fill in fills:
+            levels = flapping.Levels(tuple(sorted(fill.items())), True)
+            for a, b in itertools.product(shapes[qa], shapes[qb]):
+                for timing in analysis.timings(2):
+                    if analysis.loop((a, b), fr, unit, levels, timing) is not None:
+                        return True
+    return False
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(setups)
+def test_lint_finds_a_flap_exactly_when_brute_force_does(docs: list[dict[str, Any]]) -> None:
+    objects = [parse_object(d) for d in docs]
+    found = flapping.analyse(objects)
+    assert bool(found.flaps) == brute_force(objects), yaml.safe_dump_all(docs)
+    assert found.proof["flapFree"] == (not found.flaps)
+
+
+def _flaps_when_simulated(path: Path, period: int = 2) -> bool:
+    """Simulated, the witness evicts in a loop: the same victims over and over, `period` apart."""
+    from preemption_operator import manifests
+
+    objects = manifests.parse(manifests.read([path]), [])
+    sim = simulate.run(objects, flapping.NOW, max_cycles=12)
+    evictions = [(a["workload"], a.get("by", "")) for a in sim.actions if a["action"] == "Preempted"]
+    victims = [w for w, _ in evictions]
+    return len(victims) > period and len(set(victims[:period])) == period and victims[0] == victims[period]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(setups)
+def test_every_witness_flaps_when_simulated(docs: list[dict[str, Any]]) -> None:
+    import tempfile
+
+    objects = [parse_object(d) for d in docs]
+    with tempfile.TemporaryDirectory() as folder:
+        report = lint.lint(objects, Path(folder))
+        for finding in report.findings:
+            if finding.code.startswith("Flapping"):
+                assert finding.witness is not None
+                period = 2 if finding.code == "FlappingPair" else 3
+                assert _flaps_when_simulated(Path(finding.witness), period), finding.message
+
+
+SIBLINGS = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: parent}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: prod, annotations: {kueue.x-k8s.io/preemption-config-name: CONFIG}}
+spec:
+  cohortName: parent
+  namespaceSelector: {}
+  preemption: {reclaimWithinCohort: RECLAIM}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: test, annotations: {kueue.x-k8s.io/preemption-config-name: CONFIG}}
+spec:
+  cohortName: parent
+  namespaceSelector: {}
+  preemption: {reclaimWithinCohort: RECLAIM}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2}]}]
+"""
+GUARANTEES = """
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: PreemptionConfig
+metadata: {name: guarantees}
+spec:
+  rules:
+  - name: reclaim-guarantee
+    activationPolicy: {trigger: InsufficientQuota, preemptorQuota: WithinNominalQuota}
+    candidateSelectors:
+    - {scope: WithinParentCohort, quota: KeepsNominalQuota}
+"""
+ANYTHING = """
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: PreemptionConfig
+metadata: {name: anything}
+spec:
+  rules:
+  - name: take-any
+    activationPolicy: {trigger: InsufficientQuota}
+    candidateSelectors:
+    - {scope: AnyClusterQueue}
+"""
+LOWER = """
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: PreemptionConfig
+metadata: {name: lower}
+spec:
+  rules:
+  - name: lower-anywhere
+    activationPolicy: {trigger: Always}
+    candidateSelectors:
+    - scope: WithinCohortTree
+      priority: {mode: Base, comparison: LessThan}
+"""
+
+
+def _lint(tmp_path: Path, text: str, *args: str) -> Any:
+    from click.testing import CliRunner
+
+    from preemption_operator.cli import cli
+
+    (tmp_path / "setup.yaml").write_text(text)
+    return CliRunner().invoke(cli, ["lint", str(tmp_path / "setup.yaml"), *args])
+
+
+def test_yunikorn_prod_and_test_siblings_lint_clean(tmp_path: Path) -> None:
+    """YuniKorn's loop cases: siblings with guarantees, same priority, a full cluster. Neither
+    Kueue's reclaim nor the guarantee laws as a PreemptionConfig let the two take turns."""
+    for reclaim, config in (("Any", ""), ("Never", GUARANTEES), ("Any", GUARANTEES)):
+        text = SIBLINGS.replace("RECLAIM", reclaim).replace("CONFIG", "guarantees" if config else "none")
+        result = _lint(tmp_path, text + ("---\n" + config if config else ""), "--output", "json")
+        data = __import__("json").loads(result.output)
+        flaps = [f for f in data["findings"] if f["code"] == "FlappingPair"]
+        assert flaps == [] and data["proof"]["flapFree"] is True, (reclaim, config, result.output)
+        assert data["proof"]["engineCycles"] >= 0 and data["proof"]["queuePairs"] == 3
+
+
+def test_a_symmetric_any_cluster_queue_rule_is_caught_with_a_witness_that_flaps(tmp_path: Path) -> None:
+    text = SIBLINGS.replace("RECLAIM", "Never").replace("CONFIG", "anything") + "---\n" + ANYTHING
+    result = _lint(tmp_path, text, "--witness", str(tmp_path / "witness"))
+    assert result.exit_code == 1
+    assert "error   FlappingPair: A: a workload of ClusterQueue prod (priority 0)" in result.output
+    assert (
+        "A evicts B (ConfigurablePreemption, PreemptionConfig anything rule take-any/0), then B evicts A "
+        "(ConfigurablePreemption, PreemptionConfig anything rule take-any/0), and the loop starts again"
+    ) in result.output
+    witnesses = sorted((tmp_path / "witness").glob("flap-*-state-1.yaml"))
+    assert witnesses and all(_flaps_when_simulated(w) for w in witnesses)
+    # The second state is the first with the two exchanged: simulating it flaps too.
+    assert _flaps_when_simulated(tmp_path / "witness" / "flap-1-state-2.yaml")
+
+
+def test_classic_reclaim_and_a_rule_for_borrowers_flap_together(tmp_path: Path) -> None:
+    """A high-priority workload borrowing in one queue takes a low one through the rule; the low
+    one, back in its queue under nominal, reclaims through Kueue's reclaimWithinCohort: Any."""
+    text = SIBLINGS.replace("RECLAIM", "Any").replace("CONFIG", "lower") + "---\n" + LOWER
+    text += """---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 100
+"""
+    result = _lint(tmp_path, text, "--output", "json")
+    data = __import__("json").loads(result.output)
+    reasons = [f["message"] for f in data["findings"] if f["code"] == "FlappingPair"]
+    both = ("(InCohortReclamation)", "(ConfigurablePreemption, PreemptionConfig lower rule lower-anywhere/0)")
+    assert any(all(part in m for part in both) for m in reasons), reasons
+    assert data["proof"]["flapFree"] is False
+
+
+def _rule(name: str, preemptor: str, candidate: str, scope: str = "WithinClusterQueue") -> dict[str, Any]:
+    return {
+        "name": name,
+        "preemptorSelector": {"matchLabels": {"team": preemptor}},
+        "activationPolicy": {"trigger": "InsufficientQuota"},
+        "candidateSelectors": [{"scope": scope, "labelSelector": {"matchLabels": {"team": candidate}}}],
+    }
+
+
+def _one_queue(rules: list[dict[str, Any]], nominal: int = 2) -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1alpha1",
+            "kind": "PreemptionConfig",
+            "metadata": {"name": "teams"},
+            "spec": {"rules": rules},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "shared", "annotations": {"kueue.x-k8s.io/preemption-config-name": "teams"}},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}],
+                    }
+                ],
+            },
+        },
+    ]
+
+
+def test_a_cycle_of_three_is_caught_where_no_pair_flaps(tmp_path: Path) -> None:
+    """Rock, paper, scissors: team a takes b, b takes c, c takes a. No two take each other."""
+    rules = [_rule("a-takes-b", "a", "b"), _rule("b-takes-c", "b", "c"), _rule("c-takes-a", "c", "a")]
+    text = yaml.safe_dump_all(_one_queue(rules))
+    result = _lint(tmp_path, text, "--witness", str(tmp_path / "witness"), "--output", "json")
+    assert result.exit_code == 1, result.output
+    data = __import__("json").loads(result.output)
+    (finding,) = [f for f in data["findings"] if f["code"].startswith("Flapping")]
+    assert finding["code"] == "FlappingCycle" and finding["severity"] == "error"
+    assert "labels team=a" in finding["message"] and "C evicts A" in finding["message"]
+    states = sorted((tmp_path / "witness").glob("flap-1-state-*.yaml"))
+    assert len(states) == 3
+    from preemption_operator import manifests
+
+    sim = simulate.run(manifests.parse(manifests.read([states[0]]), []), flapping.NOW, max_cycles=14)
+    victims = [a["workload"].split("/")[1] for a in sim.actions if a["action"] == "Preempted"]
+    assert victims[:4] == ["workload-b", "workload-c", "workload-a", "workload-b"], victims
+    # Break one link and the setup is proven flap-free.
+    fixed = _lint(tmp_path, yaml.safe_dump_all(_one_queue(rules[:2])), "--output", "json")
+    assert fixed.exit_code == 0 and __import__("json").loads(fixed.output)["proof"]["flapFree"] is True
+
+
+@st.composite
+def team_rules(draw: Any) -> list[dict[str, Any]]:
+    edges = draw(
+        st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("abc")), min_size=1, max_size=4, unique=True)
+    )
+    return [_rule(f"r{i}", x, y) for i, (x, y) in enumerate(edges)]
+
+
+def brute_force_triples(objects: list[Any]) -> bool:
+    """Every ordered triple of raw workloads in the one queue, full, every creation order."""
+    analysis = flapping.Analysis(objects)
+    teams: list[tuple[tuple[str, str], ...]] = [(), *((("team", t),) for t in "abcz")]
+    shapes = [flapping.Shape(flapping.Kind("shared", None, t), 0) for t in teams]
+    fr, unit = ("default", "cpu"), 1000
+    avail = flapping._available(analysis.objects, "shared", fr, {})
+    assert avail is not None
+    levels = flapping.Levels((("shared", avail - 2 * unit),), True)
+    for trio in itertools.product(shapes, repeat=3):
+        for timing in analysis.timings(3):
+            if analysis.loop(trio, fr, unit, levels, timing) is not None:
+                return True
+    return False
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(team_rules())
+def test_lint_finds_cycles_of_three_exactly_when_brute_force_does(rules: list[dict[str, Any]]) -> None:
+    objects = [parse_object(d) for d in _one_queue(rules)]
+    found = flapping.analyse(objects)
+    pairs = [f for f in found.flaps if f.code == "FlappingPair"]
+    if not pairs:
+        assert bool(found.flaps) == brute_force_triples(objects), rules
+
+
+FLAPPING_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flapping-rules"
+
+
+def test_the_flapping_example_is_caught_and_its_fix_proven(tmp_path: Path) -> None:
+    """examples/flapping-rules: lint finds the three pairs, simulate on the folder loops, and
+    with the one-word fix lint proves it clean and simulate settles."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from preemption_operator.cli import cli
+
+    runner = CliRunner()
+    result = runner.invoke(cli, ["lint", str(FLAPPING_EXAMPLE), "--witness", str(tmp_path / "witness")])
+    assert result.exit_code == 1
+    assert result.output.count("error   FlappingPair:") == 3
+    assert (
+        "A: a workload of ClusterQueue production (priority 100; class batch); B: a workload of ClusterQueue research"
+        in result.output
+    )
+    assert _flaps_when_simulated(tmp_path / "witness" / "flap-2-state-1.yaml")
+    looping = runner.invoke(cli, ["simulate", str(FLAPPING_EXAMPLE), "--output", "text", "--max-cycles", "8"])
+    assert "stopped after --max-cycles 8 cycles; the cluster had not settled" in looping.output
+
+    fixed = tmp_path / "fixed"
+    shutil.copytree(FLAPPING_EXAMPLE, fixed)
+    config = fixed / "preemption-config.yaml"
+    config.write_text(config.read_text().replace("comparison: LessThanOrEqual", "comparison: LessThan"))
+    clean = runner.invoke(cli, ["lint", str(fixed)])
+    assert clean.exit_code == 0, clean.output
+    assert "flapping: no two or three workloads can evict each other in turn (proof below)" in clean.output
+    settled = runner.invoke(cli, ["simulate", str(fixed), "--output", "text"])
+    assert "had not settled" not in settled.output
+    assert "research/train-b   Pending (WaitingForQuota)" in settled.output
