@@ -188,13 +188,10 @@ class Setup:
         cache.load(self.base)
         self.snapshot: Snapshot = cache.snapshot(NOW)
         self.queues: dict[str, ClusterQueueInfo] = dict(self.snapshot.cluster_queues)
-        self.classes: dict[tuple[str, str], int] = {}
-        self.class_annotations: dict[tuple[str, str], dict[str, str]] = {}
-        for obj in self.base:
-            if _kind(obj) in ("WorkloadPriorityClass", "PriorityClass"):
-                key = (_kind(obj), obj.metadata.name)
-                self.classes[key] = obj.value
-                self.class_annotations[key] = dict(obj.metadata.annotations or {})
+        self.priority_classes = cache.priority_classes
+        self.classes: dict[tuple[str, str], int] = {key: pc.value for key, pc in self.priority_classes.items()}
+        # Tolerations as the engine reads them (a class whose annotations do not parse has none).
+        self.tolerations = [t for t, _ in map(protection.toleration_of, self.priority_classes.values()) if t]
         self.configs: dict[str, v1alpha1.PreemptionConfig] = {
             o.metadata.name: o for o in self.base if isinstance(o, v1alpha1.PreemptionConfig)
         }
@@ -258,17 +255,10 @@ class Setup:
                     value = protection.parse_duration(text) if text else None
                     if value is not None:
                         yield value
-        for notes in self.class_annotations.values():
-            for prefix in protection.TOLERATION_PREFIXES:
-                seconds = parse_int32(notes.get(prefix + protection.TOLERATION_SECONDS))
-                if seconds is not None and seconds > 0:
-                    yield timedelta(seconds=seconds)
+        for toleration in self.tolerations:
+            yield timedelta(seconds=max(0, min(toleration.toleration_seconds, 2**31 - 1)))
         for cq in self.queues.values():
-            for node in (cq.node, *cq.node.path_to_root()):
-                delay = node.annotations.get(protection.DELAY_ANNOTATION)
-                parsed = protection.parse_duration(delay) if delay else None
-                if parsed is not None:
-                    yield parsed
+            yield protection.preemption_delay(cq.node)[0]
 
     def _fresh_matters(self) -> bool:
         for config in self.configs.values():
@@ -288,11 +278,7 @@ class Setup:
             borrow = cq.preemption.borrow_within_cohort
             if borrow is not None and borrow.max_priority_threshold is not None:
                 values.add(borrow.max_priority_threshold)
-        for notes in self.class_annotations.values():
-            for prefix in protection.TOLERATION_PREFIXES:
-                minimum = parse_int32(notes.get(prefix + protection.MIN_PREEMPTABLE))
-                if minimum is not None:
-                    values.add(minimum)
+        values.update(t.minimum_preemptable_priority for t in self.tolerations)
         reps = {v + d for v in values for d in (-2, -1, 0, 1, 2)}
         return sorted(p for p in reps if -(2**31) <= p < 2**31)
 
@@ -580,9 +566,6 @@ class Filter:
     def __init__(self, setup: Setup, objects: Objects) -> None:
         self.setup = setup
         self.objects = objects
-        cache = Cache()
-        cache.load(setup.base)
-        self.classes = cache.priority_classes
         self._infos: dict[Kind, WorkloadInfo] = {}
         self.nested = {cq.node.root().name for cq in setup.queues.values() if cq.node.parent and cq.node.parent.parent}
 
@@ -593,7 +576,7 @@ class Filter:
             fr = (cq.resource_groups[0].flavors[0], cq.resource_groups[0].covered_resources[0])
             shape = Shape(kind, self.setup.base_priority(kind))
             obj = self.objects.workload(shape, "w", fr, 1, self.objects.t0, None)
-            self._infos[kind] = build_info(obj, self.classes)
+            self._infos[kind] = build_info(obj, self.setup.priority_classes)
         return self._infos[kind]
 
     @functools.cache  # noqa: B019 - one Filter per analysis

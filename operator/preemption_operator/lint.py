@@ -2,8 +2,8 @@
 PreemptionConfigs and priority classes; not the workloads), pure: objects in, findings out.
 
 Checks: references to missing objects, PreemptionConfigs no ClusterQueue uses, selectors that do
-not build, rules that key on what a namespace user can write, and pairs of workloads that evict
-each other in turn (flapping.py: each one found by the scheduler itself, with the objects that
+not build, rules that key on what a namespace user can write, and two or three workloads that
+evict each other in turn (flapping.py: each one found by the scheduler itself, with the objects that
 reproduce it; when none is found, what was quantified over is the proof)."""
 
 from __future__ import annotations

@@ -81,36 +81,30 @@ def _setup(draw: Any) -> list[dict[str, Any]]:
             meta["annotations"] = {
                 "kueue.x-k8s.io/preemption-config-name": f"config-{draw(st.integers(0, configs - 1))}"
             }
-        docs.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": meta,
-                "spec": {
-                    "cohortName": "c",
-                    "namespaceSelector": {},
-                    "preemption": {
-                        "withinClusterQueue": draw(st.sampled_from(WITHIN)),
-                        "reclaimWithinCohort": draw(st.sampled_from(RECLAIM)),
-                    },
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu"],
-                            "flavors": [
-                                {
-                                    "name": "default",
-                                    "resources": [{"name": "cpu", "nominalQuota": draw(st.integers(0, 2))}],
-                                }
-                            ],
-                        }
-                    ],
-                },
-            }
-        )
+        preemption = {
+            "withinClusterQueue": draw(st.sampled_from(WITHIN)),
+            "reclaimWithinCohort": draw(st.sampled_from(RECLAIM)),
+        }
+        docs.append(_cluster_queue(meta, draw(st.integers(0, 2)), cohortName="c", preemption=preemption))
     return docs
 
 
 setups = st.composite(_setup)()
+
+
+def _cluster_queue(meta: dict[str, Any], nominal: int, **spec: Any) -> dict[str, Any]:
+    """A ClusterQueue open to every namespace with `nominal` cpu of flavor default."""
+    flavor = {"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": meta,
+        "spec": {
+            **spec,
+            "namespaceSelector": {},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [flavor]}],
+        },
+    }
 
 
 def brute_force(objects: list[Any]) -> bool:
@@ -322,20 +316,7 @@ def _one_queue(rules: list[dict[str, Any]], nominal: int = 2) -> list[dict[str, 
             "metadata": {"name": "teams"},
             "spec": {"rules": rules},
         },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "shared", "annotations": {"kueue.x-k8s.io/preemption-config-name": "teams"}},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu"],
-                        "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}],
-                    }
-                ],
-            },
-        },
+        _cluster_queue({"name": "shared", "annotations": {"kueue.x-k8s.io/preemption-config-name": "teams"}}, nominal),
     ]
 
 
