@@ -5,6 +5,7 @@ victim held by a toleration (until when), one outside a fence, a rule not active
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,9 @@ def test_kubectl_preemption_explain_prints_what_offline_explain_prints(envtest_a
         assert op.stop() == 0
         sc.apply(workload("incoming", "team", lq, 2, 5))  # pending: nobody decides while we read
 
-        now = "2026-12-01T12:00:00Z"
+        # After every object's creation (a fixed date would one day precede them, and explain
+        # would then see workloads not yet created); the same for both reads.
+        now = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         env = {**os.environ, **plane.env}
         plugin = Path(sys.executable).parent / "kubectl-preemption"
         live = subprocess.run(
