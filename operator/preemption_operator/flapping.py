@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from . import symmetry
 from .api import v1alpha1, v1beta2
 from .api.meta import LabelSelector, format_time
 from .api.objects import parse_object
@@ -141,6 +142,9 @@ class Flap:
     states: list[list[Any]]
     """The objects of each state of the loop, in order; each leads to the next, the last to the first."""
     objects: tuple[str, ...]
+    also: list[tuple[str, ...]] = field(default_factory=list)
+    """The queues (in loop order) of equivalent loops elsewhere in the setup: the same queues,
+    quotas, policies and rules under other names, which loop the same way."""
 
     @property
     def code(self) -> str:
@@ -196,6 +200,8 @@ class Setup:
             o.metadata.name: o for o in self.base if isinstance(o, v1alpha1.PreemptionConfig)
         }
         raw_cqs = {o.metadata.name: o for o in self.base if isinstance(o, v1beta2.ClusterQueue)}
+        self.raw_queues: dict[str, v1beta2.ClusterQueue] = raw_cqs
+        self.raw_cohorts: dict[str, Any] = {o.metadata.name: o for o in self.base if _kind(o) == "Cohort"}
         self.namespace_of: dict[str, str] = {}
         namespaces: dict[str, dict[str, str]] = {}
         for name, cq in sorted(raw_cqs.items()):
@@ -271,6 +277,29 @@ class Setup:
         return False
 
     @functools.cache  # noqa: B019 - one Setup per analysis
+    def tree_objects(self, root: QuotaNode) -> list[Any]:
+        """The setup as one cohort tree sees it: its queues and cohorts, every object of the
+        other kinds, and the namespaces and LocalQueues generated for its queues."""
+        queues = {n.name for n in root.subtree_cluster_queues()}
+        cohorts = {n.name for n in _nodes(root) if not n.is_cluster_queue}
+        keep = []
+        for obj in [*self.base, *self.generated]:
+            kind = _kind(obj)
+            if kind == "ClusterQueue" and obj.metadata.name not in queues:
+                continue
+            if kind == "Cohort" and obj.metadata.name not in cohorts:
+                continue
+            if kind == "LocalQueue" and obj.spec.cluster_queue not in queues:
+                continue
+            if kind == "Namespace" and obj.metadata.name not in {self.namespace_of.get(q) for q in queues}:
+                continue
+            keep.append(obj)
+        return keep
+
+    def tree(self, queue: str) -> list[Any]:
+        return self.tree_objects(self.queues[queue].node.root())
+
+    @functools.cache  # noqa: B019 - one Setup per analysis
     def priorities(self) -> list[int]:
         """Every effective priority that compares differently against the values the setup names."""
         values = {0, *self.classes.values()}
@@ -336,11 +365,17 @@ class Setup:
             for combo in combos
         ]
 
+    @functools.cache  # noqa: B019 - one Setup per analysis
     def priorities_of(self, kind: Kind) -> list[int]:
         """The kind's effective priorities, unboosted first (the first witness found is then the
         least surprising)."""
         base = self.base_priority(kind)
         return sorted(self.priorities(), key=lambda p: (abs(p - base), p))
+
+    @functools.cache  # noqa: B019 - one Setup per analysis
+    def index(self) -> dict[int, int]:
+        """Position of each effective priority in `priorities()`: the bit of a priority mask."""
+        return {p: i for i, p in enumerate(self.priorities())}
 
     def base_priority(self, kind: Kind) -> int:
         return self.classes[kind.priority_class] if kind.priority_class is not None else 0
@@ -465,8 +500,11 @@ class Objects:
     def fillers(self, fr: FlavorResource, levels: Levels) -> list[Any]:
         return [self.filler(cq, fr, amount) for cq, amount in levels.fill if amount > 0]
 
-    def state(self, fr: FlavorResource, levels: Levels, workloads: list[Any]) -> list[Any]:
-        return [*self.setup.base, *self.setup.generated, *self.fillers(fr, levels), *workloads]
+    def state(self, queue: str, fr: FlavorResource, levels: Levels, workloads: list[Any]) -> list[Any]:
+        """The objects of one state of `queue`'s cohort tree: the other trees hold no workload,
+        so nothing of theirs can decide here, and leaving them out keeps a large setup's checks
+        as cheap as a small one's."""
+        return [*self.setup.tree(queue), *self.fillers(fr, levels), *workloads]
 
 
 def _pod_set(resource: str, amount: int) -> dict[str, Any]:
@@ -547,6 +585,59 @@ def holds(relations: frozenset[Relation], preemptor: int, candidate: int, newer:
     return False
 
 
+class Masks:
+    """holds() over every pair of the setup's effective priorities at once, as bitmasks (the
+    creation order not chosen yet): `rows(r)[i]` has bit j when a preemptor of priority P[i] may
+    take a candidate of P[j]; `cols(r)[i]` has bit j when a preemptor of P[j] may take one of P[i]."""
+
+    def __init__(self, priorities: list[int]) -> None:
+        self.priorities = priorities
+        self._rows: dict[frozenset[Relation], tuple[int, ...]] = {}
+        self._cols: dict[frozenset[Relation], tuple[int, ...]] = {}
+        self._cycles: dict[tuple[frozenset[Relation], ...], bool] = {}
+
+    def rows(self, relations: frozenset[Relation]) -> tuple[int, ...]:
+        if relations not in self._rows:
+            ps = self.priorities
+            self._rows[relations] = tuple(
+                sum(1 << j for j, pb in enumerate(ps) if holds(relations, pa, pb)) for pa in ps
+            )
+        return self._rows[relations]
+
+    def cols(self, relations: frozenset[Relation]) -> tuple[int, ...]:
+        if relations not in self._cols:
+            ps = self.priorities
+            self._cols[relations] = tuple(
+                sum(1 << j for j, pa in enumerate(ps) if holds(relations, pa, pb)) for pb in ps
+            )
+        return self._cols[relations]
+
+    def pair(self, there: frozenset[Relation], back: frozenset[Relation]) -> bool:
+        """Whether some priorities let A take B under `there` and B take A under `back`."""
+        if not there or not back:
+            return False
+        return any(r & c for r, c in zip(self.rows(there), self.cols(back), strict=True))
+
+    def cycle(self, rels: tuple[frozenset[Relation], frozenset[Relation], frozenset[Relation]]) -> bool:
+        """Whether some priorities let A take B, B take C and C take A."""
+        if not all(rels):
+            return False
+        if rels not in self._cycles:
+            self._cycles[rels] = self._cycle(rels)
+        return self._cycles[rels]
+
+    def _cycle(self, rels: tuple[frozenset[Relation], frozenset[Relation], frozenset[Relation]]) -> bool:
+        ab, bc, ca = self.rows(rels[0]), self.rows(rels[1]), self.cols(rels[2])
+        for i, js in enumerate(ab):
+            back = ca[i]
+            while js:
+                j = (js & -js).bit_length() - 1
+                js &= js - 1
+                if bc[j] & back:
+                    return True
+        return False
+
+
 def _newer(timing: Timing, candidate: int, preemptor: int) -> bool:
     return timing.order.index(candidate) > timing.order.index(preemptor)
 
@@ -563,11 +654,29 @@ class Filter:
     whether each queue is within its nominal quota with its own workload admitted? Each test is
     weaker than the engine's, so an empty answer is a proof."""
 
-    def __init__(self, setup: Setup, objects: Objects) -> None:
+    def __init__(self, setup: Setup, objects: Objects, by_symmetry: bool = True) -> None:
         self.setup = setup
         self.objects = objects
+        self.by_symmetry = by_symmetry
         self._infos: dict[Kind, WorkloadInfo] = {}
         self.nested = {cq.node.root().name for cq in setup.queues.values() if cq.node.parent and cq.node.parent.parent}
+        # The relations read no quota amount (quota enters only through the flags), so queue
+        # pairs that a renaming maps onto each other, amounts aside, share them.
+        self.canon = symmetry.Canon(
+            setup.raw_queues, setup.raw_cohorts, setup.configs, set(setup.namespace_of), quotas=False
+        )
+        self._edges: dict[tuple[str, str], int] = {}
+        self._relations: dict[tuple[Any, ...], frozenset[Relation]] = {}
+
+    def edge(self, qa: str, qb: str) -> int:
+        """The queue pair (A's, B's) as the relations see it."""
+        key = (qa, qb)
+        if key not in self._edges:
+            if self.by_symmetry:
+                self._edges[key] = self.canon.edge(self.setup.queues[qa].node, self.setup.queues[qb].node)
+            else:  # each queue pair on its own (what the tests compare against)
+                self._edges[key] = -1 - len(self._edges)
+        return self._edges[key]
 
     def info(self, kind: Kind) -> WorkloadInfo:
         """The kind unboosted: tests that read the effective priority are left to the relations."""
@@ -579,10 +688,30 @@ class Filter:
             self._infos[kind] = build_info(obj, self.setup.priority_classes)
         return self._infos[kind]
 
-    @functools.cache  # noqa: B019 - one Filter per analysis
+    def ever(self, a: Kind, b: Kind) -> frozenset[Relation]:
+        """The relations under which A may preempt B in some quota state: each state's are a
+        subset of these, since being within nominal only ever enables A's tests and disables B's."""
+        return self.relations(a, b, True, False, True)
+
     def relations(self, a: Kind, b: Kind, a_within: bool, b_within: bool, a_before: bool) -> frozenset[Relation]:
         """`a_within`: A's queue within nominal with A in and B out; `b_within`: B's queue within
         nominal with B; `a_before`: A's queue within nominal with A added, B still in."""
+        key = (
+            self.edge(a.cluster_queue, b.cluster_queue),
+            a.priority_class,
+            a.labels,
+            b.priority_class,
+            b.labels,
+            a_within,
+            b_within,
+            a_before,
+        )
+        found = self._relations.get(key)
+        if found is None:
+            found = self._relations[key] = self._relations_of(a, b, a_within, b_within, a_before)
+        return found
+
+    def _relations_of(self, a: Kind, b: Kind, a_within: bool, b_within: bool, a_before: bool) -> frozenset[Relation]:
         cqa, cqb = self.setup.queues[a.cluster_queue], self.setup.queues[b.cluster_queue]
         ia, ib = self.info(a), self.info(b)
         found: set[Relation] = set()
@@ -635,7 +764,7 @@ class Filter:
 def _available(objects: Objects, cq: str, fr: FlavorResource, fill: dict[str, int]) -> int | None:
     """What `cq` could still take with the fillers in place; None if they do not fit."""
     cache = Cache()
-    cache.load(objects.state(fr, Levels(tuple(sorted(fill.items())), True), []))
+    cache.load(objects.state(cq, fr, Levels(tuple(sorted(fill.items())), True), []))
     snapshot = cache.snapshot(NOW)
     if any(snapshot.cluster_queues[name].node._available(fr) < 0 for name in fill):
         return None
@@ -686,15 +815,28 @@ class Counts:
     shape_pairs: int = 0
     kept_by_filter: int = 0
     queue_triples: int = 0
+    equivalent_pairs: int = 0
+    equivalent_triples: int = 0
     triples_kept_by_filter: int = 0
     engine_cycles: int = 0
 
 
 class Analysis:
-    def __init__(self, objects: Iterable[Any]) -> None:
+    def __init__(self, objects: Iterable[Any], by_symmetry: bool = True) -> None:
+        """`by_symmetry`: decide equivalent pairs and cycles of queues once (off: each on its own,
+        which the tests compare against)."""
+        self.by_symmetry = by_symmetry
         self.setup = Setup(objects)
         self.objects = Objects(self.setup)
-        self.filter = Filter(self.setup, self.objects)
+        self.filter = Filter(self.setup, self.objects, by_symmetry)
+        self.masks = Masks(self.setup.priorities())
+        self.canon = symmetry.Canon(
+            self.setup.raw_queues, self.setup.raw_cohorts, self.setup.configs, set(self.setup.namespace_of)
+        )
+        self._pairs_seen: dict[int, Flap | None] = {}
+        self._possible: dict[tuple[int, int], set[tuple[int, int]]] = {}
+        self._possible_trios: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+        self._triples_seen: dict[int, Flap | None] = {}
         self.counts = Counts()
         self.skipped: list[str] = []
         self.triples_skipped: str | None = None
@@ -716,14 +858,48 @@ class Analysis:
         for cq in kinds:
             trees.setdefault(self.setup.queues[cq].node.root().name, []).append(cq)
         for _, queues in sorted(trees.items()):
-            flaps = [f for f in (self._pair(qa, qb, kinds) for qa, qb in _pairs(queues)) if f is not None]
-            result.flaps += flaps
-            if not flaps:  # cycles of three matter where no pair already flaps
+            flapped = False
+            for qa, qb in _pairs(queues):
+                key = self.canon.pair(self._node(qa), self._node(qb))
+                flap, new = self._unit(self._pairs_seen, key, (qa, qb))
+                if new:
+                    flap = self._pair(qa, qb, kinds)
+                    self._pairs_seen[key] = flap
+                    result.flaps += [flap] if flap is not None else []
+                flapped |= flap is not None
+            if not flapped:  # cycles of three matter where no pair already flaps
                 flap = self._triples(queues, kinds)
-                if flap is not None:
+                if flap is not None and not any(f is flap for f in result.flaps):
                     result.flaps.append(flap)
+        for flap in result.flaps:
+            flap.objects = tuple(sorted({*flap.objects, *(o for qs in flap.also for o in self._involved(qs))}))
         result.proof = self._proof(result)
         return result
+
+    def _node(self, cq: str) -> QuotaNode:
+        return self.setup.queues[cq].node
+
+    def _unit(self, seen: dict[int, Flap | None], key: int, queues: tuple[str, ...]) -> tuple[Flap | None, bool]:
+        """(the decision of an equivalent unit, False) when one was decided, else (None, True).
+        A flap found for an equivalent unit is also this one's, renamed: it is listed in `also`."""
+        if not self.by_symmetry or key not in seen:
+            return None, True
+        flap = seen[key]
+        if len(queues) == 2:
+            self.counts.equivalent_pairs += 1
+        else:
+            self.counts.equivalent_triples += 1
+        if flap is not None:
+            flap.also.append(queues)
+        return flap, False
+
+    def _involved(self, queues: tuple[str, ...]) -> set[str]:
+        found = {f"ClusterQueue/{cq}" for cq in queues}
+        for cq in queues:
+            name = self.setup.queues[cq].preemption_config_name
+            if name in self.setup.configs:
+                found.add(f"PreemptionConfig/{name}")
+        return found
 
     # -- pairs --
 
@@ -737,10 +913,11 @@ class Analysis:
         unit = _unit(self.setup.queues[qa].node.root(), fr)
         same = qa == qb
         # Within one queue, each unordered pair once.
-        pairs = [(ka, kb) for i, ka in enumerate(kinds[qa]) for kb in (kinds[qb][i:] if same else kinds[qb])]
-        self.counts.shape_pairs += len(pairs) * len(self.setup.priorities()) ** 2
+        indexes = [(i, j) for i in range(len(kinds[qa])) for j in range(i if same else 0, len(kinds[qb]))]
+        self.counts.shape_pairs += len(indexes) * len(self.setup.priorities()) ** 2
         # First in any quota state (cheap, and most setups stop here), then filling by filling.
-        pairs = [(ka, kb) for ka, kb in pairs if self._ever(ka, kb) and self._ever(kb, ka)]
+        possible = self._possible_pairs(qa, qb, kinds)
+        pairs = [(kinds[qa][i], kinds[qb][j]) for i, j in indexes if (i, j) in possible]
         if not pairs:
             return None
         kept: set[tuple[Shape, Shape]] = set()
@@ -753,9 +930,13 @@ class Analysis:
                     back = self.filter.relations(kb, ka, *back_quota) if there else frozenset()
                     if not back:
                         continue
+                    rows, cols, index = self.masks.rows(there), self.masks.cols(back), self.setup.index()
                     for pa in self.setup.priorities_of(ka):
+                        bs = rows[index[pa]] & cols[index[pa]]
+                        if not bs:
+                            continue
                         for pb in self.setup.priorities_of(kb):
-                            if not (holds(there, pa, pb) and holds(back, pb, pa)):
+                            if not bs >> index[pb] & 1:
                                 continue
                             kept.add((Shape(ka, pa), Shape(kb, pb)))
                             for timing in self.timings(2):
@@ -770,10 +951,6 @@ class Analysis:
             return None
         finally:
             self.counts.kept_by_filter += len(kept)
-
-    def _ever(self, a: Kind, b: Kind) -> bool:
-        """Whether A may preempt B in some quota state."""
-        return any(self.filter.relations(a, b, *q) for q in itertools.product((True, False), repeat=3))
 
     def _edge_quota(
         self, qs: tuple[str, ...], i: int, fr: FlavorResource, state: Levels, unit: int
@@ -808,7 +985,17 @@ class Analysis:
                 continue
             fr = frs.pop()
             assert fr is not None
+            key = self.canon.cycle((self._node(qs[0]), self._node(qs[1]), self._node(qs[2])))
+            prior, new = self._unit(self._triples_seen, key, qs)
+            if not new:
+                if prior is not None:
+                    return prior
+                continue
+            self._triples_seen[key] = None
             self.counts.queue_triples += 1
+            trios = self._trios(qs, kinds)
+            if not trios:
+                continue  # no priorities let them take each other in turn, in any quota state
             # Two must run where one waits: half the unit, when the quotas allow, so that a queue
             # whose quota holds one unit still holds two workloads (boundaries stay on the grid).
             unit = _unit(self.setup.queues[qs[0]].node.root(), fr)
@@ -816,7 +1003,7 @@ class Analysis:
             distinct = sorted(set(qs))
             for state in fillings(self.setup, self.objects, distinct, fr, unit, 2):
                 edges = [self._edge_quota(qs, i, fr, state, unit) for i in range(3)]
-                for ka, kb, kc in itertools.product(kinds[qs[0]], kinds[qs[1]], kinds[qs[2]]):
+                for ka, kb, kc in trios:
                     r_ab = self.filter.relations(ka, kb, *edges[0])
                     r_bc = self.filter.relations(kb, kc, *edges[1]) if r_ab else frozenset()
                     r_ca = self.filter.relations(kc, ka, *edges[2]) if r_bc else frozenset()
@@ -842,20 +1029,64 @@ class Analysis:
                                 return None
                             flap = self.loop(trio, fr, unit, state, timing)
                             if flap is not None:
+                                self._triples_seen[key] = flap
                                 return flap
         return None
+
+    def _possible_pairs(self, qa: str, qb: str, kinds: dict[str, list[Kind]]) -> set[tuple[int, int]]:
+        """Indexes (into the queues' kinds) of the kinds that some priorities let take each other
+        in turn in some quota state. Every queue lists its kinds in one order, and the relations
+        follow the queues' edges, so queue pairs with the same edges share the answer."""
+        key = (self.filter.edge(qa, qb), self.filter.edge(qb, qa))
+        if key not in self._possible:
+            ever = self.filter.ever
+            self._possible[key] = {
+                (i, j)
+                for i, ka in enumerate(kinds[qa])
+                for j, kb in enumerate(kinds[qb])
+                if self.masks.pair(ever(ka, kb), ever(kb, ka))
+            }
+        return self._possible[key]
+
+    def _trios(self, qs: tuple[str, ...], kinds: dict[str, list[Kind]]) -> list[tuple[Kind, Kind, Kind]]:
+        """The kinds of the three queues that some priorities let take each other in turn in
+        some quota state (the union over states is weaker than each state's test); shared, like
+        `_possible_pairs`, by queue triples with the same edges."""
+        a, b, c = qs
+        edges = self.filter.edge
+        key = (edges(a, b), edges(b, c), edges(c, a))
+        if key not in self._possible_trios:
+            ever, found = self.filter.ever, []
+            for i, ka in enumerate(kinds[a]):
+                for j, kb in enumerate(kinds[b]):
+                    r_ab = ever(ka, kb)
+                    if not r_ab:
+                        continue
+                    for k, kc in enumerate(kinds[c]):
+                        if self.masks.cycle((r_ab, ever(kb, kc), ever(kc, ka))):
+                            found.append((i, j, k))
+            self._possible_trios[key] = found
+        return [(kinds[a][i], kinds[b][j], kinds[c][k]) for i, j, k in self._possible_trios[key]]
 
     def _priorities3(
         self, ks: tuple[Kind, Kind, Kind], rels: tuple[frozenset[Relation], ...]
     ) -> Iterator[tuple[Shape, Shape, Shape]]:
         ka, kb, kc = ks
-        r_ab, r_bc, r_ca = rels
+        ab, bc, ca = self.masks.rows(rels[0]), self.masks.rows(rels[1]), self.masks.cols(rels[2])
+        index = self.setup.index()
         for pa in self.setup.priorities_of(ka):
+            i = index[pa]
+            if not ab[i]:
+                continue
             for pb in self.setup.priorities_of(kb):
-                if not holds(r_ab, pa, pb):
+                j = index[pb]
+                if not ab[i] >> j & 1:
+                    continue
+                cs = bc[j] & ca[i]
+                if not cs:
                     continue
                 for pc in self.setup.priorities_of(kc):
-                    if holds(r_bc, pb, pc) and holds(r_ca, pc, pa):
+                    if cs >> index[pc] & 1:
                         yield (Shape(ka, pa), Shape(kb, pb), Shape(kc, pc))
 
     # -- the engine's word --
@@ -875,18 +1106,14 @@ class Analysis:
             workloads = [
                 o.workload(s, NAMES[j], fr, unit, created[j], None if j == i else since) for j, s in enumerate(shapes)
             ]
-            state = o.state(fr, levels, workloads)
+            state = o.state(shapes[0].cluster_queue, fr, levels, workloads)
             self.counts.engine_cycles += 1
             reason = evicts(state, keys[i], keys[(i + 1) % n], fr)
             if reason is None:
                 return None
             states.append(state)
             reasons.append(reason)
-        involved = {f"ClusterQueue/{s.cluster_queue}" for s in shapes}
-        for s in shapes:
-            name = self.setup.queues[s.cluster_queue].preemption_config_name
-            if name in self.setup.configs:
-                involved.add(f"PreemptionConfig/{name}")
+        involved = self._involved(tuple(s.cluster_queue for s in shapes))
         return Flap(shapes, tuple(reasons), states, tuple(sorted(involved)))
 
     def _proof(self, result: Result) -> dict[str, Any]:
@@ -896,7 +1123,9 @@ class Analysis:
             "flapFree": not result.flaps and not skipped,
             "method": "every pair of workload shapes, and every cycle of three where no pair flaps, in every "
             "quota and time state below, decided by the scheduler itself; a filter first drops what no "
-            "mechanism lets preempt in turn",
+            "mechanism lets preempt in turn; pairs and cycles of queues that a renaming of queues and cohorts "
+            "maps onto one already decided (same tree shape, quotas, policies, labels, annotations and rules) "
+            "share its decision",
             "clusterQueues": len(self.setup.namespace_of),
             "priorityClasses": [f"{kind}/{name}" for kind, name in sorted(self.setup.classes)],
             "effectivePriorities": self.setup.priorities(),
@@ -912,6 +1141,8 @@ class Analysis:
             "shapePairs": self.counts.shape_pairs,
             "shapePairsKeptByFilter": self.counts.kept_by_filter,
             "queueTriples": self.counts.queue_triples,
+            "equivalentQueuePairs": self.counts.equivalent_pairs,
+            "equivalentQueueTriples": self.counts.equivalent_triples,
             "shapeTriplesKeptByFilter": self.counts.triples_kept_by_filter,
             "engineCycles": self.counts.engine_cycles,
             "skipped": skipped,

@@ -131,10 +131,24 @@ def flap_message(flap: flapping.Flap) -> str:
     steps = ", then ".join(
         f"{letters[i]} evicts {letters[(i + 1) % len(letters)]} ({reason})" for i, reason in enumerate(flap.reasons)
     )
+    same = ""
+    if flap.also:
+        shown = "; ".join(_among(queues) for queues in flap.also[:3])
+        more = f"; and {len(flap.also) - 3} more" if len(flap.also) > 3 else ""
+        same = f" The same loop, renamed, exists {shown}{more}."
     return (
         f"{who}. {steps}, and the loop starts again: they can evict each other forever. Make the rules "
-        "asymmetric (a strict priority comparison, preemptorQuota: WithinNominalQuota, a quota selector)"
+        f"asymmetric (a strict priority comparison, preemptorQuota: WithinNominalQuota, a quota selector).{same}"
     )
+
+
+def _among(queues: tuple[str, ...]) -> str:
+    """Where an equivalent loop is: `within ClusterQueue a`, `between ClusterQueues a and b`..."""
+    distinct = list(dict.fromkeys(queues))
+    if len(distinct) == 1:
+        return f"within ClusterQueue {distinct[0]}"
+    word = "between" if len(distinct) == 2 else "among"
+    return f"{word} ClusterQueues {', '.join(distinct[:-1])} and {distinct[-1]}"
 
 
 def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig, classes: set[tuple[str, str]]) -> None:
@@ -207,7 +221,9 @@ def proof_summary(proof: dict[str, Any] | None) -> str:
         f"  quota: {proof['quotaStates']}",
         f"  time: {proof['time']}",
         f"  {proof['shapes']} workload shapes, {proof['shapePairs']} pairs in {proof['queuePairs']} queue pair(s), "
-        f"{proof['shapePairsKeptByFilter']} kept by the filter; {proof['queueTriples']} queue triple(s), "
+        f"{proof['shapePairsKeptByFilter']} kept by the filter; {proof['queueTriples']} queue triple(s) "
+        f"({proof['equivalentQueuePairs']} pair(s) and {proof['equivalentQueueTriples']} triple(s) more decided "
+        "by an equivalent one), "
         f"{proof['shapeTriplesKeptByFilter']} shape triples kept; {proof['engineCycles']} scheduling cycles run",
         f"  not modelled: {', '.join(proof['notModelled'])}",
     ]
