@@ -1,5 +1,5 @@
 """`lint`'s checks of what PreemptionConfig rules can do in a setup: selectors no workload can
-satisfy (UnreachableSelector).
+satisfy (UnreachableSelector), rules another rule of their tier always covers (ShadowedRule).
 
 The engine decides. Selectors are built by engine.configurable and evaluated on workloads made
 up for the purpose, one for each class of values a selector tells apart: each label value it
@@ -9,7 +9,8 @@ classes (a class the setup does not define may have any value). Any real workloa
 the tests one of these passes.
 
 Label requirements and numeric constraints read one key each, so a selector is satisfiable when
-the requirements on each key are: the search is per key, never over the product of all keys.
+the requirements on each key are, and one selector implies another when it does key by key:
+the search is per key, never over the product of all keys.
 """
 
 from __future__ import annotations
@@ -35,9 +36,20 @@ if TYPE_CHECKING:
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 SETUP_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "PreemptionConfig", "WorkloadPriorityClass", "PriorityClass")
-CODES = ("UnreachableSelector",)
+CODES = ("UnreachableSelector", "ShadowedRule")
 EPSILON = timedelta(microseconds=1)
 """The engine's time resolution (datetime's): the smallest step past a duration bound."""
+SCOPE_RANK = {
+    "WithinLocalQueue": 0,
+    "WithinClusterQueue": 1,
+    "WithinParentCohort": 2,
+    "WithinCohortTree": 3,
+    "AnyClusterQueue": 4,
+}
+"""Scopes by inclusion: a workload in scope of one is in scope of every later one (same
+LocalQueue, same ClusterQueue, same parent Cohort, same root, anywhere)."""
+STRICTER = {("LessThan", "LessThanOrEqual"), ("GreaterThan", "GreaterThanOrEqual")}
+"""(a, b): `x a y` implies `x b y`."""
 NO_CLASS = ""
 """The priority class name of a workload without one (WorkloadInfo.priority_class_name)."""
 
@@ -209,6 +221,19 @@ def unsatisfiable_keys(sel: Selector) -> list[str]:
     return bad
 
 
+def selector_implies(narrow: Selector, wide: Selector) -> bool:
+    """Whether every label set `narrow` matches, `wide` matches too (`narrow` satisfiable)."""
+    narrow_keys, wide_keys = _by_key(narrow), _by_key(wide)
+    for key, wide_reqs in wide_keys.items():
+        narrow_reqs = narrow_keys.get(key, [])
+        a, b = Selector(tuple(narrow_reqs)), Selector(tuple(wide_reqs))
+        for value in _key_options([*narrow_reqs, *wide_reqs]):
+            labels = {} if value is None else {key: value}
+            if a.matches(labels) and not b.matches(labels):
+                return False
+    return True
+
+
 def _show_requirements(sel: LabelSelector | None, key: str) -> list[str]:
     if sel is None:
         return []
@@ -267,6 +292,12 @@ class LabelKey:
 
     def satisfiable(self, index: int = 0) -> bool:
         return any(built[index].workload_matches(c) is None for built, c in self.evaluations())
+
+    def implies(self, narrow: int, wide: int) -> bool:
+        return not any(
+            built[narrow].workload_matches(c) is None and built[wide].workload_matches(c) is not None
+            for built, c in self.evaluations()
+        )
 
 
 def _label_keys(spec: CandidateSelector) -> set[str]:
@@ -367,6 +398,7 @@ class ConfigCheck:
         facts = [RuleFacts(rule, f"PreemptionConfig {self.config.name} rule {rule.name}") for rule in self.config.rules]
         for fact in facts:
             self.unreachable(fact)
+        self.shadowed(facts)
 
     def add(self, code: str, severity: Severity, message: str, *objects: str) -> None:
         self.report.add(code, severity, message, self.where, *objects)
@@ -519,6 +551,114 @@ class ConfigCheck:
             f"clusterQueueSelector: matches none of the {len(queues)} ClusterQueue(s) here, by their labels: the "
             "selector selects nothing. Fix the selector or label the queues"
         )
+
+    # -- ShadowedRule (info: the victims are the same with or without the rule; only the rule names
+    #    in messages and explanations differ, so it is worth knowing but not worth failing a build) --
+
+    def shadowed(self, facts: list[RuleFacts]) -> None:
+        for j, later in enumerate(facts):
+            live = [i for i in range(len(later.rule.candidate_selectors or [])) if i not in later.empty]
+            if later.never_applies or not live:
+                continue  # UnreachableSelector said so
+            for i, other in enumerate(facts):
+                if i == j or other.never_applies:
+                    continue
+                if self.covers(other, later) and (i < j or not self.covers(later, other)):
+                    unreachable = sorted(later.empty)
+                    note = (
+                        f" (candidateSelectors {', '.join(map(str, unreachable))} select nothing)"
+                        if unreachable
+                        else ""
+                    )
+                    self.add(
+                        "ShadowedRule",
+                        "info",
+                        f"{later.at}: never adds a victim: rule {other.rule.name} has the same trigger "
+                        f"({other.rule.activation_policy.trigger}), applies to every preemptor this one applies to, and "
+                        f"selects every workload this one can{note}. Remove rule {later.rule.name}, or make it select "
+                        f"what rule {other.rule.name} does not",
+                    )
+                    break
+
+    def covers(self, wide: RuleFacts, narrow: RuleFacts) -> bool:
+        """Whether `wide` applies whenever `narrow` does, and each of `narrow`'s selectors that
+        can select anything is within one of `wide`'s."""
+        a, b = wide.rule.activation_policy, narrow.rule.activation_policy
+        if a.trigger != b.trigger:
+            return False  # tiers are computed on different snapshots, with different contested workloads
+        if a.preemptor_quota == "WithinNominalQuota" and b.preemptor_quota != "WithinNominalQuota":
+            return False
+        wait = protection.parse_duration(a.min_trigger_required_duration) or timedelta(0)
+        if wait > (protection.parse_duration(b.min_trigger_required_duration) or timedelta(0)):
+            return False
+        wide_sel, narrow_sel = _built(wide.rule.preemptor_selector), _built(narrow.rule.preemptor_selector)
+        if wide_sel is None or narrow_sel is None or not selector_implies(narrow_sel, wide_sel):
+            return False
+        if not self.classes_imply(narrow.rule, wide.rule):
+            return False
+        wide_specs = wide.rule.candidate_selectors or []
+        return all(
+            any(i not in wide.empty and self.within(spec, w) for i, w in enumerate(wide_specs))
+            for n, spec in enumerate(narrow.rule.candidate_selectors or [])
+            if n not in narrow.empty
+        )
+
+    def names(self) -> list[str]:
+        return [NO_CLASS, _other(self.mentioned), *sorted(self.mentioned)]
+
+    def classes_imply(self, narrow: PreemptionRule, wide: PreemptionRule) -> bool:
+        """Whatever the setup: every class name `narrow` admits, `wide` admits."""
+        a, b = _class_only(narrow), _class_only(wide)
+        for name in self.names():
+            wl = self.setup.workload(("WorkloadPriorityClass", name) if name else None)
+            if rule_applies(a, wl) and not rule_applies(b, wl):
+                return False
+        return True
+
+    def within(self, narrow: CandidateSelector, wide: CandidateSelector) -> bool:
+        """Whatever the setup, the preemptor and the time: every workload `narrow` selects, `wide` does."""
+        if SCOPE_RANK[narrow.scope] > SCOPE_RANK[wide.scope]:
+            return False
+        if wide.quota is not None and wide.quota != narrow.quota:
+            return False
+        wide_cq, narrow_cq = _built(wide.cluster_queue_selector), _built(narrow.cluster_queue_selector)
+        if wide_cq is None or narrow_cq is None or not selector_implies(narrow_cq, wide_cq):
+            return False
+        if not all(LabelKey(self.setup, [narrow, wide], k).implies(0, 1) for k in _label_keys(wide)):
+            return False
+        return self.priority_within(narrow, wide) and _time_within(narrow, wide)
+
+    def priority_within(self, narrow: CandidateSelector, wide: CandidateSelector) -> bool:
+        if wide.priority is None:
+            return True
+        # Two bases and boosts of 0..2 give every order of the bases together with every order of
+        # the effective priorities; names: each one named, one other, none.
+        workloads = [
+            self.setup.workload(("WorkloadPriorityClass", n) if n else None, base=base, boost=boost)
+            for n in self.names()
+            for base in (0, 1)
+            for boost in (0, 1, 2)
+        ]
+        narrow_only, wide_only = _priority_only(narrow), _priority_only(wide)
+        for preemptor in workloads:
+            a, b = build_selector(0, narrow_only, preemptor), build_selector(0, wide_only, preemptor)
+            for candidate in workloads:
+                if a.workload_matches(candidate) is None and b.workload_matches(candidate) is not None:
+                    return False
+        return True
+
+
+def _time_within(narrow: CandidateSelector, wide: CandidateSelector) -> bool:
+    narrow_bounds, wide_bounds = dict(_durations(narrow)), dict(_durations(wide))
+    for name, bound in wide_bounds.items():
+        own = narrow_bounds.get(name)
+        if own is None or (own < bound if name.startswith("min") else own > bound):
+            return False
+    for attr in ("execution_time_relation", "time_from_creation_relation"):
+        op, own_op = getattr(wide, attr), getattr(narrow, attr)
+        if op is not None and own_op != op and (own_op, op) not in STRICTER:
+            return False
+    return True
 
 
 def _show_numeric(c: Any) -> str:

@@ -1,6 +1,6 @@
-"""Issue 16 (second part): UnreachableSelector. Each check has a case it reports and a near
-miss it must not; property tests compare the verdicts with brute force over the engine's own
-selectors."""
+"""Issue 16 (second part): UnreachableSelector and ShadowedRule. Each check
+has a case it reports and a near miss it must not; property tests compare the reachability and
+shadowing verdicts with brute force over the engine's own selectors."""
 
 from __future__ import annotations
 
@@ -276,6 +276,86 @@ def test_cluster_queue_selectors_that_match_no_queue() -> None:
     )
 
 
+# -- ShadowedRule ------------------------------------------------------------------------------------------
+
+WIDE = rule(
+    "wide", "Always", {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThanOrEqual"}}
+)
+NARROW_SELECTOR = {
+    "scope": "WithinParentCohort",
+    "priority": {"mode": "Base", "comparison": "LessThan", "notMatchNames": ["high"]},
+    "labelSelector": {"matchLabels": {"a": "b"}},
+    "maxExecutionDuration": "1h",
+}
+
+
+def shadowed(*rules: dict[str, Any]) -> list[str]:
+    return [f.message for f in check(*rules, code="ShadowedRule")]
+
+
+def test_a_rule_within_an_earlier_one_is_shadowed() -> None:
+    narrow = rule(
+        "narrow",
+        "Always",
+        NARROW_SELECTOR,
+        preemptorSelector={"matchLabels": {"x": "y"}},
+        activationPolicy={"trigger": "Always", "minTriggerRequiredDuration": "1m"},
+    )
+    (message,) = shadowed(WIDE, narrow)
+    assert message.startswith("PreemptionConfig hero rule narrow: never adds a victim: rule wide has the same trigger")
+    assert shadowed(narrow, WIDE) == shadowed(WIDE, narrow)  # order does not matter when one is strictly wider
+    (finding,) = check(WIDE, narrow, code="ShadowedRule")
+    assert finding.severity == "info" and finding.objects == ("PreemptionConfig/hero",)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"activationPolicy": {"trigger": "InsufficientQuota"}},  # another tier
+        {"candidateSelectors": [{**NARROW_SELECTOR, "scope": "AnyClusterQueue"}]},  # a wider scope
+        {"candidateSelectors": [{**NARROW_SELECTOR, "priority": {"mode": "Boosted", "comparison": "LessThan"}}]},
+        {"candidateSelectors": [NARROW_SELECTOR, {"scope": "WithinClusterQueue"}]},  # one selector not within
+        {"candidateSelectors": [{**NARROW_SELECTOR, "quota": "KeepsNominalQuota"}], "wide_quota": True},
+    ],
+)
+def test_near_misses_are_not_shadowed(change: dict[str, Any]) -> None:
+    change = dict(change)
+    wide = WIDE
+    if change.pop("wide_quota", False):
+        selector = {**WIDE["candidateSelectors"][0], "quota": "BorrowingCapacityFromPreemptor"}
+        wide = {**WIDE, "candidateSelectors": [selector]}
+    narrow = {**rule("narrow", "Always", NARROW_SELECTOR), **change}
+    assert shadowed(wide, narrow) == []
+
+
+def test_activation_must_be_at_least_as_easy() -> None:
+    narrow = rule("narrow", "Always", NARROW_SELECTOR)
+    stricter = {**WIDE, "activationPolicy": {"trigger": "Always", "preemptorQuota": "WithinNominalQuota"}}
+    assert shadowed(stricter, narrow) == []
+    later = {**WIDE, "activationPolicy": {"trigger": "Always", "minTriggerRequiredDuration": "5m"}}
+    assert shadowed(later, narrow) == []
+    assert shadowed({**WIDE, "preemptorSelector": {"matchLabels": {"x": "y"}}}, narrow) == []
+    assert shadowed({**WIDE, "preemptorPriorityClassSelector": {"matchNames": ["low"]}}, narrow) == []
+    assert len(shadowed({**WIDE, "preemptorSelector": {}}, narrow)) == 1  # {} matches every preemptor
+
+
+def test_of_two_equal_rules_the_later_is_shadowed() -> None:
+    first, second = rule("first", "Always", NARROW_SELECTOR), rule("second", "Always", NARROW_SELECTOR)
+    (message,) = shadowed(first, second)
+    assert message.startswith("PreemptionConfig hero rule second: never adds a victim: rule first")
+
+
+def test_numeric_bounds_and_fallbacks() -> None:
+    wide = rule(
+        "wide", "Always", {"scope": "WithinCohortTree", "numericLabels": [{"key": "n", "minValue": 0, "maxValue": 10}]}
+    )
+    narrow = {"scope": "WithinCohortTree", "numericLabels": [{"key": "n", "minValue": 2, "maxValue": 5}]}
+    assert len(shadowed(wide, rule("narrow", "Always", narrow))) == 1
+    # With a fallback, the narrow one also takes workloads without the label; the wide one does not.
+    narrow["numericLabels"][0]["fallbackValue"] = 3
+    assert shadowed(wide, rule("narrow", "Always", narrow)) == []
+
+
 # -- properties -----------------------------------------------------------------------------------------------
 
 KEYS, VALUES = ("a", "b"), ("x", "y")
@@ -374,3 +454,38 @@ def test_time_selectors_reported_unreachable_match_no_workload(
             if age >= execution:
                 wl = maker.workload(execution=execution, age=age)
                 assert built.workload_matches(wl) is not None, (own_age, accumulated, execution, age)
+
+
+optional_selectors = st.one_of(st.none(), label_selectors)
+
+
+def _implies(narrow: dict[str, Any] | None, wide: dict[str, Any] | None) -> bool:
+    a = build(LabelSelector.model_validate(narrow) if narrow is not None else None, nil=EVERYTHING)
+    b = build(LabelSelector.model_validate(wide) if wide is not None else None, nil=EVERYTHING)
+    return all(not a.matches(labels) or b.matches(labels) for labels in _label_sets())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(optional_selectors, optional_selectors, optional_selectors), min_size=2, max_size=2),
+    st.lists(st.sampled_from(list(lint_checks.SCOPE_RANK)), min_size=2, max_size=2),
+)
+def test_a_rule_reported_shadowed_selects_nothing_more(
+    selectors: list[tuple[dict[str, Any] | None, ...]], scopes: list[str]
+) -> None:
+    """(preemptorSelector, labelSelector, clusterQueueSelector) of two rules: when the second is
+    reported shadowed by the first, each of its selectors implies the first's (brute force)."""
+    rules = []
+    for name, (preemptor, labels, queues), scope in zip(("wide", "narrow"), selectors, scopes, strict=True):
+        spec: dict[str, Any] = {"scope": scope}
+        if labels is not None:
+            spec["labelSelector"] = labels
+        if queues is not None:
+            spec["clusterQueueSelector"] = queues
+        extra = {"preemptorSelector": preemptor} if preemptor is not None else {}
+        rules.append(rule(name, "Always", spec, **extra))
+    if not any(m.startswith("PreemptionConfig hero rule narrow:") for m in shadowed(*rules)):
+        return
+    assert lint_checks.SCOPE_RANK[scopes[1]] <= lint_checks.SCOPE_RANK[scopes[0]]
+    for narrow, wide in zip(selectors[1], selectors[0], strict=True):
+        assert _implies(narrow, wide), (narrow, wide)
