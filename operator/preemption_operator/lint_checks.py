@@ -1,12 +1,13 @@
 """`lint`'s checks of what PreemptionConfig rules can do in a setup: selectors no workload can
-satisfy (UnreachableSelector), rules another rule of their tier always covers (ShadowedRule).
+satisfy (UnreachableSelector), rules another rule of their tier always covers (ShadowedRule), and
+rules the setup's protections leave without victims (ContradictoryProtection).
 
 The engine decides. Selectors are built by engine.configurable and evaluated on workloads made
 up for the purpose, one for each class of values a selector tells apart: each label value it
 names, one other value and absence; for integers every bound, fallback and named value and two on
 either side; for durations every bound and one microsecond past it; for priorities the setup's
 classes (a class the setup does not define may have any value). Any real workload passes exactly
-the tests one of these passes.
+the tests one of these passes. Protections are read by engine.protection.
 
 Label requirements and numeric constraints read one key each, so a selector is satisfiable when
 the requirements on each key are, and one selector implies another when it does key by key:
@@ -27,6 +28,7 @@ from .api.v1alpha1 import CandidateSelector, PreemptionConfig, PreemptionRule
 from .engine import protection
 from .engine.cache import Cache
 from .engine.configurable import BuildError, BuiltSelector, build_selector, parse_int32, rule_applies, validate
+from .engine.quota import QuotaNode
 from .engine.selectors import EVERYTHING, Requirement, Selector, SelectorError, build
 from .engine.snapshot import ClusterQueueInfo
 from .engine.workload import INT32_MAX, INT32_MIN, PriorityClassInfo, WorkloadInfo, build_info
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 SETUP_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "PreemptionConfig", "WorkloadPriorityClass", "PriorityClass")
-CODES = ("UnreachableSelector", "ShadowedRule")
+CODES = ("UnreachableSelector", "ShadowedRule", "ContradictoryProtection")
 EPSILON = timedelta(microseconds=1)
 """The engine's time resolution (datetime's): the smallest step past a duration bound."""
 SCOPE_RANK = {
@@ -398,6 +400,9 @@ class ConfigCheck:
         facts = [RuleFacts(rule, f"PreemptionConfig {self.config.name} rule {rule.name}") for rule in self.config.rules]
         for fact in facts:
             self.unreachable(fact)
+        for fact in facts:
+            if not fact.never_applies:
+                self.contradictions(fact)
         self.shadowed(facts)
 
     def add(self, code: str, severity: Severity, message: str, *objects: str) -> None:
@@ -552,6 +557,122 @@ class ConfigCheck:
             "selector selects nothing. Fix the selector or label the queues"
         )
 
+    # -- ContradictoryProtection (warning: a protection makes (part of) the rule do nothing) --
+
+    def contradictions(self, fact: RuleFacts) -> None:
+        rule, at = fact.rule, fact.at
+        preemptors = self.preemptors(rule)
+        if preemptors and all(protection.may_not_preempt(p) for p in preemptors):
+            names = sorted({p.priority_class_name for p in preemptors})
+            self.add(
+                "ContradictoryProtection",
+                "warning",
+                f"{at} preemptorPriorityClassSelector: it admits only PriorityClasses with preemptionPolicy: Never "
+                f"({', '.join(names)}), whose workloads never preempt: the rule never takes a victim. Admit "
+                "other classes or drop the rule",
+                *(f"PriorityClass/{n}" for n in names),
+            )
+            return
+        for i, spec in enumerate(rule.candidate_selectors or []):
+            if i in fact.empty:
+                continue
+            self.fenced_or_disabled(at, i, spec)
+            self.tolerated(rule, at, i, spec, preemptors)
+
+    def fenced_or_disabled(self, at: str, i: int, spec: CandidateSelector) -> None:
+        """Queues whose workloads the preemption-policy annotations keep from these preemptors."""
+        built = build_selector(0, _queues_only(spec), self.setup.workload())
+        nobody = self.setup.workload()  # no class: only the queue policies can protect it
+        blocked: dict[str, str] = {}
+        protectors: set[str] = set()
+        reached = 0
+        for q in (self.setup.queues[n] for n in sorted(self.setup.queues)):
+            if self.users:
+                preemptor_nodes = [p.node for p in self.users if built.cq_matches(p, q) is None]
+            else:  # no queue uses the config: only `disabled` can be judged (a root is fenced by no one)
+                preemptor_nodes = [q.node.root()] if built.cluster_queues.matches(q.labels) else []
+            if not preemptor_nodes:
+                continue
+            reached += 1
+            reasons = [protection.protected(nobody, nobody, q.node, node, NOW) for node in preemptor_nodes]
+            if all(reasons):
+                blocked[q.name] = "; ".join(sorted({r for r in reasons if r}))
+                protectors |= {_protector(q.node, node) for node in preemptor_nodes}
+        if not blocked:
+            return
+        objects = sorted(protectors | {f"ClusterQueue/{n}" for n in blocked})
+        if self.users and len(blocked) == reached:
+            self.add(
+                "ContradictoryProtection",
+                "warning",
+                f"{at} candidateSelectors[{i}]: every ClusterQueue it reaches from the queues that use this config "
+                f"({', '.join(p.name for p in self.users)}) is protected: "
+                + "; ".join(f"{n}: {blocked[n]}" for n in sorted(blocked))
+                + ". The selector never takes a victim. Change its scope or clusterQueueSelector, or the "
+                f"{protection.POLICY_ANNOTATION} annotations",
+                *objects,
+            )
+            return
+        # Only queues the selector names by a label they carry (not merely by one they lack).
+        sel = _built(spec.cluster_queue_selector)
+        if sel is None or not any(r.operator in ("In", "Exists") for r in sel.requirements):
+            return
+        for name in sorted(blocked):
+            self.add(
+                "ContradictoryProtection",
+                "warning",
+                f"{at} candidateSelectors[{i}].clusterQueueSelector: selects ClusterQueue {name} by its labels, but "
+                f"{blocked[name]}: the rule never takes a victim there. Drop the queue from the selector or "
+                f"change its {protection.POLICY_ANNOTATION}",
+                *objects,
+            )
+
+    def tolerated(
+        self, rule: PreemptionRule, at: str, i: int, spec: CandidateSelector, preemptors: list[WorkloadInfo]
+    ) -> None:
+        """Every candidate the selector admits tolerates every (unboosted) preemptor the rule admits,
+        for as long as the selector lets the candidate run."""
+        if spec.priority is not None and spec.priority.mode == "Boosted":
+            return  # the rule compares boosted priorities: boosts are part of its design
+        limit = protection.parse_duration(spec.max_execution_duration) if spec.max_execution_duration else None
+        # Protected at the longest execution the selector admits is protected at every shorter one.
+        longest = limit if limit is not None else NOW - datetime(1, 1, 1, tzinfo=UTC)
+        only = _priority_only(spec)
+        candidates = [
+            self.setup.workload(k.ref, base=v, execution=longest, age=longest)
+            for k in self.universe
+            for v in self.setup.values(k)
+        ]
+        pairs = 0
+        protecting: dict[str, str] = {}
+        for preemptor in preemptors:
+            if protection.may_not_preempt(preemptor):
+                continue
+            tests = _priority_tests(build_selector(0, only, preemptor), spec)
+            for candidate in candidates:
+                if any(test(candidate) is not None for test in tests):
+                    continue
+                pairs += 1
+                if protection.tolerates(candidate, preemptor, NOW) is None:
+                    return
+                cls = candidate.priority_class
+                assert cls is not None  # a workload without a (defined) class tolerates nobody
+                protecting[f"{cls.kind}/{cls.name}"] = _show_toleration(cls)
+        if not pairs:
+            return
+        window = f"maxExecutionDuration {spec.max_execution_duration}" if limit is not None else "no execution bound"
+        admitted = ", ".join(sorted({self._class_of(p) for p in preemptors if not protection.may_not_preempt(p)}))
+        self.add(
+            "ContradictoryProtection",
+            "warning",
+            f"{at} candidateSelectors[{i}]: every workload it selects is protected by PreemptionToleration from every "
+            f"preemptor the rule admits ({admitted}) for longer than it may have run ({window}): "
+            + "; ".join(protecting[k] for k in sorted(protecting))
+            + ". The selector takes no victim (unless a kueue.x-k8s.io/priority-boost raises a preemptor to the "
+            "toleration's minimum). Make maxExecutionDuration at least toleration-seconds, or shorten the toleration",
+            *sorted(protecting),
+        )
+
     # -- ShadowedRule (info: the victims are the same with or without the rule; only the rule names
     #    in messages and explanations differ, so it is worth knowing but not worth failing a build) --
 
@@ -659,6 +780,21 @@ def _time_within(narrow: CandidateSelector, wide: CandidateSelector) -> bool:
         if op is not None and own_op != op and (own_op, op) not in STRICTER:
             return False
     return True
+
+
+def _protector(victim: QuotaNode, preemptor: QuotaNode) -> str:
+    """The object whose preemption-policy keeps the victim's queue from the preemptor."""
+    node = protection.victims_disabled(victim) or protection.fence_root(preemptor)
+    assert node is not None  # protected() gave a reason
+    return f"{'ClusterQueue' if node.is_cluster_queue else 'Cohort'}/{node.name}"
+
+
+def _show_toleration(cls: PriorityClassInfo) -> str:
+    policy, _ = protection.toleration_of(cls)
+    assert policy is not None  # the class protected a candidate
+    seconds = policy.toleration_seconds
+    span = "forever" if seconds < 0 else f"for {seconds}s after its quota is reserved"
+    return f"{cls.kind} {cls.name} tolerates preemptors below priority {policy.minimum_preemptable_priority} {span}"
 
 
 def _show_numeric(c: Any) -> str:

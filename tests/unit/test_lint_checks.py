@@ -1,4 +1,4 @@
-"""Issue 16 (second part): UnreachableSelector and ShadowedRule. Each check
+"""Issue 16 (second part): UnreachableSelector, ShadowedRule and ContradictoryProtection. Each check
 has a case it reports and a near miss it must not; property tests compare the reachability and
 shadowing verdicts with brute force over the engine's own selectors."""
 
@@ -354,6 +354,120 @@ def test_numeric_bounds_and_fallbacks() -> None:
     # With a fallback, the narrow one also takes workloads without the label; the wide one does not.
     narrow["numericLabels"][0]["fallbackValue"] = 3
     assert shadowed(wide, rule("narrow", "Always", narrow)) == []
+
+
+# -- ContradictoryProtection ---------------------------------------------------------------------------------
+
+
+def contradictions(
+    *selectors: dict[str, Any], rule_fields: dict[str, Any] | None = None, **changes: str
+) -> list[Finding]:
+    return check(
+        rule("r", "InsufficientQuota", *selectors, **(rule_fields or {})), code="ContradictoryProtection", **changes
+    )
+
+
+GOLD = {"scope": "WithinCohortTree", "clusterQueueSelector": {"matchLabels": {"tier": "gold"}}}
+DISABLED = "{preemption-operator.io/preemption-policy: disabled}"
+
+
+def test_a_selector_that_only_reaches_disabled_queues() -> None:
+    (finding,) = contradictions(GOLD, VAULT_ANNOTATIONS=DISABLED)
+    assert finding.message.startswith(
+        "PreemptionConfig hero rule r candidateSelectors[0]: every ClusterQueue it reaches from the queues that use "
+        "this config (hero) is protected: prod: Cohort vault has preemption-policy disabled"
+    )
+    assert finding.severity == "warning"
+    assert finding.objects == ("PreemptionConfig/hero", "ClusterQueue/prod", "Cohort/vault")
+    assert contradictions(GOLD) == []
+    # A policy set on the queue itself overrides the Cohort's `disabled`, as the engine reads it.
+    assert (
+        contradictions(
+            GOLD, VAULT_ANNOTATIONS=DISABLED, PROD_ANNOTATIONS="{preemption-operator.io/preemption-policy: default}"
+        )
+        == []
+    )
+
+
+def test_a_config_whose_only_user_is_disabled() -> None:
+    own = {"scope": "WithinClusterQueue"}
+    disabled = "preemption-operator.io/preemption-policy: disabled"
+    (finding,) = contradictions(own, HERO_ANNOTATIONS=disabled)
+    assert "is protected: hero: ClusterQueue hero has preemption-policy disabled" in finding.message
+    assert contradictions({"scope": "WithinCohortTree"}, HERO_ANNOTATIONS=disabled) == []  # research is not
+
+
+def test_a_disabled_queue_named_among_others() -> None:
+    both = {
+        "scope": "WithinCohortTree",
+        "clusterQueueSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold", "bronze"]}]},
+    }
+    (finding,) = contradictions(both, VAULT_ANNOTATIONS=DISABLED)
+    assert (
+        "candidateSelectors[0].clusterQueueSelector: selects ClusterQueue prod by its labels, but Cohort vault"
+        in finding.message
+    )
+    # Matched only for lacking a label: not named, not reported.
+    lacking = {
+        "scope": "WithinCohortTree",
+        "clusterQueueSelector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["bronze"]}]},
+    }
+    assert contradictions(lacking, VAULT_ANNOTATIONS=DISABLED) == []
+
+
+def test_a_fence_around_the_preemptor() -> None:
+    bronze = {"scope": "AnyClusterQueue", "clusterQueueSelector": {"matchLabels": {"tier": "bronze"}}}
+    fenced = "preemption-operator.io/preemption-policy: fence"
+    (finding,) = contradictions(bronze, HERO_ANNOTATIONS=fenced)
+    assert "research: outside the preemption fence of ClusterQueue hero" in finding.message
+    assert "ClusterQueue/hero" in finding.objects
+    # A fence around the whole cohort keeps research inside.
+    assert contradictions(bronze, ORG_ANNOTATIONS="{" + fenced + "}") == []
+
+
+BATCH_YOUNG = {"scope": "WithinCohortTree", "maxExecutionDuration": "30m", "priority": {"matchNames": ["batch"]}}
+
+
+def test_a_toleration_longer_than_the_selector_lets_victims_run() -> None:
+    (finding,) = contradictions(BATCH_YOUNG)
+    assert finding.message.startswith(
+        "PreemptionConfig hero rule r candidateSelectors[0]: every workload it selects is protected by "
+        "PreemptionToleration from every preemptor the rule admits"
+    )
+    assert "WorkloadPriorityClass batch tolerates preemptors below priority 1000 for 3600s" in finding.message
+    assert finding.objects == ("PreemptionConfig/hero", "WorkloadPriorityClass/batch")
+
+
+@pytest.mark.parametrize(
+    ("selector", "changes"),
+    [
+        ({**BATCH_YOUNG, "maxExecutionDuration": "1h"}, {}),  # at 3600s the toleration has ended
+        ({**BATCH_YOUNG, "priority": {"matchNames": ["batch", "low"]}}, {}),  # low tolerates nothing
+        ({**BATCH_YOUNG, "priority": {"notMatchNames": ["low"]}}, {}),  # workloads without a class
+        (BATCH_YOUNG, {"MINIMUM": "400"}),  # high (500) is not tolerated
+        ({**BATCH_YOUNG, "priority": {"matchNames": ["batch"], "mode": "Boosted", "comparison": "LessThan"}}, {}),
+    ],
+)
+def test_tolerations_that_leave_victims(selector: dict[str, Any], changes: dict[str, str]) -> None:
+    assert contradictions(selector, **changes) == []
+
+
+def test_a_toleration_forever_needs_no_execution_bound() -> None:
+    batch = {"scope": "WithinCohortTree", "priority": {"matchNames": ["batch"]}}
+    (finding,) = contradictions(batch, SECONDS="-1")
+    assert "WorkloadPriorityClass batch tolerates preemptors below priority 1000 forever" in finding.message
+    assert "(no execution bound)" in finding.message
+    assert contradictions(batch) == []  # an hour, and no bound: victims older than that are fair game
+
+
+def test_preemptors_that_may_not_preempt() -> None:
+    only_polite = {"preemptorPriorityClassSelector": {"matchNames": ["polite"]}}
+    (finding,) = contradictions(rule_fields=only_polite, POLICY="Never")
+    assert (
+        "preemptorPriorityClassSelector: it admits only PriorityClasses with preemptionPolicy: Never (polite)"
+        in finding.message
+    )
+    assert contradictions(rule_fields=only_polite) == []
 
 
 # -- properties -----------------------------------------------------------------------------------------------
