@@ -258,8 +258,8 @@ def lint(paths: tuple[Path, ...], output: str, fail_on: str, witness: Path | Non
     """Check a preemption setup (queues, cohorts, flavors, PreemptionConfigs, priority classes):
     workloads that can evict each other forever (with a witness, or a proof that none can),
     missing references, unused configs, selectors that do not build or select nothing, rules keyed
-    on what users can write, rules another rule covers, rules protections leave without victims.
-    Exit 0 (nothing at or above --fail-on), 1 (findings), 2 (bad input)."""
+    on what users can write, rules another rule covers, rules protections leave without victims
+    (docs/lint.md). Exit 0 (nothing at or above --fail-on), 1 (findings), 2 (bad input)."""
     import json
 
     from . import lint as linting

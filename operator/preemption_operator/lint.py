@@ -6,7 +6,7 @@ not build, rules that key on what a namespace user can write, selectors no workl
 rules another rule always covers, rules the protections leave without victims (lint_checks.py),
 and two or three workloads that evict each other in turn (flapping.py: each one found by the
 scheduler itself, with the objects that reproduce it; when none is found, what was quantified
-over is the proof)."""
+over is the proof). docs/lint.md describes every check."""
 
 from __future__ import annotations
 
