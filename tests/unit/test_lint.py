@@ -1,6 +1,8 @@
 """Issue 16 (first part): `lint` finds missing references, unused configs, selectors that do not
 build and rules keyed on what namespace users can write; exit codes 0 / 1 / 2; the JSON contract;
-and the flapping proof (tests/unit/test_flapping.py has the analysis itself)."""
+and the flapping proof (tests/unit/test_flapping.py has the analysis itself, and
+tests/unit/test_lint_checks.py the checks of unreachable selectors, shadowed rules and
+contradictory protections)."""
 
 from __future__ import annotations
 
@@ -95,13 +97,27 @@ def test_the_json_contract(tmp_path: Path) -> None:
     result = lint(tmp_path, QUEUE.replace("CONFIG", "ghost"), "--output", "json")
     data = json.loads(result.output)
     assert set(data) == {"findings", "checks", "notChecked", "proof"}
-    assert "FlappingPair" in data["checks"] and "FlappingPair" not in data["notChecked"]
+    assert "FlappingPair" in data["checks"] and data["notChecked"] == []
+    assert {"UnreachableSelector", "ShadowedRule", "ContradictoryProtection"} <= set(data["checks"])
     proof = data["proof"]
     assert proof["clusterQueues"] == 1 and proof["flapFree"] is True
     assert {"effectivePriorities", "labels", "quotaStates", "time", "notModelled", "engineCycles"} <= set(proof)
     (finding,) = data["findings"]
     assert set(finding) == {"code", "severity", "message", "objects", "witness"}
     assert finding["objects"] == ["ClusterQueue/research"] and finding["witness"] is None
+
+
+def test_an_unreachable_selector_is_a_warning_and_nothing_is_left_unchecked(tmp_path: Path) -> None:
+    preemptor = "    preemptorPriorityClassSelector: {matchNames: [a], notMatchNames: [a]}\n"
+    text = QUEUE.replace("CONFIG", "c") + "---\n" + config("c", preemptor=preemptor)
+    result = lint(tmp_path, text)
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning UnreachableSelector: PreemptionConfig c rule r preemptorPriorityClassSelector: notMatchNames "
+        "excludes every name in matchNames (a): the rule never applies"
+    ) in result.output
+    assert "not checked yet" not in result.output
+    assert lint(tmp_path, text, "--fail-on", "warning").exit_code == 1
 
 
 def test_bad_input_exits_2(tmp_path: Path) -> None:
