@@ -157,10 +157,10 @@ def flap_free_condition(name: str, lint: LintResult) -> tuple[str, str, str]:
     if not queues:
         return "True", "NotUsed", "no ClusterQueue uses this config: its rules cannot make workloads flap"
     proof = lint.proof or {}
-    skipped = proof.get("skipped") or []
+    trees = {lint.trees[q] for q in queues if q in lint.trees}
+    skipped = [why for why in proof.get("skipped") or [] if _skip_tree(why, lint.trees) in (None, *trees)]
     if skipped:
         return "Unknown", "NotProven", "not proven: " + "; ".join(skipped)
-    trees = {lint.trees[q] for q in queues if q in lint.trees}
     elsewhere = sorted(
         {
             ref.split("/", 1)[1]
@@ -177,6 +177,14 @@ def flap_free_condition(name: str, lint: LintResult) -> tuple[str, str, str]:
             "or `preemption-operator lint`); cycles of three are not checked in a tree where a pair flaps",
         )
     return "True", "NoFlapFound", f"ClusterQueue(s) {', '.join(queues)}: " + proof_summary(proof)
+
+
+def _skip_tree(why: str, trees: Mapping[str, str]) -> str | None:
+    """The cohort tree a part the analysis skipped was in, when it names its ClusterQueue
+    (`ClusterQueue x: ...`); None when it does not say (then it may be any)."""
+    named, colon, _ = why.partition(":")
+    kind, _, queue = named.partition(" ")
+    return trees.get(queue) if colon and kind == "ClusterQueue" else None
 
 
 def proof_summary(proof: Mapping[str, Any]) -> str:
