@@ -382,7 +382,7 @@ class SchedulingLoop:
             *self.feeder.notices(),
             *self.linter.notices,
         }
-        for notice in sorted(current - self.posted, key=lambda n: (n.kind, n.name, n.reason)):
+        for notice in sorted(current - self.posted, key=lambda n: (n.kind, n.name, n.reason, n.message)):
             obj = self.cache.objects.get(notice.kind, {}).get(notice.name)
             ref = self.feeder.reference(notice.kind, notice.name)
             if ref is not None:
