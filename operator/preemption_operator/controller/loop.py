@@ -398,8 +398,9 @@ class SchedulingLoop:
         self.posted = current
 
     def _linted(self) -> None:
-        """An analysis ended: its Warnings go out now, its conditions with the next statuses."""
-        if self.leading():
+        """An analysis ended: its Warnings go out now, its conditions with the next statuses (a
+        term not taken over yet posts them when it is)."""
+        if self._was_leading and self.leading():
             self._post_notices()
         self.statuses_due.set()
 
