@@ -80,6 +80,26 @@ class Metrics:
             "Seconds requests waited for the client-side rate limit (--kube-api-qps).",
             registry=self.registry,
         )
+        self.lint_runs = Counter(
+            f"{prefix}_lint_runs_total",
+            "Analyses of the setup after configuration changes (the checks of `lint`), by outcome: "
+            "flap_free, flapping, not_proven, failed.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.lint_seconds = Histogram(
+            f"{prefix}_lint_duration_seconds",
+            "Time one analysis of the setup takes, in its own process (the first one includes starting it).",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+            registry=self.registry,
+        )
+        self.lint_findings = Gauge(
+            f"{prefix}_lint_findings",
+            "Findings of the last analysis of the setup, by code (FlappingPair, MissingReference, ...).",
+            ["code"],
+            registry=self.registry,
+        )
+        self._lint_codes: set[str] = set()
         self._queues: set[str] = set()
         self.replica_role = "standalone"
         """Kueue's replica_role label: leader, follower, or standalone (no leader election)."""
@@ -208,6 +228,17 @@ class Metrics:
             "kueue_cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit", quota, registry=r
         )
         self._quota_series: set[tuple[str, ...]] = set()
+
+    def lint_run(self, outcome: str, seconds: float, codes: Iterable[str]) -> None:
+        """An analysis of the setup ended; `codes`: its findings' codes (one per finding)."""
+        self.lint_runs.labels(outcome=outcome).inc()
+        self.lint_seconds.observe(seconds)
+        counts: dict[str, int] = {}
+        for code in codes:
+            counts[code] = counts.get(code, 0) + 1
+        for code in self._lint_codes | set(counts):
+            self.lint_findings.labels(code=code).set(counts.get(code, 0))
+        self._lint_codes |= set(counts)
 
     def admitted_workload(self, cluster_queue: str, priority_class: str, waited_seconds: float) -> None:
         """An admission written (quota reserved and admitted at once: no admission checks here)."""

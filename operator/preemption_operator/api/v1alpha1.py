@@ -179,7 +179,8 @@ class PreemptionConfigSpec(KubeModel):
 
 
 class PreemptionConfigStatus(KubeModel):
-    """Written by the operator (beyond Kueue): whether the config can be used, and by whom."""
+    """Written by the operator (beyond Kueue): whether the config can be used, by whom, and whether
+    lint finds workloads that can evict each other in turn (conditions Valid, FlapFree, Lint)."""
 
     conditions: Conditions = None
     rule_count: NonNegativeInt32 | None = None
@@ -201,6 +202,12 @@ class PreemptionConfig(TopLevel):
             PrinterColumn("Rules", "integer", ".status.ruleCount", "Number of rules"),
             PrinterColumn(
                 "Valid", "string", '.status.conditions[?(@.type=="Valid")].status', "Whether the rules build"
+            ),
+            PrinterColumn(
+                "FlapFree",
+                "string",
+                '.status.conditions[?(@.type=="FlapFree")].status',
+                "Whether no workloads of its queues can evict each other in turn (the operator runs lint)",
             ),
             PrinterColumn("ClusterQueues", "string", ".status.clusterQueues", "ClusterQueues using it", priority=1),
         ),

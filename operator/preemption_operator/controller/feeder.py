@@ -4,12 +4,14 @@ scheduling loop only for changes that can change a decision."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..api.objects import ObjectError, parse_object
 from ..api.v1beta2 import Workload
 from ..engine.cache import Cache, Change
 from ..engine.notices import Notice
+from ..flapping import SETUP_KINDS
 from ..k8s.api import Kind
 
 log = logging.getLogger(__name__)
@@ -73,9 +75,11 @@ class CacheFeeder:
     """The informers' handler (see k8s.informer.Handler), and where the operator stores the
     objects its own writes return."""
 
-    def __init__(self, cache: Cache, waker: Waker) -> None:
+    def __init__(self, cache: Cache, waker: Waker, setup_changed: Callable[[], None] = lambda: None) -> None:
         self.cache = cache
         self.waker = waker
+        self.setup_changed = setup_changed
+        """Called when an object lint reads changed (never for Workloads): the operator's lint runs."""
         self.invalid: dict[tuple[str, str], Notice] = {}
         """Objects left out (or held from their admission only) because they do not parse."""
         self._refs: dict[tuple[str, str], dict[str, Any]] = {}
@@ -112,6 +116,8 @@ class CacheFeeder:
         if change is Change.NONE:
             return
         # A list is rare (startup, a lost watch, the periodic one): give everything another look.
+        if kind.name in SETUP_KINDS:
+            self.setup_changed()
         self.waker.config_changed()
 
     def event(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> None:
@@ -208,4 +214,6 @@ class CacheFeeder:
             self.waker.poke()
         elif change is Change.RELEVANT:
             # Queues, cohorts, flavors, configs, classes, nodes: parked workloads get another look.
+            if kind in SETUP_KINDS:
+                self.setup_changed()
             self.waker.config_changed()

@@ -33,6 +33,7 @@ from ..metrics import Metrics
 from . import queue_status
 from .faults import Faults
 from .feeder import CacheFeeder
+from .linter import Linter, setup_wires
 from .write_queue import WriteQueue
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,9 @@ class SchedulingLoop:
         self.cache = cache
         self.job_stops = job_stops
         """Which workloads a job integration stops: their quota comes back once the job has."""
-        self.feeder = CacheFeeder(cache, self)
+        self.linter = Linter(lambda: setup_wires(cache.objects), leading, metrics, self._linted)
+        """lint on configuration changes, off the event loop: its verdicts go on PreemptionConfig statuses."""
+        self.feeder = CacheFeeder(cache, self, setup_changed=self.linter.changed)
         self.writer = writer
         self.events = events
         self.metrics = metrics
@@ -140,16 +143,19 @@ class SchedulingLoop:
     async def run(self, synced: asyncio.Event) -> None:
         await synced.wait()
         publisher = asyncio.create_task(self._publish_statuses(), name="queue-statuses")
+        linter = asyncio.create_task(self.linter.run(), name="lint")
         try:
             await self._decide(synced)
         finally:
             publisher.cancel()
+            linter.cancel()
+            self.linter.close()  # an analysis in flight is abandoned, never waited for
             for task in self._verifying.values():
                 task.cancel()
             abandoned = await self.writes.stop()
             if abandoned:
                 log.info("stopping with %d write(s) not sent", abandoned)
-            await asyncio.gather(publisher, *self._verifying.values(), return_exceptions=True)
+            await asyncio.gather(publisher, linter, *self._verifying.values(), return_exceptions=True)
 
     async def _decide(self, synced: asyncio.Event) -> None:
         resync_at = time.monotonic() + self.resync_seconds
@@ -217,6 +223,7 @@ class SchedulingLoop:
         self.state = QueueState()
         self.posted = set()
         self._was_leading = True
+        self.linter.changed()  # a setup this replica has not analysed yet gets its verdict
 
     async def cycle(self) -> CycleResult:
         started = time.perf_counter()
@@ -373,8 +380,9 @@ class SchedulingLoop:
             *self.cache.workload_notices(),
             *self.configurable.notices,
             *self.feeder.notices(),
+            *self.linter.notices,
         }
-        for notice in sorted(current - self.posted, key=lambda n: (n.kind, n.name, n.reason)):
+        for notice in sorted(current - self.posted, key=lambda n: (n.kind, n.name, n.reason, n.message)):
             obj = self.cache.objects.get(notice.kind, {}).get(notice.name)
             ref = self.feeder.reference(notice.kind, notice.name)
             if ref is not None:
@@ -388,6 +396,13 @@ class SchedulingLoop:
             self.events.record(body, notice.kind, api_version, "Warning", notice.reason, notice.message)
             log.warning("%s", notice.message)
         self.posted = current
+
+    def _linted(self) -> None:
+        """An analysis ended: its Warnings go out now, its conditions with the next statuses (a
+        term not taken over yet posts them when it is)."""
+        if self._was_leading and self.leading():
+            self._post_notices()
+        self.statuses_due.set()
 
     async def _publish_statuses(self) -> None:
         """ClusterQueue, LocalQueue and PreemptionConfig status at most once a second (as Kueue
@@ -435,7 +450,9 @@ class SchedulingLoop:
         for name, config in list(self.cache.objects["PreemptionConfig"].items()):
 
             def pc_status(current: dict[str, Any], config: Any = config, name: str = name) -> dict[str, Any]:
-                return queue_status.preemption_config_status(config, users.get(name, []), current.get("status"), now)
+                return queue_status.preemption_config_status(
+                    config, users.get(name, []), current.get("status"), now, self.linter.result
+                )
 
             writes.append((resources.PreemptionConfig, name, None, pc_status, config.to_wire()))
         # Unchanged ones cost no request: compute first, send only what differs.

@@ -12,8 +12,9 @@ from ..api.quantity import format_amount
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..engine.configurable import validate
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
-from ..engine.workload_status import set_condition
+from ..engine.workload_status import get_condition, set_condition
 from ..metrics import QueueFigures
+from .linter import FLAP_CODES, LintResult
 
 
 def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, Any]]:
@@ -108,23 +109,116 @@ def local_queue_status(counts: tuple[int, int], current: dict[str, Any] | None) 
     return status
 
 
+FLAP_FREE = "FlapFree"
+LINT = "Lint"
+
+
 def preemption_config_status(
     config: PreemptionConfig,
     cluster_queues: list[str],
     current: dict[str, Any] | None,
     now: datetime,
+    lint: LintResult | None = None,
 ) -> dict[str, Any]:
+    """`lint`: the operator's last analysis of the setup (None: none yet)."""
     status = copy.deepcopy(current or {})
     errors = validate(config)
+    generation = config.metadata.generation
     status["ruleCount"] = len(config.rules)
     status["clusterQueues"] = cluster_queues
     if errors:
-        set_condition(status, "Valid", "False", "InvalidSelector", "; ".join(errors), now, config.metadata.generation)
+        set_condition(status, "Valid", "False", "InvalidSelector", "; ".join(errors), now, generation)
     else:
-        set_condition(
-            status, "Valid", "True", "Valid", "All rules and selectors build", now, config.metadata.generation
-        )
+        set_condition(status, "Valid", "True", "Valid", "All rules and selectors build", now, generation)
+    name = config.metadata.name
+    if lint is not None and name in lint.generations:
+        # observedGeneration says which version was analysed: a verdict stays until the next one.
+        analysed = lint.generations[name]
+        set_condition(status, FLAP_FREE, *flap_free_condition(name, lint), now, analysed)
+        set_condition(status, LINT, *lint_condition(name, lint), now, analysed)
+    elif get_condition(status, FLAP_FREE) is None:
+        message = "the setup is being analysed for workloads that can evict each other in turn"
+        set_condition(status, FLAP_FREE, "Unknown", "Analysing", message, now, generation)
     return status
+
+
+def flap_free_condition(name: str, lint: LintResult) -> tuple[str, str, str]:
+    """(status, reason, message) of PreemptionConfig `name`'s FlapFree condition: False when a flap
+    found involves it; True when every cohort tree of its ClusterQueues is proven free of them;
+    Unknown when the analysis failed or did not cover them."""
+    if lint.error is not None:
+        return "Unknown", "AnalysisFailed", lint.error
+    ref = f"PreemptionConfig/{name}"
+    mine = [f for f in lint.flaps if ref in f.objects]
+    if mine:
+        more = f" ({len(mine) - 1} more: see this config's Warning Events)" if len(mine) > 1 else ""
+        return "False", mine[0].code, mine[0].message + more
+    queues = lint.users.get(name, ())
+    if not queues:
+        return "True", "NotUsed", "no ClusterQueue uses this config: its rules cannot make workloads flap"
+    proof = lint.proof or {}
+    trees = {lint.trees[q] for q in queues if q in lint.trees}
+    skipped = [why for why in proof.get("skipped") or [] if _skip_tree(why, lint.trees) in (None, *trees)]
+    if skipped:
+        return "Unknown", "NotProven", "not proven: " + "; ".join(skipped)
+    elsewhere = sorted(
+        {
+            ref.split("/", 1)[1]
+            for f in lint.flaps
+            for ref in f.objects
+            if ref.startswith("ClusterQueue/") and lint.trees.get(ref.split("/", 1)[1]) in trees
+        }
+    )
+    if elsewhere:
+        return (
+            "Unknown",
+            "NotProven",
+            f"workloads of ClusterQueue(s) {', '.join(elsewhere)} in the same cohort tree flap (see their configs "
+            "or `preemption-operator lint`); cycles of three are not checked in a tree where a pair flaps",
+        )
+    return "True", "NoFlapFound", f"ClusterQueue(s) {', '.join(queues)}: " + proof_summary(proof)
+
+
+def _skip_tree(why: str, trees: Mapping[str, str]) -> str | None:
+    """The cohort tree a part the analysis skipped was in, when it names its ClusterQueue
+    (`ClusterQueue x: ...`); None when it does not say (then it may be any)."""
+    named, colon, _ = why.partition(":")
+    kind, _, queue = named.partition(" ")
+    return trees.get(queue) if colon and kind == "ClusterQueue" else None
+
+
+def proof_summary(proof: Mapping[str, Any]) -> str:
+    """What a proof of flap-freedom quantified over, in one line."""
+    priorities = proof.get("effectivePriorities") or [0]
+    classes = ", ".join(proof.get("priorityClasses") or []) or "none"
+    labels = (
+        "; ".join(f"{k}: {', '.join(v)}" for k, v in (proof.get("labels") or {}).items()) or "none read by the rules"
+    )
+    return (
+        "no two or three workloads can evict each other in turn. Quantified over "
+        f"{proof.get('shapes', 0)} workload shapes (priority classes: {classes}; effective priorities "
+        f"{priorities[0]}..{priorities[-1]}; labels: {labels}); quota: {proof.get('quotaStates', '')}; "
+        f"time: {proof.get('time', '')}; {proof.get('engineCycles', 0)} scheduling cycles run. Not modelled: "
+        + ", ".join(proof.get("notModelled") or [])
+    )
+
+
+def lint_condition(name: str, lint: LintResult) -> tuple[str, str, str]:
+    """(status, reason, message) of the Lint condition: the findings of `lint` about this config
+    (False with errors, True with warnings only)."""
+    if lint.error is not None:
+        return "Unknown", "AnalysisFailed", lint.error
+    ref = f"PreemptionConfig/{name}"
+    mine = [f for f in lint.findings if ref in f.objects and f.severity in ("error", "warning")]
+    if not mine:
+        return "True", "NoFindings", "preemption-operator lint finds no error or warning about this config"
+    errors = sum(1 for f in mine if f.severity == "error")
+    warnings = len(mine) - errors
+    flaps = Counter(f.code for f in mine if f.code in FLAP_CODES)
+    told = [f"{n} {code} (see FlapFree)" for code, n in sorted(flaps.items())]
+    told += [f"{f.code}: {f.message}" for f in mine if f.code not in flaps]
+    message = f"{errors} error(s), {warnings} warning(s): " + " | ".join(told)
+    return ("False", "Errors", message) if errors else ("True", "Warnings", message)
 
 
 def config_users(snapshot: Snapshot) -> dict[str, list[str]]:
