@@ -355,7 +355,9 @@ class Setup:
         label_values = self.label_values()
         combos = list(itertools.product(*label_values.values())) if label_values else [()]
         keys = list(label_values)
-        klasses: list[tuple[str, str] | None] = [*sorted(self.classes), None]
+        # Workload classes first, the cluster's system classes last: the first witness found then
+        # reads like the setup's own workloads, not like kube-system's.
+        klasses: list[tuple[str, str] | None] = [*sorted(self.classes, key=_class_order), None]
         count = len(klasses) * len(combos)
         if count * len(self.priorities()) > MAX_SHAPES_PER_QUEUE:
             raise TooManyShapes(cq, count * len(self.priorities()))
@@ -379,6 +381,11 @@ class Setup:
 
     def base_priority(self, kind: Kind) -> int:
         return self.classes[kind.priority_class] if kind.priority_class is not None else 0
+
+
+def _class_order(key: tuple[str, str]) -> tuple[int, str]:
+    kind, name = key
+    return (0 if kind == "WorkloadPriorityClass" else 2 if name.startswith("system-") else 1, name)
 
 
 class TooManyShapes(Exception):

@@ -23,6 +23,9 @@ from .api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION
 from .engine.quota import QuotaNode
 
 _IDENTITY = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+BOOKKEEPING = ("kubectl.kubernetes.io/last-applied-configuration",)
+"""Annotations that tools write and nothing of ours reads; kubectl's holds the object's name, so
+keeping it would make every applied queue unlike every other."""
 
 
 def _describe(obj: Any | None, configs: Mapping[str, Any], tree_fields: tuple[str, ...], quotas: bool) -> Any:
@@ -35,7 +38,7 @@ def _describe(obj: Any | None, configs: Mapping[str, Any], tree_fields: tuple[st
     if not quotas:
         wire = _without_amounts(wire)
     meta = {k: v for k, v in wire.get("metadata", {}).items() if k not in _IDENTITY}
-    annotations = dict(meta.get("annotations") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in BOOKKEEPING}
     named = annotations.pop(PREEMPTION_CONFIG_ANNOTATION, None)
     if named is not None:
         config = configs.get(named)

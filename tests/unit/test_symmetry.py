@@ -7,6 +7,7 @@ analysis deciding every unit on its own, over setups made of copies and near-cop
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -71,6 +72,19 @@ def test_the_same_tree_under_other_names_is_equivalent() -> None:
     assert canon.pair(n["a1"], n["b1"]) == canon.pair(n["a2"], n["b2"]) == canon.pair(n["b2"], n["a2"])
     assert canon.pair(n["a1"], n["a1"]) == canon.pair(n["a2"], n["a2"])
     assert canon.pair(n["a1"], n["a1"]) != canon.pair(n["b1"], n["b1"])  # one has the config, one not
+
+
+def test_kubectl_apply_bookkeeping_does_not_break_the_equivalence() -> None:
+    """`kubectl apply` stores each object, name included, in an annotation nothing else reads."""
+
+    def applied(queue: dict[str, Any]) -> dict[str, Any]:
+        queue["metadata"].setdefault("annotations", {})[symmetry.BOOKKEEPING[0]] = json.dumps(queue)
+        return queue
+
+    docs = [FLAVOR, applied(_queue("a1", "x")), applied(_queue("b1", "x")), applied(_queue("a2", "y"))]
+    docs.append(applied(_queue("b2", "y")))
+    canon, n = _canon(docs)
+    assert canon.pair(n["a1"], n["b1"]) == canon.pair(n["a2"], n["b2"])
 
 
 def test_any_difference_that_the_engine_reads_breaks_the_equivalence() -> None:
