@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .engine.fair_sharing import FairSharing
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,6 +48,36 @@ def crds(output_dir: Path, check: bool) -> None:
         return
     for path in crdgen.write_all(output_dir):
         click.echo(f"wrote {path}")
+
+
+def fair_sharing_options(command: Any) -> Any:
+    """--fair-sharing and --fair-sharing-strategies (Kueue's Configuration fairSharing)."""
+    command = click.option(
+        "--fair-sharing-strategies",
+        metavar="STRATEGY[,STRATEGY]",
+        default=None,
+        help="Fair preemption strategies, tried in order (implies --fair-sharing): LessThanOrEqualToFinalShare, "
+        "LessThanInitialShare, or both in that order (Kueue's default).",
+    )(command)
+    return click.option(
+        "--fair-sharing",
+        is_flag=True,
+        help="Kueue's fair sharing: ClusterQueues and Cohorts get a Dominant Resource Share (weighted by "
+        "spec.fairSharing.weight), written to their status.fairSharing.",
+    )(command)
+
+
+def _fair_sharing(enabled: bool, strategies: str | None) -> FairSharing:
+    """The switch from the flags; exit 2 naming the flag when the strategies are not Kueue's."""
+    from .engine import fair_sharing
+
+    if strategies is None:
+        return fair_sharing.FairSharing(enabled=True) if enabled else fair_sharing.OFF
+    try:
+        return fair_sharing.FairSharing(enabled=True, strategies=fair_sharing.parse_strategies(strategies))
+    except ValueError as exc:
+        click.echo(f"error: --fair-sharing-strategies: {exc}", err=True)
+        sys.exit(2)
 
 
 @cli.command()
@@ -111,6 +144,7 @@ def crds(output_dir: Path, check: bool) -> None:
     metavar="URL",
     help="Where the API server calls the webhooks instead of the Service (a local run: https://127.0.0.1:9443).",
 )
+@fair_sharing_options
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
 def run(
@@ -130,6 +164,8 @@ def run(
     webhook_host: str,
     webhook_service: str,
     webhook_url: str | None,
+    fair_sharing: bool,
+    fair_sharing_strategies: str | None,
     log_format: str,
     verbose: bool,
 ) -> None:
@@ -143,6 +179,7 @@ def run(
     from .k8s.api import load_config
 
     logs.configure(log_format, verbose)
+    sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     frameworks = tuple(name.strip() for name in integrations.split(",") if name.strip())
     try:
         operator.integration_kinds(frameworks)
@@ -165,6 +202,7 @@ def run(
         burst=kube_api_burst,
         integrations=frameworks,
         label_keys_to_copy=tuple(key.strip() for key in label_keys_to_copy.split(",") if key.strip()),
+        fair_sharing=sharing,
         webhooks=None
         if no_webhooks or (webhook_url is None and not operator.in_cluster())
         else WebhookSettings(
@@ -204,8 +242,16 @@ FROM_CLUSTER = click.option(
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
 @click.option("--summary", is_flag=True, help="Counts per cycle and action, and each queue's final state (text).")
 @FROM_CLUSTER
+@fair_sharing_options
 def simulate(
-    paths: tuple[Path, ...], output: str, now_text: str | None, max_cycles: int, summary: bool, from_cluster: bool
+    paths: tuple[Path, ...],
+    output: str,
+    now_text: str | None,
+    max_cycles: int,
+    summary: bool,
+    from_cluster: bool,
+    fair_sharing: bool,
+    fair_sharing_strategies: str | None,
 ) -> None:
     """Run scheduling cycles over Kubernetes YAML (files, folders, or - for standard input) until
     nothing changes.
@@ -215,10 +261,11 @@ def simulate(
     from . import report
     from . import simulate as simulation
 
+    sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     skipped: list[str] = []
     objects, arriving = _load(paths, skipped, from_cluster)
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
-    result = simulation.run(objects, now, max_cycles, arriving, progress=_progress())
+    result = simulation.run(objects, now, max_cycles, arriving, progress=_progress(), fair_sharing=sharing)
     if sys.stderr.isatty():
         click.echo("\r\033[K", err=True, nl=False)  # the progress line, if one was shown
     result.warnings[:0] = skipped
@@ -321,8 +368,16 @@ def _load(paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = Fals
     help="The time the cycles run at (default: the newest time in the input; with --from-cluster, the current time).",
 )
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
+@fair_sharing_options
 def explain(
-    paths: tuple[Path, ...], workload: str, from_cluster: bool, output: str, now_text: str | None, max_cycles: int
+    paths: tuple[Path, ...],
+    workload: str,
+    from_cluster: bool,
+    output: str,
+    now_text: str | None,
+    max_cycles: int,
+    fair_sharing: bool,
+    fair_sharing_strategies: str | None,
 ) -> None:
     """Explain one workload: its conditions, every decision about it, and for each victim search
     it took part in, what became of each candidate and why."""
@@ -331,9 +386,10 @@ def explain(
     from . import report
     from . import simulate as simulation
 
+    sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     objects, arriving = _load(paths, [], from_cluster)
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
-    result = simulation.run(objects, now, max_cycles, arriving)
+    result = simulation.run(objects, now, max_cycles, arriving, fair_sharing=sharing)
     data = result.to_dict()
     known = sorted(f"{w['namespace']}/{w['name']}" for w in data["workloads"])
     if workload not in known:

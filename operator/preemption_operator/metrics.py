@@ -4,7 +4,8 @@ dashboards and alerts work unchanged), and this project's own (`preemption_opera
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -55,6 +56,14 @@ class Metrics:
             registry=self.registry,
         )
         self.leader = Gauge(f"{prefix}_leader", "1 while this replica holds the lease.", registry=self.registry)
+        self.weighted_share = Gauge(
+            f"{prefix}_cluster_queue_weighted_share",
+            "With fair sharing on: the ClusterQueue's dominant resource share (the largest ratio, over its "
+            "resources, of usage above nominal quota to what its cohort can lend, times 1000) divided by its "
+            "weight; 0 while within nominal quota; NaN for a weight of 0 that borrows.",
+            ["cluster_queue", "cohort"],
+            registry=self.registry,
+        )
         self.rule_preemptions = Counter(
             f"{prefix}_rule_preemptions_total",
             "Workloads preempted by a PreemptionConfig rule, by config and rule (`<rule>/<selector index>`).",
@@ -227,6 +236,21 @@ class Metrics:
         self.k_lending = Gauge(
             "kueue_cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit", quota, registry=r
         )
+        self.k_weighted_share = Gauge(
+            "kueue_cluster_queue_weighted_share",
+            "Fair sharing: the ClusterQueue's dominant resource share divided by its weight (0 within nominal "
+            "quota, NaN for a zero weight that borrows)",
+            ["cluster_queue", "cohort", "replica_role"],
+            registry=r,
+        )
+        self.k_cohort_weighted_share = Gauge(
+            "kueue_cohort_weighted_share",
+            "Fair sharing: the Cohort's dominant resource share within its parent divided by its weight (0 within "
+            "its subtree's quota)",
+            ["cohort", "replica_role"],
+            registry=r,
+        )
+        self._share_series: dict[Gauge, set[tuple[str, ...]]] = {}
         self._quota_series: set[tuple[str, ...]] = set()
 
     def lint_run(self, outcome: str, seconds: float, codes: Iterable[str]) -> None:
@@ -299,6 +323,31 @@ class Metrics:
                 with contextlib.suppress(KeyError):
                     gauge.remove(*gone)
         self._quota_series = seen
+
+    def weighted_shares(self, queues: Mapping[str, tuple[str, float]], cohorts: Mapping[str, float]) -> None:
+        """The weighted-share gauges: ClusterQueue -> (cohort, precise share), Cohort -> share
+        (both empty with fair sharing off, as Kueue then reports none). Series that are gone are removed."""
+        role = self.replica_role
+        seen: dict[Gauge, set[tuple[str, ...]]] = {
+            self.weighted_share: set(),
+            self.k_weighted_share: set(),
+            self.k_cohort_weighted_share: set(),
+        }
+        for name, (cohort, share) in queues.items():
+            # Kueue reports a ClusterQueue's infinite share as NaN, and a Cohort's as it is.
+            value = math.nan if share == math.inf else share
+            self.weighted_share.labels(name, cohort).set(value)
+            self.k_weighted_share.labels(name, cohort, role).set(value)
+            seen[self.weighted_share].add((name, cohort))
+            seen[self.k_weighted_share].add((name, cohort, role))
+        for name, share in cohorts.items():
+            self.k_cohort_weighted_share.labels(name, role).set(share)
+            seen[self.k_cohort_weighted_share].add((name, role))
+        for gauge, labels in seen.items():
+            for gone in self._share_series.get(gauge, set()) - labels:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*gone)
+        self._share_series = seen
 
     def forget_cluster_queues(self, existing: set[str]) -> None:
         """Removes the series of ClusterQueues that no longer exist, as Kueue does on deletion."""

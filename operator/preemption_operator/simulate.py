@@ -19,6 +19,7 @@ from .engine import changes
 from .engine import workload_status as wl_status
 from .engine.cache import Cache
 from .engine.configurable import ConfigurablePreemption
+from .engine.fair_sharing import OFF, FairSharing
 from .engine.scheduler import CycleResult, Explanation, QueueState, Scheduler
 from .engine.workload import WorkloadInfo
 
@@ -112,15 +113,16 @@ def run(
     max_cycles: int = 100,
     arriving: list[Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    fair_sharing: FairSharing = OFF,
 ) -> Simulation:
     """Cycles until nothing changes. `arriving` objects are added after that, and cycles run
     again: the running workloads first, then the ones that arrive (as the examples are applied to
     a cluster). A first phase that decided nothing is not reported. `progress` is told the cycle
-    and the actions so far, every PROGRESS_SECONDS."""
+    and the actions so far, every PROGRESS_SECONDS. `fair_sharing`: Kueue's fair-sharing switch."""
     sim = Simulation()
     objects = _not_yet(objects, now, sim)
     arriving = _not_yet(arriving or [], now, sim)
-    cache = Cache()
+    cache = Cache(fair_sharing)
     cache.load(objects)
     configurable = ConfigurablePreemption()
     scheduler = Scheduler(extra=configurable.candidates, complete=True)

@@ -79,7 +79,9 @@ INVALID = [
     *(
         pytest.param(
             config(with_fields(quota=value)),
-            ["quota values based on Dominant Resource Share need fair sharing, which is not supported yet"],
+            [
+                "quota values based on Dominant Resource Share (DRSLessThanOrEqualToFinalShare, DRSLessThanInitialShare, DRSAllStrategies) are not supported yet: they need fair preemption, which is not implemented"
+            ],
             id=f"quota-{value}",
         )
         for value in ("DRSLessThanOrEqualToFinalShare", "DRSLessThanInitialShare", "DRSAllStrategies")

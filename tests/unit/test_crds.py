@@ -1015,9 +1015,6 @@ SIGNED_QUANTITIES = {
     ("LocalQueue", ".status.flavorsReservation[].resources[].borrowed"),
     ("LocalQueue", ".status.flavorsUsage[].resources[].total"),
     ("LocalQueue", ".status.flavorsUsage[].resources[].borrowed"),
-    ("ClusterQueue", ".spec.fairSharing.weight"),
-    ("Cohort", ".spec.fairSharing.weight"),
-    ("LocalQueue", ".spec.fairSharing.weight"),
 }
 
 
@@ -1044,6 +1041,10 @@ def test_quantities_the_scheduler_counts_cannot_be_negative() -> None:
         ("Workload", ".spec.podSets[].template.spec.initContainers[].resources.requests{}"),
         ("Workload", ".spec.podSets[].template.spec.overhead{}"),
         ("Workload", ".status.admission.podSetAssignments[].resourceUsage{}"),
+        # Kueue's webhook refuses a negative weight; here the schema does.
+        ("ClusterQueue", ".spec.fairSharing.weight"),
+        ("Cohort", ".spec.fairSharing.weight"),
+        ("LocalQueue", ".spec.fairSharing.weight"),
     } <= unsigned
 
 
@@ -1305,7 +1306,7 @@ CEL_CASES: dict[str, CelCase] = {
         ],
     ),
     "!has(self.quota) || !self.quota.startsWith('DRS')": CelCase(
-        "quota values based on Dominant Resource Share need fair sharing, which is not supported yet",
+        "quota values based on Dominant Resource Share (DRSLessThanOrEqualToFinalShare, DRSLessThanInitialShare, DRSAllStrategies) are not supported yet: they need fair preemption, which is not implemented",
         passing=[B({"scope": "AnyClusterQueue"}), B({"scope": "AnyClusterQueue", "quota": "BorrowingCapacityFromPreemptor"})],
         breaking=[B({"scope": "AnyClusterQueue", "quota": "DRSAllStrategies"}), B({"scope": "WithinCohortTree", "quota": "DRSLessThanInitialShare"})],
     ),

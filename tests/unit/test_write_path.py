@@ -20,6 +20,7 @@ from preemption_operator.controller.faults import Faults
 from preemption_operator.controller.loop import SchedulingLoop
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.changes import StatusChange
+from preemption_operator.engine.fair_sharing import OFF, FairSharing
 from preemption_operator.k8s import resources
 from preemption_operator.k8s.writer import Outcome, StatusWriter
 from preemption_operator.metrics import Metrics
@@ -43,12 +44,17 @@ class Harness:
     current objects to the cache)."""
 
     def __init__(
-        self, objects: Iterable[Obj], *, leading: Callable[[], bool] = lambda: True, faults: Faults | None = None
+        self,
+        objects: Iterable[Obj],
+        *,
+        leading: Callable[[], bool] = lambda: True,
+        faults: Faults | None = None,
+        fair_sharing: FairSharing = OFF,
     ) -> None:
         self.api = FakeApi()
         for body in objects:
             self.api.put(body)
-        self.cache = Cache()
+        self.cache = Cache(fair_sharing)
         self.events = Events()
         self.metrics = Metrics()
         self.writer = StatusWriter(self.api, fence=leading)  # type: ignore[arg-type]

@@ -120,7 +120,8 @@ class CandidateSelector(
         ),
         (
             "!has(self.quota) || !self.quota.startsWith('DRS')",
-            "quota values based on Dominant Resource Share need fair sharing, which is not supported yet",
+            "quota values based on Dominant Resource Share (DRSLessThanOrEqualToFinalShare, DRSLessThanInitialShare, "
+            "DRSAllStrategies) are not supported yet: they need fair preemption, which is not implemented",
         ),
         _min_le_max("minExecutionDuration", "maxExecutionDuration"),
         _min_le_max("minTimeFromCreationDuration", "maxTimeFromCreationDuration"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, Strict, model_validator
@@ -13,6 +14,7 @@ from .meta import (
     CRDInfo,
     DNSName,
     Int32,
+    Int64,
     KubeModel,
     LabelSelector,
     NonNegativeInt32,
@@ -30,7 +32,7 @@ from .meta import (
     field_problem,
     list_map,
 )
-from .quantity import INT64_MAX, checked_amount, fits_int64, show, to_amount, too_large, unit
+from .quantity import INT64_MAX, checked_amount, fits_int64, parse_quantity, show, to_amount, too_large, unit
 
 VERSION = "v1beta2"
 API_VERSION = f"kueue.x-k8s.io/{VERSION}"
@@ -143,7 +145,21 @@ class FlavorFungibility(
 
 
 class FairSharing(KubeModel):
-    weight: Quantity | None = None
+    weight: NonNegativeQuantity | None = crd_default(1, default_factory=lambda: None)
+    """The advantage of a ClusterQueue or Cohort competing for unused quota under fair sharing: its
+    share is divided by it. 0 makes any borrowing an infinite share; unset is 1."""
+
+    @model_validator(mode="after")
+    def _weight_not_tiny(self) -> Self:
+        # Kueue's webhook rule: a positive weight at or below 10^-9 would make shares overflow.
+        if self.weight is not None and 0 < parse_quantity(self.weight) <= Decimal("1e-9"):
+            raise field_problem("weight", f"{show(self.weight)} is too small: when not 0, it must be more than 1n")
+        return self
+
+
+class FairSharingStatus(KubeModel):
+    weighted_share: Int64
+    """The dominant resource share rounded up (9223372036854775807: a zero weight that borrows)."""
 
 
 class ClusterQueueSpec(
@@ -190,7 +206,8 @@ class ClusterQueueStatus(KubeModel):
     pending_workloads: Int32 | None = None
     reserving_workloads: Int32 | None = None
     admitted_workloads: Int32 | None = None
-    fair_sharing: Opaque | None = None
+    fair_sharing: FairSharingStatus | None = None
+    """Written only while fair sharing is on (removed when it is off), as Kueue does."""
 
 
 class ClusterQueue(TopLevel):
@@ -234,6 +251,11 @@ class CohortSpec(KubeModel):
     fair_sharing: FairSharing | None = None
 
 
+class CohortStatus(KubeModel):
+    fair_sharing: FairSharingStatus | None = None
+    """Written only while fair sharing is on (removed when it is off), as Kueue does."""
+
+
 class Cohort(TopLevel):
     """A node of the cohort tree: its children share quota, and it may hold quota of its own."""
 
@@ -248,7 +270,7 @@ class Cohort(TopLevel):
     )
 
     spec: CohortSpec = Field(default_factory=CohortSpec)
-    status: Opaque | None = None
+    status: CohortStatus | None = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -405,7 +405,7 @@ class SchedulingLoop:
         self.statuses_due.set()
 
     async def _publish_statuses(self) -> None:
-        """ClusterQueue, LocalQueue and PreemptionConfig status at most once a second (as Kueue
+        """ClusterQueue, Cohort, LocalQueue and PreemptionConfig status at most once a second (as Kueue
         batches them), after any cycle: current within a second of the queue settling."""
         while True:
             await self.statuses_due.wait()
@@ -425,19 +425,31 @@ class SchedulingLoop:
         snapshot = self.cache.snapshot(now)
         writes: list[tuple[Kind, str, str | None, Any, dict[str, Any]]] = []
         unreadable = {key: n.message for (kind, key), n in self.feeder.invalid.items() if kind == "PreemptionConfig"}
+        queue_shares, cohort_shares = queue_status.weighted_shares(snapshot)
         for name, cq in snapshot.cluster_queues.items():
             obj = self.cache.objects["ClusterQueue"].get(name)
             if obj is None:
                 continue
             pending = len(snapshot.pending.get(name, []))
 
-            def cq_status(current: dict[str, Any], cq: Any = cq, pending: int = pending) -> dict[str, Any]:
+            def cq_status(
+                current: dict[str, Any],
+                cq: Any = cq,
+                pending: int = pending,
+                share: float | None = queue_shares.get(name),
+            ) -> dict[str, Any]:
                 generation = current["metadata"].get("generation")
                 return queue_status.cluster_queue_status(
-                    cq, pending, current.get("status"), now, generation, snapshot.preemption_configs, unreadable
+                    cq, pending, current.get("status"), now, generation, snapshot.preemption_configs, unreadable, share
                 )
 
             writes.append((resources.ClusterQueue, name, None, cq_status, obj.to_wire()))
+        for name, cohort in list(self.cache.objects["Cohort"].items()):
+
+            def co_status(current: dict[str, Any], share: float | None = cohort_shares.get(name)) -> dict[str, Any]:
+                return queue_status.cohort_status(share, current.get("status"))
+
+            writes.append((resources.Cohort, name, None, co_status, cohort.to_wire()))
         counts = queue_status.local_queue_counts(snapshot)
         for lq in list(self.cache.objects["LocalQueue"].values()):
             lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
@@ -465,6 +477,11 @@ class SchedulingLoop:
 
         await asyncio.gather(*(bounded(w) for w in changed))
         self.metrics.queue_gauges(queue_status.queue_figures(snapshot, self.state.inadmissible))
+        cohort_of = {name: cq.cohort or "" for name, cq in snapshot.cluster_queues.items()}
+        self.metrics.weighted_shares(
+            {name: (cohort_of[name], share) for name, share in queue_shares.items()},
+            {name: share for name, share in cohort_shares.items() if name in self.cache.objects["Cohort"]},
+        )
         self.metrics.forget_cluster_queues(set(snapshot.cluster_queues))
 
     async def _write_status(

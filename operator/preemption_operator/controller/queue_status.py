@@ -1,4 +1,4 @@
-"""Status of ClusterQueues, LocalQueues and PreemptionConfigs, computed from a snapshot (pure)."""
+"""Status of ClusterQueues, Cohorts, LocalQueues and PreemptionConfigs, computed from a snapshot (pure)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from ..api.quantity import format_amount
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..engine.configurable import validate
+from ..engine.fair_sharing import dominant_resource_share, weighted_share_status
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
 from ..engine.workload_status import get_condition, set_condition
 from ..metrics import QueueFigures
@@ -63,7 +64,9 @@ def cluster_queue_status(
     generation: int | None,
     configs: Mapping[str, PreemptionConfig] | None = None,
     unreadable: Mapping[str, str] | None = None,
+    share: float | None = None,
 ) -> dict[str, Any]:
+    """`share`: the queue's precise weighted share with fair sharing on (None: off)."""
     status = copy.deepcopy(current or {})
     admitted = len(cq.workloads)
     usage = _flavor_usage(cq, with_borrowed=True)
@@ -84,7 +87,33 @@ def cluster_queue_status(
         set_condition(status, CONFIG_CONDITION, *condition, now, generation)
     elif status.get("conditions"):
         status["conditions"] = [c for c in status["conditions"] if c.get("type") != CONFIG_CONDITION]
+    _set_fair_sharing(status, share)
     return status
+
+
+def _set_fair_sharing(status: dict[str, Any], share: float | None) -> None:
+    """status.fairSharing as Kueue's ClusterQueue and Cohort reconcilers write it: the share
+    rounded up while fair sharing is on, and no fairSharing at all while it is off."""
+    if share is None:
+        status.pop("fairSharing", None)
+    else:
+        status["fairSharing"] = {"weightedShare": weighted_share_status(share)}
+
+
+def cohort_status(share: float | None, current: dict[str, Any] | None) -> dict[str, Any]:
+    """A Cohort's status: only status.fairSharing (Kueue's CohortStatus has nothing else)."""
+    status = copy.deepcopy(current or {})
+    _set_fair_sharing(status, share)
+    return status
+
+
+def weighted_shares(snapshot: Snapshot) -> tuple[dict[str, float], dict[str, float]]:
+    """Precise weighted shares of every ClusterQueue and cohort (empty with fair sharing off)."""
+    if not snapshot.fair_sharing.enabled:
+        return {}, {}
+    queues = {name: dominant_resource_share(cq.node).precise for name, cq in snapshot.cluster_queues.items()}
+    cohorts = {name: dominant_resource_share(node).precise for name, node in snapshot.cohorts.items()}
+    return queues, cohorts
 
 
 def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, int]]:

@@ -18,6 +18,7 @@ from typing import Any
 from lightkube.config.kubeconfig import SingleConfig
 
 from ..engine.cache import Cache
+from ..engine.fair_sharing import OFF, FairSharing
 from ..jobs.framework import INTEGRATIONS
 from ..jobs.reconciler import Settings
 from ..k8s import resources
@@ -82,6 +83,7 @@ async def operate(
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS,
     label_keys_to_copy: tuple[str, ...] = (),
     webhooks: WebhookSettings | None = None,
+    fair_sharing: FairSharing = OFF,
 ) -> None:
     stop = stop or asyncio.Event()
     metrics = Metrics()
@@ -99,7 +101,7 @@ async def operate(
         limiter=limiter(),
         throttled=metrics.client_throttled.inc,
     )
-    cache = Cache()
+    cache = Cache(fair_sharing)
     identity = default_identity()
     running = asyncio.get_running_loop()
     elector: LeaderElector | None = None

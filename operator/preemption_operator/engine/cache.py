@@ -17,6 +17,7 @@ from ..api import v1beta2
 from ..api.meta import ObjectMeta
 from ..api.objects import KINDS
 from ..api.quantity import to_amount
+from .fair_sharing import OFF, FairSharing, parse_weight
 from .notices import Notice
 from .ordering import queue_order
 from .protection import annotation_problems, class_problems
@@ -100,7 +101,10 @@ class Cache:
     """Parsed, indexed cluster state: what the API server says (observed) plus the decisions whose
     writes are in flight (assumed). Not thread-safe: one writer at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, fair_sharing: FairSharing = OFF) -> None:
+        self.fair_sharing = fair_sharing
+        """The fair-sharing switch: every snapshot carries it, and when on, the quota nodes keep
+        their borrowed amounts (the DRS numerator) current as usage changes."""
         self.objects: dict[str, dict[str, Any]] = {kind: {} for (_, kind) in KINDS}
         self.infos: dict[str, WorkloadInfo] = {}
         """Workloads as scheduling sees them: observed, or assumed where a write is in flight."""
@@ -435,6 +439,7 @@ class Cache:
                 if obj is not None:
                     node.quotas = _quotas(obj.spec.resource_groups)
                     node.annotations = dict(obj.metadata.annotations or {})
+                    node.fair_weight = _weight(obj.spec.fair_sharing)
             return node
 
         for name in sorted(cohort_objs):
@@ -455,6 +460,7 @@ class Cache:
                 is_cluster_queue=True,
                 quotas=_quotas(obj.spec.resource_groups),
                 annotations=dict(obj.metadata.annotations or {}),
+                fair_weight=_weight(obj.spec.fair_sharing),
             )
             if obj.spec.cohort_name:
                 node.parent = cohort(obj.spec.cohort_name)
@@ -513,6 +519,9 @@ class Cache:
                     target.node.add(info.usage)
                 else:
                     orphans[info.key] = info.cluster_queue
+        if self.fair_sharing.enabled:
+            for quota_node in [*cohorts.values(), *(cq.node for cq in cluster_queues.values())]:
+                quota_node.borrowed_by_resource()  # tracked from here on, as usage changes
         draining = sorted(n for n, cq in cluster_queues.items() if cq.stop_policy == "HoldAndDrain")
         return _Tree(cluster_queues, cohorts, draining, orphans)
 
@@ -614,6 +623,7 @@ class Cache:
             namespace_labels=namespaces,
             evicting=self.evicting,
             unreadable=frozenset(self._unreadable),
+            fair_sharing=self.fair_sharing,
         )
 
 
@@ -628,6 +638,10 @@ def _quotas(groups: list[v1beta2.ResourceGroup] | None) -> dict[tuple[str, str],
                     lending_limit=None if res.lending_limit is None else to_amount(res.name, res.lending_limit),
                 )
     return quotas
+
+
+def _weight(fair_sharing: v1beta2.FairSharing | None) -> float:
+    return parse_weight(fair_sharing.weight if fair_sharing is not None else None)
 
 
 def _creates_cycle(name: str, parent: str, cohorts: dict[str, v1beta2.Cohort]) -> bool:

@@ -35,7 +35,16 @@ class QuotaNode:
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     """The object's annotations (preemption policy and delay are read from them)."""
+    fair_weight: float = 1.0
+    """spec.fairSharing.weight (Kueue's default 1; 0 makes any borrowing an infinite share)."""
     _height: int | None = field(default=None, repr=False)
+    borrowed: dict[str, int] | None = field(default=None, repr=False)
+    """Per resource, usage above subtree quota summed over its flavors: the numerator of the
+    dominant resource share. None until a share is first asked for (classic never pays for it);
+    from then on add_usage/remove_usage keep it current."""
+    static: dict[str, object] = field(default_factory=dict, repr=False)
+    """Facts that depend only on quotas (lendable capacity): computed once, and shared with this
+    node's snapshot clones, which copy the reference."""
 
     # -- structure -------------------------------------------------------------------------
 
@@ -133,16 +142,47 @@ class QuotaNode:
 
     def add_usage(self, fr: FlavorResource, value: int) -> None:
         local_available = self.local_available(fr)
-        self.usage[fr] = self.usage.get(fr, 0) + value
+        old = self.usage.get(fr, 0)
+        self.usage[fr] = old + value
+        if self.borrowed is not None:
+            self._track_borrowed(fr, old)
         if self.parent is not None and value > local_available:
             self.parent.add_usage(fr, value - local_available)
 
     def remove_usage(self, fr: FlavorResource, value: int) -> None:
-        stored_in_parent = self.usage.get(fr, 0) - self.local_quota(fr)
-        self.usage[fr] = self.usage.get(fr, 0) - value
+        old = self.usage.get(fr, 0)
+        stored_in_parent = old - self.local_quota(fr)
+        self.usage[fr] = old - value
+        if self.borrowed is not None:
+            self._track_borrowed(fr, old)
         if stored_in_parent <= 0 or self.parent is None:
             return
         self.parent.remove_usage(fr, min(value, stored_in_parent))
+
+    def _track_borrowed(self, fr: FlavorResource, old: int) -> None:
+        """Moves `borrowed` by what the change of usage[fr] from `old` did above subtree quota.
+        Only flavor-resources of the subtree quota count, as in Kueue's dominantResourceShare."""
+        quota = self.subtree_quota.get(fr)
+        if quota is None or self.borrowed is None:
+            return
+        delta = max(0, self.usage[fr] - quota) - max(0, old - quota)
+        if delta:
+            self.borrowed[fr[1]] = self.borrowed.get(fr[1], 0) + delta
+
+    def borrowed_from_scratch(self) -> dict[str, int]:
+        """Per resource, usage above subtree quota summed over flavors (what `borrowed` tracks)."""
+        borrowed: dict[str, int] = {}
+        for fr, quota in self.subtree_quota.items():
+            above = self.usage.get(fr, 0) - quota
+            if above > 0:
+                borrowed[fr[1]] = borrowed.get(fr[1], 0) + above
+        return borrowed
+
+    def borrowed_by_resource(self) -> dict[str, int]:
+        """`borrowed`, starting to track it on first use."""
+        if self.borrowed is None:
+            self.borrowed = self.borrowed_from_scratch()
+        return self.borrowed
 
     def add(self, usage: Mapping[FlavorResource, int]) -> None:
         for fr, value in usage.items():

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..api.v1beta2 import ClusterQueuePreemption, FungibilityPolicy, QueueingStrategy, ResourceFlavor, StopPolicy
+from .fair_sharing import OFF, FairSharing
 from .placement import NodeUsage
 from .quota import FlavorResource, QuotaNode
 from .selectors import Selector
@@ -87,6 +88,8 @@ class Trees:
         def clone(node: QuotaNode, parent: QuotaNode | None) -> QuotaNode:
             twin = _shallow(node)
             twin.usage = dict(node.usage)
+            if node.borrowed is not None:
+                twin.borrowed = dict(node.borrowed)
             twin.parent = parent
             twin.child_cohorts = [clone(c, twin) for c in node.child_cohorts]
             twin.child_cluster_queues = [clone(c, twin) for c in node.child_cluster_queues]
@@ -168,6 +171,8 @@ class Snapshot:
     unreadable: frozenset[str] = frozenset()
     """Workloads whose spec cannot be read: they hold the quota of their recorded admission and
     are never chosen (nothing about them can be judged)."""
+    fair_sharing: FairSharing = OFF
+    """The fair-sharing switch and strategies (Kueue's Configuration fairSharing)."""
     _removed: set[str] = field(default_factory=set)
     _assumed: set[str] = field(default_factory=set)
     _node_usage: NodeUsage | None = None
