@@ -32,12 +32,11 @@ from .engine.quota import QuotaNode
 from .engine.selectors import EVERYTHING, Requirement, Selector, SelectorError, build
 from .engine.snapshot import ClusterQueueInfo
 from .engine.workload import INT32_MAX, INT32_MIN, PriorityClassInfo, WorkloadInfo, build_info
+from .flapping import NOW, SETUP_KINDS  # one fixed moment and one notion of "the setup" for all of lint
 
 if TYPE_CHECKING:
     from .lint import Report, Severity
 
-NOW = datetime(2030, 1, 1, tzinfo=UTC)
-SETUP_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "PreemptionConfig", "WorkloadPriorityClass", "PriorityClass")
 CODES = ("UnreachableSelector", "ShadowedRule", "ContradictoryProtection")
 EPSILON = timedelta(microseconds=1)
 """The engine's time resolution (datetime's): the smallest step past a duration bound."""
