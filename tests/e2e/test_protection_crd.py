@@ -194,5 +194,6 @@ def test_update_to_an_invalid_value_is_rejected(cluster: ControlPlane) -> None:
     )
     proc = cluster.kubectl("patch", RESOURCE, name, "--type=json", "-p", patch)
     assert proc.returncode != 0
-    assert "quota values based on Dominant Resource Share need fair sharing" in proc.stderr, proc.stderr
+    assert "quota values based on Dominant Resource Share (DRSLessThanOrEqualToFinalShare" in proc.stderr, proc.stderr
+    assert "are not supported yet: they need fair preemption" in proc.stderr, proc.stderr
     assert get(cluster, name)["spec"]["rules"][0]["candidateSelectors"][0]["quota"] == "KeepsNominalQuota"
