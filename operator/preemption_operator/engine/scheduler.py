@@ -275,7 +275,16 @@ class Scheduler:
             return Granular(Possibility.PREEMPT if own else Possibility.RECLAIM, after)
 
         def attempt(counts: list[int] | None) -> _Entry:
-            assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage, oracle, counts)
+            assignment = assign_flavors(
+                wl,
+                cq,
+                snapshot.flavors,
+                snapshot.tas,
+                snapshot.node_usage,
+                oracle,
+                counts,
+                fair_sharing=snapshot.fair_sharing.enabled,
+            )
             return self._evaluate(wl, cq, assignment, snapshot)
 
         full = attempt(None)
