@@ -1,7 +1,8 @@
 """Fair preemption (`engine/fair_preemption.py`): Kueue v0.19.2's TestFairPreemptions
 (`pkg/scheduler/preemption/preemption_fair_test.go`), case by case, run through one engine cycle
-with fair sharing on; then the reference's B20-B23, the `simulate` CLI, and classic behaviour
-staying as it was with fair sharing off.
+with fair sharing on; then the reference's B20-B23 (and A19-A22, configurable rules under fair
+sharing), the `simulate` CLI, classic behaviour staying as it was with fair sharing off, and
+Kueue's TestMakeClusterQueueOrdering (`fairsharing/ordering_test.go`) on the target ordering.
 
 Kueue calls GetTargets directly with a Preempt assignment; here the incoming workload is the
 only pending one, so the cycle's flavor assignment reaches the same search. Kueue's names with
@@ -38,7 +39,9 @@ from builders import (
 )
 from preemption_operator.engine import fair_sharing as fs
 from preemption_operator.engine.candidates import preemption_message
+from preemption_operator.engine.fair_preemption import TargetOrdering
 from preemption_operator.engine.flavors import assign_flavors
+from preemption_operator.engine.ordering import candidate_key
 from preemption_operator.engine.preemption import find_targets
 
 IN_CQ = "InClusterQueue"
@@ -773,3 +776,78 @@ def test_search_leaves_the_snapshot_unchanged(name: str) -> None:
     for node in nodes:  # the incrementally kept numerators still match the usage
         if node.borrowed is not None:
             assert {r: v for r, v in node.borrowed.items() if v} == node.borrowed_from_scratch()
+
+
+# -- TestMakeClusterQueueOrdering (fairsharing/ordering_test.go) ---------------------------------------------
+
+
+def target_order(
+    cqs: list[Obj],
+    workloads: list[WorkloadBuilder],
+    candidate_cqs: set[str],
+    actions: Sequence[str] = (),
+    cohorts: Sequence[Obj] = (),
+) -> list[str]:
+    """The ClusterQueues the ordering yields for preemptor ClusterQueue `preemptor`, popping a
+    candidate each time (or dropping the queue, as `actions` say); no usage is simulated."""
+    snapshot = cache_of(scenario(cqs, *workloads, cohorts=cohorts), ON).snapshot(NOW)
+    preemptor = snapshot.cluster_queues["preemptor"]
+    ordering = TargetOrdering(preemptor, lambda wl: candidate_key(wl, "preemptor", snapshot.now))
+    for wl in sorted(snapshot.workloads.values(), key=lambda w: candidate_key(w, "preemptor", snapshot.now)):
+        if wl.cluster_queue in candidate_cqs:
+            ordering.by_queue.setdefault(wl.cluster_queue, []).append(wl)
+    order: list[str] = []
+    for index, target in enumerate(ordering):
+        order.append(target.name)
+        if index < len(actions) and actions[index] == "drop":
+            ordering.drop(target)
+        else:
+            ordering.pop(target)
+        assert len(order) <= 50, "the ordering does not progress"
+    return order
+
+
+def test_ordering_without_cohort_yields_the_preemptor() -> None:
+    """Kueue cases "no cohort: preemptor CQ yielded for in-CQ preemption; repro for nil pointer
+    panic issue" and "no cohort: DropQueue ends the iteration with candidates remaining"."""
+    cqs = [cluster_queue("preemptor", 4)]
+    assert target_order(cqs, [admitted("wl1", "preemptor")], {"preemptor"}) == ["preemptor"]
+    two = [admitted("wl1", "preemptor"), admitted("wl2", "preemptor")]
+    assert target_order(cqs, two, {"preemptor"}, ["drop"]) == ["preemptor"]
+
+
+def test_ordering_prunes_a_non_borrowing_cq_even_with_candidates() -> None:
+    """Kueue case "non-borrowing CQ is pruned even with candidates"."""
+    cqs = [cluster_queue("preemptor", 4, cohort="all"), cluster_queue("target", 5, cohort="all")]
+    assert target_order(cqs, [admitted("t1", "target", 2)], {"target"}) == []
+
+
+def higher_and_lower(*extra: WorkloadBuilder) -> tuple[list[Obj], list[WorkloadBuilder]]:
+    cqs = [
+        cluster_queue("preemptor", 4, cohort="all"),
+        cluster_queue("high", 2, cohort="all"),
+        cluster_queue("low", 2, cohort="all"),
+    ]
+    return cqs, list(extra)
+
+
+def test_ordering_higher_share_first_and_again_while_it_stays_highest() -> None:
+    """Kueue cases "higher DRS CQ returned before lower DRS CQ", "CQ with highest DRS returned again
+    while it still has candidates" and "drop queue prevents CQ from being returned again"."""
+    cqs, wls = higher_and_lower(admitted("h1", "high", 5), admitted("l1", "low", 3))
+    assert target_order(cqs, wls, {"high", "low"}) == ["high", "low"]
+    cqs, wls = higher_and_lower(admitted("h1", "high", 3), admitted("h2", "high", 2), admitted("l1", "low", 3))
+    assert target_order(cqs, wls, {"high", "low"}) == ["high", "high", "low"]
+    assert target_order(cqs, wls, {"high", "low"}, ["drop", "pop"]) == ["high", "low"]
+
+
+def test_ordering_visits_the_higher_share_subtree_first() -> None:
+    """Kueue case "hierarchical cohorts: higher-DRS subtree visited first"."""
+    cqs = [
+        cluster_queue("preemptor", 4, cohort="root"),
+        cluster_queue("left-cq", 2, cohort="left-cohort"),
+        cluster_queue("right-cq", 2, cohort="right-cohort"),
+    ]
+    cohorts = [cohort("root"), cohort("left-cohort", "root"), cohort("right-cohort", "root")]
+    wls = [admitted("lc1", "left-cq", 5), admitted("rc1", "right-cq", 3)]
+    assert target_order(cqs, wls, {"left-cq", "right-cq"}, cohorts=cohorts) == ["left-cq", "right-cq"]
