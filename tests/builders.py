@@ -49,6 +49,8 @@ import yaml
 from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.configurable import ConfigurablePreemption
+from preemption_operator.engine.fair_sharing import OFF as FAIR_OFF
+from preemption_operator.engine.fair_sharing import FairSharing
 from preemption_operator.engine.placement import HOSTNAME, NodeRecord, TopologyView
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 from preemption_operator.engine.snapshot import Snapshot
@@ -651,27 +653,29 @@ def parse(objects: Iterable[Obj | WorkloadBuilder]) -> list[Any]:
     return [parse_object(as_dict(o)) for o in objects]
 
 
-def cache_of(objects: Iterable[Obj | WorkloadBuilder]) -> Cache:
-    cache = Cache()
+def cache_of(objects: Iterable[Obj | WorkloadBuilder], fair_sharing: FairSharing = FAIR_OFF) -> Cache:
+    cache = Cache(fair_sharing)
     cache.load(parse(objects))
     return cache
 
 
 def one_cycle_with_snapshot(
-    objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW
+    objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW, fair_sharing: FairSharing = FAIR_OFF
 ) -> tuple[CycleResult, Snapshot]:
     """One scheduling cycle from a fresh cache; also returns the snapshot the cycle ran on (its
     usage then includes this cycle's admissions)."""
-    snapshot = cache_of(objects).snapshot(now)
+    snapshot = cache_of(objects, fair_sharing).snapshot(now)
     configurable = ConfigurablePreemption()
     configurable.begin_cycle(snapshot)
     result = Scheduler(extra=configurable.candidates).cycle(snapshot, QueueState())
     return result, snapshot
 
 
-def one_cycle(objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW) -> CycleResult:
+def one_cycle(
+    objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW, fair_sharing: FairSharing = FAIR_OFF
+) -> CycleResult:
     """Cache → snapshot(now) → Scheduler(extra=ConfigurablePreemption().candidates).cycle(...)."""
-    return one_cycle_with_snapshot(objects, now)[0]
+    return one_cycle_with_snapshot(objects, now, fair_sharing)[0]
 
 
 @dataclass
@@ -724,17 +728,32 @@ class Outcome:
         return out
 
 
-def simulation(objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW, max_cycles: int = 100) -> Simulation:
-    return run(parse(objects), now, max_cycles)
+def simulation(
+    objects: Iterable[Obj | WorkloadBuilder],
+    now: datetime = NOW,
+    max_cycles: int = 100,
+    fair_sharing: FairSharing = FAIR_OFF,
+) -> Simulation:
+    return run(parse(objects), now, max_cycles, fair_sharing=fair_sharing)
 
 
-def simulate(objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW, max_cycles: int = 100) -> Outcome:
+def simulate(
+    objects: Iterable[Obj | WorkloadBuilder],
+    now: datetime = NOW,
+    max_cycles: int = 100,
+    fair_sharing: FairSharing = FAIR_OFF,
+) -> Outcome:
     """`simulate.run` until settled (or `max_cycles`)."""
-    return Outcome(json.loads(json.dumps(simulation(objects, now, max_cycles).to_dict())))
+    return Outcome(json.loads(json.dumps(simulation(objects, now, max_cycles, fair_sharing).to_dict())))
 
 
-def simulate_cli(objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW, max_cycles: int = 100) -> Outcome:
-    """`preemption-operator simulate DIR --output json --now NOW` through click's CliRunner."""
+def simulate_cli(
+    objects: Iterable[Obj | WorkloadBuilder],
+    now: datetime = NOW,
+    max_cycles: int = 100,
+    flags: Sequence[str] = (),
+) -> Outcome:
+    """`preemption-operator simulate DIR --output json --now NOW [flags]` through click's CliRunner."""
     from click.testing import CliRunner
 
     from preemption_operator.cli import cli
@@ -744,7 +763,17 @@ def simulate_cli(objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW, 
         path.write_text(yaml.safe_dump_all([as_dict(o) for o in objects], sort_keys=False))
         result = CliRunner().invoke(
             cli,
-            ["simulate", str(path), "--output", "json", "--now", rfc3339(now), "--max-cycles", str(max_cycles)],
+            [
+                "simulate",
+                str(path),
+                "--output",
+                "json",
+                "--now",
+                rfc3339(now),
+                "--max-cycles",
+                str(max_cycles),
+                *flags,
+            ],
             catch_exceptions=False,
         )
     assert result.exit_code == 0, result.output

@@ -63,7 +63,8 @@ def fair_sharing_options(command: Any) -> Any:
         "--fair-sharing",
         is_flag=True,
         help="Kueue's fair sharing: ClusterQueues and Cohorts get a Dominant Resource Share (weighted by "
-        "spec.fairSharing.weight), written to their status.fairSharing.",
+        "spec.fairSharing.weight), written to their status.fairSharing; heads are admitted lowest share first "
+        "and preemption follows the shares (InCohortFairSharing) instead of borrowWithinCohort.",
     )(command)
 
 

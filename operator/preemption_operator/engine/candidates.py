@@ -90,12 +90,14 @@ class Candidate:
     """The lowest common ancestor with the preemptor's ClusterQueue (for other queues' workloads)."""
     rule: RuleMatch | None = None
     last_resort: bool = False
+    origin: str = "classic"
+    """The search that found it: classic, or fair sharing (whose reason is known once chosen)."""
 
     @property
     def source(self) -> str:
         if self.rule is not None:
             return f"preemption config {self.rule.config} rule {self.rule.describe()}"
-        return f"classic ({self.reason})"
+        return f"{self.origin} ({self.reason})" if self.reason else self.origin
 
 
 @dataclass

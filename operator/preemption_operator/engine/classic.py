@@ -11,7 +11,7 @@ from .snapshot import ClusterQueueInfo
 from .workload import WorkloadInfo
 
 
-def _policy_allows(ctx: Context, wl: WorkloadInfo) -> tuple[bool, str]:
+def policy_allows(ctx: Context, wl: WorkloadInfo) -> tuple[bool, str]:
     preemption = ctx.cq.preemption
     same_cq = wl.cluster_queue == ctx.cq.name
     policy = preemption.within_cluster_queue if same_cq else preemption.reclaim_within_cohort
@@ -33,7 +33,7 @@ def _policy_allows(ctx: Context, wl: WorkloadInfo) -> tuple[bool, str]:
 def _classify(ctx: Context, wl: WorkloadInfo, hierarchical_advantage: bool) -> Variant | None:
     if not wl.uses_any(ctx.frs):
         return None
-    allowed, why = _policy_allows(ctx, wl)
+    allowed, why = policy_allows(ctx, wl)
     if not allowed:
         ctx.record(wl, "excluded", why, "classic")
         return None

@@ -173,14 +173,18 @@ def uses_configurable_preemption(cq: ClusterQueueInfo) -> bool:
     return cq.preemption_config_name is not None
 
 
-def can_preempt_while_borrowing(cq: ClusterQueueInfo) -> bool:
-    """Whether preemption may leave the ClusterQueue borrowing. Kueue: only with
-    borrowWithinCohort (fair sharing is not implemented here); withinClusterQueue does not count,
-    so a workload that would borrow preempts nobody in its own queue. A PreemptionConfig counts
-    too, as in Kueue's configurable preemption: its rules (hero queues) may preempt and then
-    borrow, within the borrowing limits."""
+def can_preempt_while_borrowing(cq: ClusterQueueInfo, fair_sharing: bool = False) -> bool:
+    """Whether preemption may leave the ClusterQueue borrowing. Kueue: with borrowWithinCohort,
+    or with fair sharing on and reclaimWithinCohort not Never (fair preemption always allows
+    borrowing); withinClusterQueue does not count, so a workload that would borrow preempts
+    nobody in its own queue. A PreemptionConfig counts too, as in Kueue's configurable
+    preemption: its rules (hero queues) may preempt and then borrow, within the borrowing limits."""
     borrow = cq.preemption.borrow_within_cohort
-    return (borrow is not None and borrow.policy != "Never") or uses_configurable_preemption(cq)
+    return (
+        (borrow is not None and borrow.policy != "Never")
+        or (fair_sharing and cq.preemption.reclaim_within_cohort != "Never")
+        or uses_configurable_preemption(cq)
+    )
 
 
 def _fits_quota(
@@ -190,6 +194,7 @@ def _fits_quota(
     reasons: list[str],
     oracle: Oracle | None,
     previous: int = 0,
+    fair_sharing: bool = False,
 ) -> Granular:
     """Kueue's fitsResourceQuota. Without an oracle, a flavor-resource that could be had by
     preemption counts as PREEMPT; its borrowing level is left to the scheduler, which measures it
@@ -213,7 +218,7 @@ def _fits_quota(
         f"insufficient unused quota for {resource} in flavor {flavor}, "
         f"{format_amount(resource, value - available)} more needed"
     )
-    if value <= node.nominal(fr) or can_preempt_while_borrowing(cq):
+    if value <= node.nominal(fr) or can_preempt_while_borrowing(cq, fair_sharing):
         return oracle(fr, value) if oracle is not None else _UNSETTLED
     borrow, may_reclaim = borrowing_level(node, fr, value)
     if may_reclaim:
@@ -234,11 +239,14 @@ def assign_flavors(
     node_usage: NodeUsage | None = None,
     oracle: Oracle | None = None,
     counts: Sequence[int] | None = None,
+    *,
+    fair_sharing: bool = False,
 ) -> Assignment:
     """Chooses flavors for every pod set of `wl` in `cq`, against the usage in `cq.node`'s tree;
     pod sets on a TAS flavor also get a placement on its nodes (against `node_usage`). `counts`
     replaces the pod sets' counts (partial admission). The oracle is asked only where there is a
-    choice of flavors."""
+    choice of flavors. With `fair_sharing`, preemption may leave the ClusterQueue borrowing
+    whenever it may reclaim within its cohort."""
     usage: dict[FlavorResource, int] = {}
     pod_sets: list[PodSetFlavors] = []
     need_preemption: set[FlavorResource] = set()
@@ -283,7 +291,7 @@ def assign_flavors(
                     value = totals.get(res, 0) + usage.get(fr, 0)
                     # Once the flavor cannot fit, the oracle's answer changes nothing.
                     live = ask if flavor_mode.possibility is not Possibility.NO_FIT else None
-                    mode = modes[res] = _fits_quota(cq, fr, value, result.reasons, live, usage.get(fr, 0))
+                    mode = modes[res] = _fits_quota(cq, fr, value, result.reasons, live, usage.get(fr, 0), fair_sharing)
                     # The flavor is as good as its worst resource (the first one decides alone).
                     if flavor_mode is _BEST or is_preferred(flavor_mode, mode, cq.preference):
                         flavor_mode = mode

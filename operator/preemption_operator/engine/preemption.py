@@ -15,7 +15,9 @@ from datetime import datetime
 from ..api.meta import format_time
 from . import protection
 from .candidates import HUMAN_REASONS, Candidate, CandidateRecord, Context, ExtraCandidates, Target
-from .classic import attempts, classic_candidates, still_valid
+from .classic import attempts, classic_candidates, policy_allows, still_valid
+from .fair_preemption import SOURCE as FAIR_SOURCE
+from .fair_preemption import run_strategies
 from .flavors import Assignment
 from .ordering import candidate_key
 from .snapshot import ClusterQueueInfo, Snapshot
@@ -137,13 +139,20 @@ def find_targets(
     The snapshot is left as it was found. With `complete`, the records also name the eligible
     candidates the search never needed to reach (what `explain` shows; the operator skips it)."""
     ctx = Context(preemptor, cq, snapshot, assignment)
-    classic, none_from_others, none_hierarchical = classic_candidates(ctx)
-    tries = attempts(ctx, none_from_others, none_hierarchical)
-    first = _Pass(last_resort=False)
-    targets = _search(ctx, classic, tries, extra, first, complete)
-    if targets is None and first.opted_out:
-        # YuniKorn's law 1: an opt-out is a strong suggestion, not a guarantee.
-        targets = _search(ctx, classic, tries, extra, _Pass(last_resort=True), complete)
+    if snapshot.fair_sharing.enabled:
+        fair = fair_candidates(ctx)
+        first = _Pass(last_resort=False)
+        targets = _fair_search(ctx, fair, extra, first, complete)
+        if targets is None and first.opted_out:
+            targets = _fair_search(ctx, fair, extra, _Pass(last_resort=True), complete)
+    else:
+        classic, none_from_others, none_hierarchical = classic_candidates(ctx)
+        tries = attempts(ctx, none_from_others, none_hierarchical)
+        first = _Pass(last_resort=False)
+        targets = _search(ctx, classic, tries, extra, first, complete)
+        if targets is None and first.opted_out:
+            # YuniKorn's law 1: an opt-out is a strong suggestion, not a guarantee.
+            targets = _search(ctx, classic, tries, extra, _Pass(last_resort=True), complete)
     # Later attempts and the last-resort pass revisit candidates: keep each line once.
     seen: set[tuple[str, str, str, str]] = set()
     records = []
@@ -178,12 +187,7 @@ def _search(
                     snapshot.add_workload(c.workload)
                 chosen.sort(key=lambda c: candidate_key(c.workload, cq.name, snapshot.now))
                 for c in chosen:
-                    detail = HUMAN_REASONS.get(c.reason, c.reason)
-                    if c.last_resort:
-                        detail += "; opted out of preemption, chosen as last resort"
-                    if c.workload.evicted:
-                        detail += "; already being evicted: counted, not preempted again"
-                    ctx.record(c.workload, "chosen", detail, c.source)
+                    ctx.record(c.workload, "chosen", _chosen_detail(c), c.source)
                 if complete:
                     for rest in stream:
                         seen.add(rest.workload.key)
@@ -194,3 +198,127 @@ def _search(
         for c in chosen:
             snapshot.add_workload(c.workload)
     return None
+
+
+def _chosen_detail(cand: Candidate, why: str = "") -> str:
+    detail = HUMAN_REASONS.get(cand.reason, cand.reason) + (f" ({why})" if why else "")
+    if cand.last_resort:
+        detail += "; opted out of preemption, chosen as last resort"
+    if cand.workload.evicted:
+        detail += "; already being evicted: counted, not preempted again"
+    return detail
+
+
+# -- fair sharing -------------------------------------------------------------------------------------
+
+
+def fair_candidates(ctx: Context) -> list[WorkloadInfo]:
+    """Kueue's findCandidates under fair sharing: the preemptor's own workloads its
+    withinClusterQueue policy allows, and those of every ClusterQueue of the cohort tree that
+    borrows on a contested flavor-resource its reclaimWithinCohort policy allows; all using a
+    contested flavor-resource, in candidate order."""
+    snapshot, cq = ctx.snapshot, ctx.cq
+    start = len(ctx.records)
+    found: list[WorkloadInfo] = []
+
+    def collect(queue: ClusterQueueInfo) -> None:
+        for wl in snapshot.admitted(queue):
+            if not wl.uses_any(ctx.frs):
+                continue
+            allowed, why = policy_allows(ctx, wl)
+            if allowed:
+                found.append(wl)
+            else:
+                ctx.record(wl, "excluded", why, FAIR_SOURCE)
+
+    if cq.preemption.within_cluster_queue != "Never":
+        collect(cq)
+    if cq.node.parent is not None and cq.preemption.reclaim_within_cohort != "Never":
+        for node in cq.node.root().subtree_cluster_queues():
+            if node is cq.node or node.within_nominal(ctx.frs):
+                continue  # nothing to reclaim from a ClusterQueue that does not borrow
+            other = snapshot.cluster_queues.get(node.name)
+            if other is not None:
+                collect(other)
+    ctx.records[start:] = sorted(ctx.records[start:], key=lambda r: (r.cluster_queue, r.workload))
+    found.sort(key=lambda wl: candidate_key(wl, cq.name, snapshot.now))
+    return found
+
+
+def _fair_search(
+    ctx: Context,
+    candidates: list[WorkloadInfo],
+    extra: ExtraCandidates | None,
+    pass_: _Pass,
+    complete: bool = False,
+) -> list[Target] | None:
+    """Kueue's fairPreemptions, one pass: the strategies over the usable candidates with the
+    preemptor's usage simulated, then (configurable preemption) the extra streams as a last
+    resort; fill-back, always allowing borrowing (fair sharing has no borrowWithinCohort)."""
+    snapshot, node, requests = ctx.snapshot, ctx.cq.node, ctx.requests
+    usable: list[WorkloadInfo] = []
+    for wl in candidates:
+        if snapshot.is_removed(wl):
+            continue
+        if _admissible(ctx, Candidate(wl, "", origin=FAIR_SOURCE), pass_):
+            usable.append(wl)
+    if pass_.last_resort:
+        # Opted-out workloads go after every other candidate of their ClusterQueue.
+        usable.sort(key=lambda wl: protection.opted_out(wl) and not wl.evicted)
+    taken: list[Candidate] = []
+    why: dict[str, str] = {}
+    rejected: set[str] = set()
+
+    def take(cand: Candidate, detail: str) -> None:
+        cand.origin = cand.origin if cand.rule is not None else FAIR_SOURCE
+        cand.last_resort = pass_.last_resort and protection.opted_out(cand.workload)
+        snapshot.remove_workload(cand.workload)
+        taken.append(cand)
+        why[cand.workload.key] = detail
+
+    def reject(wl: WorkloadInfo, detail: str) -> None:
+        rejected.add(wl.key)
+        ctx.record(wl, "skipped", detail, FAIR_SOURCE)
+
+    def fits_without_preemptor() -> bool:
+        node.remove(requests)
+        try:
+            return ctx.fits(True)
+        finally:
+            node.add(requests)
+
+    # Shares must include the incoming workload.
+    node.add(requests)
+    try:
+        fits = run_strategies(ctx, usable, snapshot.fair_sharing.strategies, fits_without_preemptor, take, reject)
+    finally:
+        node.remove(requests)
+    if not fits and extra is not None:
+        # Configurable rules only once the fair strategies are exhausted.
+        seen = {c.workload.key for c in taken}
+        for cand in extra(ctx, True):
+            if cand.workload.key in seen or snapshot.is_removed(cand.workload):
+                continue
+            if not _admissible(ctx, cand, pass_):
+                continue
+            seen.add(cand.workload.key)
+            take(cand, "")
+            if ctx.fits(True):
+                fits = True
+                break
+    if not fits:
+        for cand in taken:
+            snapshot.add_workload(cand.workload)
+        return None
+    taken = _fill_back(ctx, taken, True)
+    for cand in taken:
+        snapshot.add_workload(cand.workload)
+    taken.sort(key=lambda c: candidate_key(c.workload, ctx.cq.name, snapshot.now))
+    for cand in taken:
+        ctx.record(cand.workload, "chosen", _chosen_detail(cand, why.get(cand.workload.key, "")), cand.source)
+    if complete:
+        chosen = {c.workload.key for c in taken}
+        for wl in usable:
+            if wl.key not in chosen and wl.key not in rejected:
+                ctx.record(wl, "spared", "eligible, not needed: the preemptor fits without it", FAIR_SOURCE)
+    return [Target(c.workload, c.reason, c.rule, c.last_resort) for c in taken]

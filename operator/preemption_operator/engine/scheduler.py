@@ -1,15 +1,15 @@
 """A scheduling cycle: queue heads are nominated, sorted and processed one by one against the
 snapshot, producing admissions, preemptions and pending reasons as data.
 
-The shape follows Kueue's scheduler: one head per ClusterQueue, entries that do not borrow first,
-overlapping preemptions skipped. One deliberate difference: a workload that is already waiting
+The shape follows Kueue's scheduler: one head per ClusterQueue, entries that do not borrow first
+(with fair sharing: the tournament of shares over the cohort tree), overlapping preemptions skipped. One deliberate difference: a workload that is already waiting
 for its victims to go is processed first, so the quota they free is not taken by others
 (Kueue's PrioritizePreemptorWorkloads).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -18,7 +18,7 @@ from ..api.quantity import format_amount
 from . import protection
 from .candidates import CandidateRecord, ExtraCandidates, Target
 from .flavors import Assignment, Granular, Mode, Possibility, assign_flavors
-from .ordering import entry_order
+from .ordering import Contender, entry_order, tournament
 from .placement import NodeUsage
 from .preemption import find_targets
 from .quota import FlavorResource, borrowing_level
@@ -275,7 +275,16 @@ class Scheduler:
             return Granular(Possibility.PREEMPT if own else Possibility.RECLAIM, after)
 
         def attempt(counts: list[int] | None) -> _Entry:
-            assignment = assign_flavors(wl, cq, snapshot.flavors, snapshot.tas, snapshot.node_usage, oracle, counts)
+            assignment = assign_flavors(
+                wl,
+                cq,
+                snapshot.flavors,
+                snapshot.tas,
+                snapshot.node_usage,
+                oracle,
+                counts,
+                fair_sharing=snapshot.fair_sharing.enabled,
+            )
             return self._evaluate(wl, cq, assignment, snapshot)
 
         full = attempt(None)
@@ -378,7 +387,7 @@ class Scheduler:
             entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
             entries.sort(key=lambda e: entry_order(e.wl, e.wl.key in state.waiting, e.assignment.borrowing))
             progressed: set[str] = set()
-            for entry in entries:
+            for entry in self._in_order(entries, snapshot, state):
                 root = id(entry.cq.node.root())
                 # Quota is shared within a cohort tree; TAS nodes are shared across trees.
                 nodes_changed = NODES in touched and any(ps.view is not None for ps in entry.assignment.pod_sets)
@@ -405,6 +414,19 @@ class Scheduler:
                 break
             queues = progressed
         return result
+
+    @staticmethod
+    def _in_order(entries: list[_Entry], snapshot: Snapshot, state: QueueState) -> Iterator[_Entry]:
+        """The entries in the order they are processed: as sorted, or with fair sharing by a
+        tournament run again before each one, against the usage the ones before it left."""
+        if not snapshot.fair_sharing.enabled:
+            yield from entries
+            return
+        waiting = {e.wl.key for e in entries if e.wl.key in state.waiting}  # as nominated, as Kueue's heads
+        remaining = list(entries)
+        while remaining:
+            contenders = [Contender(e.wl, e.cq.node, e.assignment.usage, e.wl.key in waiting) for e in remaining]
+            yield remaining.pop(tournament(contenders))
 
     @staticmethod
     def _park_equivalents(
