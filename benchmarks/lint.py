@@ -110,12 +110,12 @@ def setup(variant: str) -> list[dict[str, Any]]:
 
 
 def measure(path: Path, repeat: int, by_symmetry: bool) -> dict[str, Any]:
-    parse_s, analyse_s, proofs, findings = [], [], [], 0
+    parse_s, analyse_s, analyse_cpu, proofs, findings = [], [], [], [], 0
     for _ in range(repeat):
         started = time.perf_counter()
         objects = manifests.parse(manifests.read([path]), [])
         parse_s.append(time.perf_counter() - started)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         if by_symmetry:
             report = linting.lint(objects)
             findings = sum(1 for f in report.findings if f.code.startswith("Flapping"))
@@ -125,6 +125,7 @@ def measure(path: Path, repeat: int, by_symmetry: bool) -> dict[str, Any]:
             findings = len(result.flaps)
             proofs.append(result.proof)
         analyse_s.append(time.perf_counter() - started)
+        analyse_cpu.append(time.process_time() - cpu)
     command_s = None
     if by_symmetry:
         exe = shutil.which("preemption-operator") or "preemption-operator"
@@ -138,6 +139,7 @@ def measure(path: Path, repeat: int, by_symmetry: bool) -> dict[str, Any]:
     return {
         "parse": statistics.median(parse_s),
         "analyse": statistics.median(analyse_s),
+        "analyse_cpu": statistics.median(analyse_cpu),
         "command": command_s,
         "flaps": findings,
         "pairs": proof.get("queuePairs", 0),
@@ -161,6 +163,7 @@ def main() -> None:
         ("templated", False),
     ]
     rows = []
+    before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         for variant, by_symmetry in variants:
             path = Path(tmp) / f"{variant.replace(', ', '-')}.yaml"
@@ -173,21 +176,28 @@ def main() -> None:
     load = os.getloadavg()
     lines = [
         f"# Lint benchmark ({datetime.now(UTC):%Y-%m-%d}, {platform.python_implementation()} "
-        f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores, "
-        f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f})",
+        f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores)",
+        "",
+        f"Load average (1, 5, 15 min): before {before[0]:.2f}, {before[1]:.2f}, {before[2]:.2f}; "
+        f"after {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}. A load above the core count means the "
+        "machine ran other work meanwhile and the times are longer than on a quiet one.",
         "",
         f"`preemption-operator lint` on {COHORTS * PER_COHORT} ClusterQueues in {COHORTS} cohorts with "
         f"{COHORTS} PreemptionConfigs and 4 priority classes (the setups are described in `benchmarks/lint.py`). "
-        "Medians of the repeats; the symmetry-off row runs once.",
+        "Medians of the repeats; the symmetry-off row runs once. *analysis CPU* is the process's CPU time "
+        "during the analysis: on a busy machine it stays near what a quiet one would take, where the wall "
+        "time grows.",
         "",
-        "| setup | repeats | read + parse (s) | analysis (s) | whole command (s) | verdict | flapping findings "
-        "| queue pairs decided | queue triples decided | decided by an equivalent one | scheduling cycles |",
-        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| setup | repeats | read + parse (s) | analysis (s) | analysis CPU (s) | whole command (s) | verdict "
+        "| flapping findings | queue pairs decided | queue triples decided | decided by an equivalent one "
+        "| scheduling cycles |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for label, repeat, r in rows:
         command = f"{r['command']:.2f}" if r["command"] is not None else "-"
         lines.append(
-            f"| {label} | {repeat} | {r['parse']:.2f} | {r['analyse']:.2f} | {command} | {r['verdict']} | "
+            f"| {label} | {repeat} | {r['parse']:.2f} | {r['analyse']:.2f} | {r['analyse_cpu']:.2f} | {command} | "
+            f"{r['verdict']} | "
             f"{r['flaps']} | {r['pairs']:,} | {r['triples']:,} | {r['equivalent']:,} | {r['cycles']:,} |"
         )
     lines += ["", f"Command: `python benchmarks/lint.py --repeat {args.repeat}`", ""]
