@@ -148,6 +148,28 @@ class _Entry:
     """Closed preemption gates, when victims were found: they are not preempted."""
 
 
+def _still_fits(entry: _Entry, snapshot: Snapshot, targeted: set[str], result: CycleResult) -> bool:
+    """Kueue's fits check of an entry when an earlier one of its cohort tree acted (fair sharing):
+    its nominated usage against the quota left. A preemptor is checked as Kueue does, with the
+    victims of the cycle and its own removed; one whose victims overlap an earlier one's passes,
+    to be skipped as overlapping."""
+    usage = entry.assignment.usage
+    if entry.assignment.mode is Mode.FIT:
+        return all(v <= entry.cq.node.available(fr) for fr, v in usage.items())
+    own = {t.workload.key: t.workload for t in entry.targets}
+    if own.keys() & targeted:
+        return True
+    victims = {p.victim.key: p.victim for p in result.preempted} | own
+    removed = [wl for wl in victims.values() if not snapshot.is_removed(wl)]
+    for wl in removed:
+        snapshot.remove_workload(wl)
+    try:
+        return all(v <= entry.cq.node.available(fr) for fr, v in usage.items())
+    finally:
+        for wl in removed:
+            snapshot.add_workload(wl)
+
+
 def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...]:
     out = []
     for ps in assignment.pod_sets:
@@ -391,11 +413,19 @@ class Scheduler:
                 root = id(entry.cq.node.root())
                 # Quota is shared within a cohort tree; TAS nodes are shared across trees.
                 nodes_changed = NODES in touched and any(ps.view is not None for ps in entry.assignment.pod_sets)
-                if root in touched or nodes_changed:
+                acting = entry.assignment.mode is Mode.FIT or bool(
+                    entry.targets and entry.delayed_until is None and not entry.closed_gates
+                )
+                if snapshot.fair_sharing.enabled and acting and root in touched and not nodes_changed:
+                    # Kueue checks that the nominated assignment still fits (cq.Fits), without
+                    # nominating again: a head whose flavors an earlier entry filled is skipped,
+                    # not moved to another flavor or given other victims.
+                    if not _still_fits(entry, snapshot, targeted, result):
+                        decided.add(entry.wl.key)
+                        result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
+                        continue
+                elif root in touched or nodes_changed:
                     again = self._nominate(entry.wl, entry.cq, snapshot)
-                    acting = entry.assignment.mode is Mode.FIT or (
-                        entry.targets and entry.delayed_until is None and not entry.closed_gates
-                    )
                     if acting and (
                         again.assignment.mode != entry.assignment.mode
                         or {t.workload.key for t in again.targets} != {t.workload.key for t in entry.targets}
