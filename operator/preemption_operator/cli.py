@@ -264,7 +264,7 @@ def simulate(
 
     sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     skipped: list[str] = []
-    objects, arriving = _load(paths, skipped, from_cluster)
+    objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled)
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
     result = simulation.run(objects, now, max_cycles, arriving, progress=_progress(), fair_sharing=sharing)
     if sys.stderr.isatty():
@@ -302,7 +302,16 @@ def _progress() -> Any:
     help="Write each flap found as simulate input (its states, in order) into this folder.",
 )
 @FROM_CLUSTER
-def lint(paths: tuple[Path, ...], output: str, fail_on: str, witness: Path | None, from_cluster: bool) -> None:
+@fair_sharing_options
+def lint(
+    paths: tuple[Path, ...],
+    output: str,
+    fail_on: str,
+    witness: Path | None,
+    from_cluster: bool,
+    fair_sharing: bool,
+    fair_sharing_strategies: str | None,
+) -> None:
     """Check a preemption setup (queues, cohorts, flavors, PreemptionConfigs, priority classes):
     workloads that can evict each other forever (with a witness, or a proof that none can),
     missing references, unused configs, selectors that do not build or select nothing, rules keyed
@@ -312,8 +321,9 @@ def lint(paths: tuple[Path, ...], output: str, fail_on: str, witness: Path | Non
 
     from . import lint as linting
 
+    sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     objects, arriving = _load(paths, [], from_cluster)
-    report = linting.lint([*objects, *arriving], witness)
+    report = linting.lint([*objects, *arriving], witness, fair_sharing=sharing.enabled)
     if output == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
@@ -330,8 +340,11 @@ def lint(paths: tuple[Path, ...], output: str, fail_on: str, witness: Path | Non
         sys.exit(1)
 
 
-def _load(paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = False) -> tuple[list[Any], list[Any]]:
-    """(objects, objects arriving once the rest settled): exit 2 with the reason when unusable."""
+def _load(
+    paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = False, fair_sharing: bool | None = None
+) -> tuple[list[Any], list[Any]]:
+    """(objects, objects arriving once the rest settled): exit 2 with the reason when unusable.
+    `fair_sharing`: whether the engine runs with it (None: DRS quota values not judged here)."""
     from . import manifests
 
     if bool(paths) == from_cluster:
@@ -343,12 +356,12 @@ def _load(paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = Fals
 
             live = cluster_state.read()
             manifests.check(live, ["the cluster"])
-            return manifests.parse(live, skipped, lenient=True), []
+            return manifests.parse(live, skipped, lenient=True, fair_sharing=fair_sharing), []
         read = manifests.read(paths)
         manifests.check(read, paths)
         later = [m for m in read if Path(m.source).name in manifests.ARRIVING]
-        objects = manifests.parse([m for m in read if m not in later], skipped)
-        arriving = manifests.parse(later, skipped, beside=read)
+        objects = manifests.parse([m for m in read if m not in later], skipped, fair_sharing=fair_sharing)
+        arriving = manifests.parse(later, skipped, beside=read, fair_sharing=fair_sharing)
     except manifests.ManifestError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -388,7 +401,7 @@ def explain(
     from . import simulate as simulation
 
     sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
-    objects, arriving = _load(paths, [], from_cluster)
+    objects, arriving = _load(paths, [], from_cluster, sharing.enabled)
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
     result = simulation.run(objects, now, max_cycles, arriving, fair_sharing=sharing)
     data = result.to_dict()

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from . import flapping, lint_checks
 from .api import v1alpha1, v1beta2
-from .engine.configurable import validate
+from .engine.configurable import fair_sharing_required, validate
 from .engine.workload import PRIORITY_BOOST_ANNOTATION
 
 Severity = Literal["error", "warning", "info"]
@@ -26,6 +26,7 @@ CHECKS = (
     "MissingReference",
     "UnusedPreemptionConfig",
     "InvalidSelector",
+    "FairSharingRequired",
     "UserWritableKey",
     *lint_checks.CODES,
     "FlappingPair",
@@ -66,7 +67,7 @@ class Report:
         }
 
 
-def lint(objects: Iterable[Any], witness: Path | None = None) -> Report:
+def lint(objects: Iterable[Any], witness: Path | None = None, *, fair_sharing: bool | None = None) -> Report:
     objects = list(objects)
     report = Report()
     by_kind: dict[str, dict[str, Any]] = {}
@@ -116,6 +117,9 @@ def lint(objects: Iterable[Any], witness: Path | None = None) -> Report:
             report.add("UnusedPreemptionConfig", "info", f"no ClusterQueue uses PreemptionConfig {name}", where)
         for problem in validate(config):
             report.add("InvalidSelector", "error", problem, where)
+        if fair_sharing is False:  # None (the operator's lint): its Valid condition says it already
+            for problem in fair_sharing_required(config):
+                report.add("FairSharingRequired", "error", problem, where)
         _user_writable(report, name, config, classes)
     lint_checks.run(report, objects)
     _flapping(report, objects, witness)

@@ -136,11 +136,12 @@ def _job_workload(manifest: Manifest, classes: dict[tuple[str, str], int]) -> di
     return workload
 
 
-def _unusable(obj: Any) -> str | None:
+def _unusable(obj: Any, fair_sharing: bool | None = None) -> str | None:
     """What the operator would hold against a valid object and `simulate` refuses outright: a
     Workload without a queue (Kueue ignores it), a selector that does not build (the operator
-    marks the ClusterQueue inactive, or the PreemptionConfig Valid=False)."""
-    from .engine.configurable import validate
+    marks the ClusterQueue inactive, or the PreemptionConfig Valid=False), and with `fair_sharing`
+    False a DRS quota value (Valid=False, FairSharingRequired). None: not judged (lint's own finding)."""
+    from .engine.configurable import fair_sharing_required, validate
     from .engine.selectors import NOTHING, SelectorError, build
 
     if isinstance(obj, Workload) and not obj.spec.queue_name:
@@ -151,7 +152,7 @@ def _unusable(obj: Any) -> str | None:
         except SelectorError as exc:
             return f"spec.namespaceSelector: {exc}"
     if isinstance(obj, PreemptionConfig):
-        errors = validate(obj)
+        errors = validate(obj) or (fair_sharing_required(obj) if fair_sharing is False else [])
         if errors:
             return "; ".join(errors)
     return None
@@ -163,12 +164,14 @@ def parse(
     beside: Iterable[Manifest] = (),
     *,
     lenient: bool = False,
+    fair_sharing: bool | None = None,
 ) -> list[Any]:
     """The objects the engine reads. A queued job (batch/v1 Job with a queue-name label) stands
     for the Workload the operator makes for it; objects of other kinds (a Deployment) are left
     out, each noted in `skipped` when given; a kind the engine reads that does not validate is
     an error (with `lenient`, for a live cluster's objects, a note in `skipped`). Priority
-    classes named by jobs are looked up in `beside` too."""
+    classes named by jobs are looked up in `beside` too. `fair_sharing`: whether the engine will run
+    with it (False refuses DRS quota values; None leaves them to the caller)."""
     manifests = list(manifests)
     classes = _class_values([*manifests, *beside])
     objects = []
@@ -188,7 +191,7 @@ def parse(
             continue
         try:
             obj = parse_object(manifest.body)
-            problem = _unusable(obj)
+            problem = _unusable(obj, fair_sharing)
             if problem is not None:
                 raise ObjectError(f"{object_ref(manifest.body)}: {problem}")
         except ObjectError as exc:

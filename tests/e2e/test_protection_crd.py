@@ -78,11 +78,9 @@ INVALID = [
     ),
     *(
         pytest.param(
-            config(with_fields(quota=value)),
-            [
-                "quota values based on Dominant Resource Share (DRSLessThanOrEqualToFinalShare, DRSLessThanInitialShare, DRSAllStrategies) are not supported yet: they need fair preemption, which is not implemented"
-            ],
-            id=f"quota-{value}",
+            config(with_fields(scope="WithinClusterQueue", quota=value)),
+            ["quota cannot be used with scope WithinLocalQueue or WithinClusterQueue"],
+            id=f"quota-{value}-with-WithinClusterQueue",
         )
         for value in ("DRSLessThanOrEqualToFinalShare", "DRSLessThanInitialShare", "DRSAllStrategies")
     ),
@@ -176,8 +174,12 @@ def test_server_fills_in_the_activation_defaults(cluster: ControlPlane) -> None:
         {"scope": "WithinClusterQueue", "minExecutionDuration": "0", "maxExecutionDuration": "500ms"},
         {"scope": "WithinLocalQueue", "timeFromCreationRelation": "LessThan", "executionTimeRelation": "GreaterThan"},
         {"scope": "WithinCohortTree", "minTimeFromCreationDuration": "1h", "maxTimeFromCreationDuration": "2h45m"},
+        # The DRS values (used with fair sharing on) with a cohort-wide scope.
+        {"scope": "WithinCohortTree", "quota": "DRSLessThanOrEqualToFinalShare"},
+        {"scope": "WithinParentCohort", "quota": "DRSLessThanInitialShare"},
+        {"scope": "AnyClusterQueue", "quota": "DRSAllStrategies"},
     ],
-    ids=["any-borrowing", "parent-keeps", "zero-to-500ms", "relations", "hours"],
+    ids=["any-borrowing", "parent-keeps", "zero-to-500ms", "relations", "hours", "drs-final", "drs-initial", "drs-all"],
 )
 def test_valid_combinations_are_accepted(cluster: ControlPlane, fields: dict[str, Any]) -> None:
     code, output = create(cluster, config(fields))
@@ -190,10 +192,12 @@ def test_update_to_an_invalid_value_is_rejected(cluster: ControlPlane) -> None:
     assert code == 0, output
     name = body["metadata"]["name"]
     patch = json.dumps(
-        [{"op": "replace", "path": "/spec/rules/0/candidateSelectors/0/quota", "value": "DRSAllStrategies"}]
+        [
+            {"op": "replace", "path": "/spec/rules/0/candidateSelectors/0/scope", "value": "WithinClusterQueue"},
+            {"op": "replace", "path": "/spec/rules/0/candidateSelectors/0/quota", "value": "DRSAllStrategies"},
+        ]
     )
     proc = cluster.kubectl("patch", RESOURCE, name, "--type=json", "-p", patch)
     assert proc.returncode != 0
-    assert "quota values based on Dominant Resource Share (DRSLessThanOrEqualToFinalShare" in proc.stderr, proc.stderr
-    assert "are not supported yet: they need fair preemption" in proc.stderr, proc.stderr
+    assert "quota cannot be used with scope WithinLocalQueue or WithinClusterQueue" in proc.stderr, proc.stderr
     assert get(cluster, name)["spec"]["rules"][0]["candidateSelectors"][0]["quota"] == "KeepsNominalQuota"

@@ -1299,16 +1299,20 @@ CEL_CASES: dict[str, CelCase] = {
     ),
     "!has(self.quota) || !(self.scope in ['WithinLocalQueue', 'WithinClusterQueue'])": CelCase(
         "quota cannot be used with scope WithinLocalQueue or WithinClusterQueue",
-        passing=[B({"scope": "WithinClusterQueue"}), B({"scope": "WithinCohortTree", "quota": "KeepsNominalQuota"})],
+        passing=[
+            B({"scope": "WithinClusterQueue"}),
+            B({"scope": "WithinCohortTree", "quota": "KeepsNominalQuota"}),
+            # The DRS values (fair sharing) are accepted with every cohort-wide scope.
+            B({"scope": "AnyClusterQueue", "quota": "DRSAllStrategies"}),
+            B({"scope": "WithinCohortTree", "quota": "DRSLessThanInitialShare"}),
+            B({"scope": "WithinParentCohort", "quota": "DRSLessThanOrEqualToFinalShare"}),
+        ],
         breaking=[
             B({"scope": "WithinClusterQueue", "quota": "BorrowingCapacityFromPreemptor"}),
             B({"scope": "WithinLocalQueue", "quota": "KeepsNominalQuota"}),
+            B({"scope": "WithinClusterQueue", "quota": "DRSAllStrategies"}),
+            B({"scope": "WithinLocalQueue", "quota": "DRSLessThanInitialShare"}),
         ],
-    ),
-    "!has(self.quota) || !self.quota.startsWith('DRS')": CelCase(
-        "quota values based on Dominant Resource Share (DRSLessThanOrEqualToFinalShare, DRSLessThanInitialShare, DRSAllStrategies) are not supported yet: they need fair preemption, which is not implemented",
-        passing=[B({"scope": "AnyClusterQueue"}), B({"scope": "AnyClusterQueue", "quota": "BorrowingCapacityFromPreemptor"})],
-        breaking=[B({"scope": "AnyClusterQueue", "quota": "DRSAllStrategies"}), B({"scope": "WithinCohortTree", "quota": "DRSLessThanInitialShare"})],
     ),
     "!has(self.minExecutionDuration) || !has(self.maxExecutionDuration) || duration(self.minExecutionDuration) <= duration(self.maxExecutionDuration)": CelCase(
         "minExecutionDuration must be less than or equal to maxExecutionDuration",

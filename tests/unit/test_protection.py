@@ -1016,7 +1016,7 @@ def test_borrowing_capacity_requires_the_preemptors_cohort_tree() -> None:
     # The preemptor's own queue (at nominal) qualifies for neither.
     assert not allows("KeepsNominalQuota", "mine", "mine-1")
     assert not allows("BorrowingCapacityFromPreemptor", "mine", "mine-1")
-    # DRS values (rejected by the CRD) never allow anything.
+    # DRS values need fair sharing (off here): they allow nothing (tests/unit/test_fair_quota_selectors.py).
     assert not allows("DRSLessThanInitialShare", "theirs", "theirs-2")
 
 

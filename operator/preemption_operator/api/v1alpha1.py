@@ -118,11 +118,6 @@ class CandidateSelector(
             "!has(self.quota) || !(self.scope in ['WithinLocalQueue', 'WithinClusterQueue'])",
             "quota cannot be used with scope WithinLocalQueue or WithinClusterQueue",
         ),
-        (
-            "!has(self.quota) || !self.quota.startsWith('DRS')",
-            "quota values based on Dominant Resource Share (DRSLessThanOrEqualToFinalShare, DRSLessThanInitialShare, "
-            "DRSAllStrategies) are not supported yet: they need fair preemption, which is not implemented",
-        ),
         _min_le_max("minExecutionDuration", "maxExecutionDuration"),
         _min_le_max("minTimeFromCreationDuration", "maxTimeFromCreationDuration"),
     ),
@@ -140,7 +135,9 @@ class CandidateSelector(
     quota: QuotaPolicy | None = None
     """BorrowingCapacityFromPreemptor: the candidate's ClusterQueue, in the preemptor's cohort tree,
     uses more than its nominal quota in a contested resource. KeepsNominalQuota: it does, and it
-    stays at or above nominal in every resource after the candidate is removed."""
+    stays at or above nominal in every resource after the candidate is removed. The DRS values
+    (fair sharing only): a fair preemption strategy would take the candidate, S2-a
+    (DRSLessThanOrEqualToFinalShare), S2-b (DRSLessThanInitialShare) or either (DRSAllStrategies)."""
     min_execution_duration: Duration | None = None
     """The candidate has been running (since its quota was reserved) at least this long."""
     max_execution_duration: Duration | None = None

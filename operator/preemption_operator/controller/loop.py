@@ -440,7 +440,15 @@ class SchedulingLoop:
             ) -> dict[str, Any]:
                 generation = current["metadata"].get("generation")
                 return queue_status.cluster_queue_status(
-                    cq, pending, current.get("status"), now, generation, snapshot.preemption_configs, unreadable, share
+                    cq,
+                    pending,
+                    current.get("status"),
+                    now,
+                    generation,
+                    snapshot.preemption_configs,
+                    unreadable,
+                    share,
+                    snapshot.fair_sharing.enabled,
                 )
 
             writes.append((resources.ClusterQueue, name, None, cq_status, obj.to_wire()))
@@ -463,7 +471,12 @@ class SchedulingLoop:
 
             def pc_status(current: dict[str, Any], config: Any = config, name: str = name) -> dict[str, Any]:
                 return queue_status.preemption_config_status(
-                    config, users.get(name, []), current.get("status"), now, self.linter.result
+                    config,
+                    users.get(name, []),
+                    current.get("status"),
+                    now,
+                    self.linter.result,
+                    snapshot.fair_sharing.enabled,
                 )
 
             writes.append((resources.PreemptionConfig, name, None, pc_status, config.to_wire()))

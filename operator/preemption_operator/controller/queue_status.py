@@ -10,7 +10,7 @@ from typing import Any
 
 from ..api.quantity import format_amount
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
-from ..engine.configurable import validate
+from ..engine.configurable import fair_sharing_required, validate
 from ..engine.fair_sharing import dominant_resource_share, weighted_share_status
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
 from ..engine.workload_status import get_condition, set_condition
@@ -35,13 +35,19 @@ def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, A
 
 
 CONFIG_CONDITION = "PreemptionConfigReady"
+FAIR_SHARING_REQUIRED = "FairSharingRequired"
+"""Valid=False: a selector's quota value compares shares, and the operator runs without fair sharing."""
 
 
 def preemption_config_condition(
-    cq: ClusterQueueInfo, configs: Mapping[str, PreemptionConfig], unreadable: Mapping[str, str]
+    cq: ClusterQueueInfo,
+    configs: Mapping[str, PreemptionConfig],
+    unreadable: Mapping[str, str],
+    fair_sharing: bool = False,
 ) -> tuple[str, str, str] | None:
     """(status, reason, message) of the ClusterQueue's PreemptionConfigReady condition, or None
-    when it names no PreemptionConfig. `unreadable`: configs that exist but do not parse (why)."""
+    when it names no PreemptionConfig. `unreadable`: configs that exist but do not parse (why);
+    `fair_sharing`: whether the operator runs with it (DRS quota values need it)."""
     name = cq.preemption_config_name
     if not name:
         return None
@@ -50,7 +56,7 @@ def preemption_config_condition(
     config = configs.get(name)
     if config is None:
         return "False", "ConfigNotFound", f"PreemptionConfig {name} not found: only classic preemption applies"
-    errors = validate(config)
+    errors = validate(config) or ([] if fair_sharing else fair_sharing_required(config))
     if errors:
         return "False", "InvalidConfig", f"PreemptionConfig {name} is invalid: {'; '.join(errors)}"
     return "True", "Ready", f"PreemptionConfig {name}: {len(config.rules)} rule(s)"
@@ -65,8 +71,10 @@ def cluster_queue_status(
     configs: Mapping[str, PreemptionConfig] | None = None,
     unreadable: Mapping[str, str] | None = None,
     share: float | None = None,
+    fair_sharing: bool = False,
 ) -> dict[str, Any]:
-    """`share`: the queue's precise weighted share with fair sharing on (None: off)."""
+    """`share`: the queue's precise weighted share with fair sharing on (None: off);
+    `fair_sharing`: whether the operator runs with it."""
     status = copy.deepcopy(current or {})
     admitted = len(cq.workloads)
     usage = _flavor_usage(cq, with_borrowed=True)
@@ -82,7 +90,7 @@ def cluster_queue_status(
     active = "True" if cq.active else "False"
     set_condition(status, "Active", active, cq.inactive_reason, cq.inactive_message, now, generation)
     # Kueue's Active says whether the queue admits; whether its rules apply is a condition of its own.
-    condition = preemption_config_condition(cq, configs or {}, unreadable or {})
+    condition = preemption_config_condition(cq, configs or {}, unreadable or {}, fair_sharing)
     if condition is not None:
         set_condition(status, CONFIG_CONDITION, *condition, now, generation)
     elif status.get("conditions"):
@@ -148,15 +156,20 @@ def preemption_config_status(
     current: dict[str, Any] | None,
     now: datetime,
     lint: LintResult | None = None,
+    fair_sharing: bool = False,
 ) -> dict[str, Any]:
-    """`lint`: the operator's last analysis of the setup (None: none yet)."""
+    """`lint`: the operator's last analysis of the setup (None: none yet); `fair_sharing`: whether
+    the operator runs with it (a DRS quota value cannot be used without)."""
     status = copy.deepcopy(current or {})
     errors = validate(config)
+    needs_fair = [] if fair_sharing else fair_sharing_required(config)
     generation = config.metadata.generation
     status["ruleCount"] = len(config.rules)
     status["clusterQueues"] = cluster_queues
     if errors:
         set_condition(status, "Valid", "False", "InvalidSelector", "; ".join(errors), now, generation)
+    elif needs_fair:
+        set_condition(status, "Valid", "False", FAIR_SHARING_REQUIRED, "; ".join(needs_fair), now, generation)
     else:
         set_condition(status, "Valid", "True", "Valid", "All rules and selectors build", now, generation)
     name = config.metadata.name

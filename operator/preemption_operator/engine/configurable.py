@@ -18,8 +18,10 @@ from typing import Any, Protocol
 
 from ..api.meta import format_time
 from ..api.v1alpha1 import CandidateSelector, NumericLabelConstraint, PreemptionConfig, PreemptionRule
+from . import fair_sharing as fs
 from . import protection
 from .candidates import CONFIGURABLE_PREEMPTION, Candidate, CandidateRecord, Context, RuleMatch
+from .fair_preemption import strategies_allow
 from .notices import Notice
 from .ordering import candidate_key
 from .quota import QuotaNode
@@ -27,6 +29,12 @@ from .selectors import EVERYTHING, Selector, SelectorError, build
 from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo
 
+DRS_QUOTA = {
+    "DRSLessThanOrEqualToFinalShare": (fs.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,),
+    "DRSLessThanInitialShare": (fs.LESS_THAN_INITIAL_SHARE,),
+    "DRSAllStrategies": fs.STRATEGIES,
+}
+"""The quota values that ask a fair preemption strategy (Kueue's S2-a, S2-b, either)."""
 TIERS = ("Always", "InsufficientQuota", "QuotaFeasibleAndInsufficientTopology")
 _INT32 = re.compile(r"[+-]?[0-9]+")
 
@@ -134,8 +142,11 @@ class BuiltSelector:
 
 
 def quota_allows(policy: str, ctx: Context, cq: ClusterQueueInfo, wl: WorkloadInfo) -> bool:
-    """YuniKorn's laws 2 and 5 with nominal quota as the guarantee."""
+    """YuniKorn's laws 2 and 5 with nominal quota as the guarantee; the DRS values ask the fair
+    strategies they name (never true with fair sharing off: such a config does not build)."""
     node = cq.node
+    if policy in DRS_QUOTA:
+        return ctx.snapshot.fair_sharing.enabled and strategies_allow(ctx, node, wl, DRS_QUOTA[policy])
     if ctx.cq.node.root() is not node.root() and policy == "BorrowingCapacityFromPreemptor":
         return False
     above = any(node.usage.get(fr, 0) > node.nominal(fr) for fr in ctx.frs if fr in wl.usage)
@@ -144,7 +155,7 @@ def quota_allows(policy: str, ctx: Context, cq: ClusterQueueInfo, wl: WorkloadIn
     if policy == "KeepsNominalQuota":
         keeps = all(node.usage.get(fr, 0) - amount >= node.nominal(fr) for fr, amount in wl.usage.items())
         return above and keeps
-    return False  # DRS policies need fair sharing (rejected by the CRD)
+    return False
 
 
 def _duration(text: str | None) -> timedelta | None:
@@ -314,6 +325,24 @@ def validate(config: PreemptionConfig) -> list[str]:
     return errors
 
 
+def fair_sharing_required(config: PreemptionConfig) -> list[str]:
+    """The selectors whose quota value compares Dominant Resource Shares, which exist only with
+    fair sharing on: with it off, the config cannot be used (reported, never guessed at)."""
+    problems = []
+    for rule in config.rules:
+        for i, spec in enumerate(rule.candidate_selectors or []):
+            if spec.quota in DRS_QUOTA:
+                problems.append(_needs_fair_sharing(config, rule, i, spec.quota))
+    return problems
+
+
+def _needs_fair_sharing(config: PreemptionConfig, rule: PreemptionRule, index: int, quota: str) -> str:
+    return (
+        f'preemptionConfig "{config.name}" rule "{rule.name}" candidateSelectors[{index}].quota: {quota} compares '
+        "Dominant Resource Shares, which exist only with fair sharing: turn it on with --fair-sharing"
+    )
+
+
 class ConfigurablePreemption:
     """The candidate stream of PreemptionConfigs, plugged into classic preemption."""
 
@@ -459,6 +488,8 @@ class ConfigurablePreemption:
                 continue
             selectors = []
             for i, spec in enumerate(rule.candidate_selectors or []):
+                if spec.quota in DRS_QUOTA and not ctx.snapshot.fair_sharing.enabled:
+                    raise BuildError(_needs_fair_sharing(config, rule, i, spec.quota))
                 try:
                     selectors.append(build_selector(i, spec, ctx.preemptor, ctx.snapshot.now))
                 except BuildError as exc:

@@ -229,3 +229,28 @@ def run_strategies(
             reject(wl, f"{fs.LESS_THAN_INITIAL_SHARE} not met: {shares}")
         second.drop(target)
     return False
+
+
+def strategies_allow(ctx: Context, target: QuotaNode, wl: WorkloadInfo, strategies: Sequence[str]) -> bool:
+    """Whether one of `strategies` would let the preemptor take `wl` from ClusterQueue `target`, on
+    the snapshot as it stands (a PreemptionConfig's DRS quota selector). The shares compared are
+    those the fair search compares: the preemptor's usage added, the two nodes just below the
+    lowest common ancestor. Only another borrowing ClusterQueue of the preemptor's cohort tree can
+    pass, as only those are fair-preemption targets."""
+    preemptor = ctx.cq.node
+    if target is preemptor or preemptor.parent is None or target.root() is not preemptor.root():
+        return False
+    if target.within_nominal(ctx.frs):
+        return False
+    mine, theirs = _shares(preemptor, target)
+    preemptor.add(ctx.requests)
+    try:
+        preemptor_new, target_old = fs.dominant_resource_share(mine), fs.dominant_resource_share(theirs)
+        target.remove(wl.usage)
+        try:
+            target_new = fs.dominant_resource_share(theirs)
+        finally:
+            target.add(wl.usage)
+    finally:
+        preemptor.remove(ctx.requests)
+    return any(_strategy_passes(s, preemptor_new, target_old, target_new) for s in strategies)
