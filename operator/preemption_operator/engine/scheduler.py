@@ -368,11 +368,16 @@ class Scheduler:
         touched: set[int] = set()
         targeted: set[str] = set()
         decided: set[str] = set()
+        stalled: set[int] = set()
+        """Cohort trees where a head was skipped: Kueue's next cycle nominates it again, ahead of
+        lower-priority borrowers, so no later round of this pass admits anyone there."""
         queues: set[str] | None = None
         for round_ in range(self.rounds):
             if round_ and budget is not None and len(result.admitted) + len(result.preempted) >= budget:
                 break
             heads = self.heads(snapshot, state, result, queues, decided)
+            if round_:
+                heads = [(wl, cq) for wl, cq in heads if id(cq.node.root()) not in stalled]
             if not heads:
                 break
             entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
@@ -395,11 +400,12 @@ class Scheduler:
                         # victims an earlier entry of its cohort changed is skipped for this cycle,
                         # not re-planned with other victims.
                         decided.add(entry.wl.key)
+                        stalled.add(root)
                         result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
                         continue
                     entry = again
                 decided.add(entry.wl.key)
-                if self._process(entry, snapshot, state, result, targeted, touched, root):
+                if self._process(entry, snapshot, state, result, targeted, touched, root, stalled):
                     progressed.add(entry.cq.name)
             if not progressed:
                 break
@@ -461,6 +467,7 @@ class Scheduler:
         targeted: set[str],
         touched: set[int],
         root: int,
+        stalled: set[int],
     ) -> bool:
         """Applies one entry's decision; True when its ClusterQueue may go on with its next head
         (the entry was admitted, or parked as inadmissible)."""
@@ -495,6 +502,7 @@ class Scheduler:
             explanation = Explanation(wl.key, cq.name, message, entry.records)
             result.explanations.append(explanation)
             if keys & targeted:
+                stalled.add(root)
                 explanation.notes.append("skipped: overlapping preemption targets with another workload")
                 result.pending.append(
                     Pending(
