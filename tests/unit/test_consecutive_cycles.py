@@ -6,7 +6,10 @@ under Kueue's scheduler performance harness (issue 13 item 5).
 What Kueue v0.19.2 does (pkg/scheduler/scheduler.go): every cycle nominates the head of every
 ClusterQueue, sorts the entries (not borrowing first, then priority, then FIFO) and processes
 them in order. A head that no longer fits after an earlier entry is skipped, and is nominated
-again in the next cycle.
+again in the next cycle. A head that issued preemptions stays at its queue's head (its queue's
+sticky preemptor) and, each cycle until it is admitted, adds its usage to the snapshot
+(`cq.AddUsage`), so nobody in its cohort takes the quota its victims free, nor the room it
+counted on besides.
 """
 
 from __future__ import annotations
@@ -85,3 +88,26 @@ def test_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide() -> N
                 cache.delete("Workload", p.victim.key)
         assert sorted(admissions) == ["big-a", "big-b", "m1"], rounds
         assert victims == ["sb"], rounds
+
+
+def test_a_preemptor_whose_evictions_are_being_written_keeps_its_room_in_the_cohort() -> None:
+    """`big` preempts `victim` for the room its own queue frees plus 2 free in the cohort. While
+    the eviction is being written, `m` arrives in `b` and would borrow those 2: Kueue's next cycle
+    adds `big`'s usage again, so `m` does not fit; admitting it would make `big` reclaim it."""
+    objects = scenario(
+        [_queue("a", 4), _queue("b", 4)],
+        admitted("victim", "a", 2, priority=0),
+        admitted("b1", "b", 4, priority=20),
+        pending("big", "a", 4, priority=10),
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    state, scheduler = QueueState(), Scheduler(rounds=1)
+    first = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [p.victim.name for p in first.preempted] == ["victim"]
+    cache.assume_eviction("default/victim")
+    cache.upsert(parse_object(pending("m", "b", 2, priority=5).obj()))
+    second = scheduler.cycle(cache.snapshot(NOW), state)
+    assert not second.admitted
+    assert not second.preempted
+    assert "default/big" in state.waiting
