@@ -961,7 +961,7 @@ ROWS: list[tuple[str, Any, int]] = [
     ("time to admission, medium: mean / p90, s", lambda r: _tta(r, "medium"), 0),
     ("time to admission, large: mean / p90, s", lambda r: _tta(r, "large"), 0),
     ("evictions small / medium / large", lambda r: _evictions(r), 0),
-    ("of them by each ClusterQueue's first large (start-up burst)", lambda r: _burst(r), 0),
+    ("preemptions by each ClusterQueue's first large (controller's log)", lambda r: _burst(r), 0),
     ("controller watching → first workload set started, s (negative: after)", lambda r: r.watch_lead_s, 2),
     ("runner reconcile errors / of them 409 conflicts", lambda r: _errors(r), 0),
     ("SIGINT → controller exit, s", lambda r: r.sigint_exit_s, 2),
@@ -1120,7 +1120,8 @@ def report(
     add("(for ours also to the operator's own `stopped in` line: the rest is the Python process ending);")
     add("*by each ClusterQueue's first large* counts the victims of the first large workload of every")
     add("queue, from the controller's log (Kueue's `PreemptedWorkload` events, the operator's `preempted`")
-    add("lines): those larges arrive together ~1.2 s into generation, and a controller already admitting")
+    add("lines: decisions, so not capped by what the recorder saw): those larges arrive together ~1.2 s")
+    add("into generation, and a controller already admitting")
     add("by then has smalls and mediums running for them to preempt; *controller watching → first workload")
     add("set* says whether it was (the runner starts the controller and the generator together, and")
     add("Kueue's minimalkueue takes about a second to start its watches);")
