@@ -434,6 +434,10 @@ class Run:
     tta: dict[str, float] = field(default_factory=dict)
     tta_p90: dict[str, float] = field(default_factory=dict)
     evictions: dict[str, int] = field(default_factory=dict)
+    burst_evictions: dict[str, int] | None = None
+    """Victims per class of each ClusterQueue's first large workload (from the controller's log)."""
+    watch_lead_s: float | None = None
+    """The controller's watches up this long before the generator's first workload set started."""
     reconciler_errors: int | None = None
     conflicts: int | None = None
     sigint_exit_s: float | None = None
@@ -485,6 +489,7 @@ def parse_runner_log(path: Path) -> dict[str, Any]:
         "Stop the command": "sigint",
         "Cmd ended": "child_ended",
         "Start runner": "runner_started",
+        "generate workload group": "generation_started",
     }
     errors = conflicts = 0
     examples: list[str] = []
@@ -505,6 +510,51 @@ def parse_runner_log(path: Path) -> dict[str, Any]:
                     if ts is not None:
                         marks[key] = ts
     return {"marks": marks, "errors": errors, "conflicts": conflicts, "examples": examples}
+
+
+# Who preempted whom, as each controller logs it: the operator's "preempted <victim> for
+# <preemptor>" line; Kueue's PreemptedWorkload event on the preemptor (logged at V(2)).
+_OURS_PREEMPTED = re.compile(r"controller\.loop: preempted \S+/(\S+) for \S+/(\S+):")
+_KUEUE_PREEMPTED = re.compile(
+    r'"object": \{"name":"([^"]+)".*"reason": "PreemptedWorkload".*Preempted workload \S+/(\S+) \('
+)
+# The generator names a workload <class>-<set>-<index>-<n>: index 0 is its set's first.
+_FIRST_LARGE = re.compile(r"^large-\d+-0-\d+$")
+
+
+def burst_evictions(path: Path) -> dict[str, int] | None:
+    """Victims per class of each ClusterQueue's first large workload. The first larges arrive all
+    at once, ~1.2 s into generation, into cohorts busy with what came before them; whether a
+    controller was already admitting by then (its start-up time against the generator's, which
+    the runner starts together) decides most of a 1/10 run's medium evictions."""
+    if not path.is_file():
+        return None
+    counts = dict.fromkeys(CLASSES, 0)
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            ours = _OURS_PREEMPTED.search(line)
+            if ours is not None:
+                victim, preemptor = ours.group(1), ours.group(2)
+            else:
+                kueue = _KUEUE_PREEMPTED.search(line)
+                if kueue is None:
+                    continue
+                preemptor, victim = kueue.group(1), kueue.group(2)
+            name = victim.split("-", 1)[0]
+            if _FIRST_LARGE.match(preemptor) and name in counts:
+                counts[name] += 1
+    return counts
+
+
+def _watching_since(path: Path) -> datetime | None:
+    """When the controller's watches came up: Kueue's first event source, the operator's sync."""
+    if not path.is_file():
+        return None
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            if "Starting EventSource" in line or "preemption_operator.controller.run: cache synced" in line:
+                return _timestamp(line)
+    return None
 
 
 def _stopped_line(path: Path) -> datetime | None:
@@ -782,6 +832,10 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
     if "child_started" in marks and "generator_done" in marks:
         run.generation_s = (marks["generator_done"] - marks["child_started"]).total_seconds()
     run.child_log_errors = count_log_errors(folder)
+    run.burst_evictions = burst_evictions(folder / "minimalkueue.err.log")
+    watching = _watching_since(folder / "minimalkueue.err.log")
+    if watching is not None and "generation_started" in marks:
+        run.watch_lead_s = (marks["generation_started"] - watching).total_seconds()
     stopped = _stopped_line(folder / "minimalkueue.err.log")
     if stopped is not None and "sigint" in marks:
         run.sigint_stopped_s = (stopped - marks["sigint"]).total_seconds()
@@ -907,6 +961,8 @@ ROWS: list[tuple[str, Any, int]] = [
     ("time to admission, medium: mean / p90, s", lambda r: _tta(r, "medium"), 0),
     ("time to admission, large: mean / p90, s", lambda r: _tta(r, "large"), 0),
     ("evictions small / medium / large", lambda r: _evictions(r), 0),
+    ("preemptions by each ClusterQueue's first large (controller's log)", lambda r: _burst(r), 0),
+    ("controller watching → first workload set started, s (negative: after)", lambda r: r.watch_lead_s, 2),
     ("runner reconcile errors / of them 409 conflicts", lambda r: _errors(r), 0),
     ("SIGINT → controller exit, s", lambda r: r.sigint_exit_s, 2),
     ("SIGINT → operator's own `stopped in` log line, s (ours only)", lambda r: r.sigint_stopped_s, 2),
@@ -960,6 +1016,12 @@ def _evictions(run: Run) -> str | None:
     if not run.evictions:
         return None
     return " / ".join(f"{run.evictions.get(name, 0):,}" for name in CLASSES)
+
+
+def _burst(run: Run) -> str | None:
+    if run.burst_evictions is None:
+        return None
+    return " / ".join(f"{run.burst_evictions.get(name, 0):,}" for name in CLASSES)
 
 
 def _errors(run: Run) -> str:
@@ -1056,6 +1118,13 @@ def report(
     add("reconcile errors that are update conflicts (its Finished / eviction-release writes), counted in its")
     add("log; *SIGINT → exit* is the time between the runner's `Stop the command` and `Cmd ended` log lines")
     add("(for ours also to the operator's own `stopped in` line: the rest is the Python process ending);")
+    add("*by each ClusterQueue's first large* counts the victims of the first large workload of every")
+    add("queue, from the controller's log (Kueue's `PreemptedWorkload` events, the operator's `preempted`")
+    add("lines: decisions, so not capped by what the recorder saw): those larges arrive together ~1.2 s")
+    add("into generation, and a controller already admitting")
+    add("by then has smalls and mediums running for them to preempt; *controller watching → first workload")
+    add("set* says whether it was (the runner starts the controller and the generator together, and")
+    add("Kueue's minimalkueue takes about a second to start its watches);")
     add("the last row compares the CPU time of the run's own processes (runner, etcd, kube-apiserver,")
     add("controller) with everything else the machine ran meanwhile (/proc/stat): a large second number")
     add("means the run shared the 2 cores with other work.")

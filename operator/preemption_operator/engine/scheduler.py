@@ -9,6 +9,7 @@ for its victims to go is processed first, so the quota they free is not taken by
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -347,8 +348,11 @@ class Scheduler:
         result: CycleResult,
         queues: set[str] | None = None,
         decided: set[str] | frozenset[str] = frozenset(),
+        holding: list[tuple[WorkloadInfo, ClusterQueueInfo]] | None = None,
     ) -> list[tuple[WorkloadInfo, ClusterQueueInfo]]:
-        """One head per ClusterQueue (of `queues`, or all), skipping workloads decided earlier."""
+        """One head per ClusterQueue (of `queues`, or all), skipping workloads decided earlier.
+        Preemptors whose victims' evictions are still being written are no heads: they go to
+        `holding`, if given."""
         heads = []
         for name in sorted(snapshot.pending if queues is None else queues & snapshot.pending.keys()):
             cq = snapshot.cluster_queues[name]
@@ -364,8 +368,10 @@ class Scheduler:
             if waiting is not None:
                 if not any(victim in snapshot.evicting for victim in state.waiting[waiting.key]):
                     heads.append((waiting, cq))
-                # else its victims' evictions are still being written: the room they free is its
-                # own, but not free yet, and nobody else in its queue may take it meanwhile.
+                elif holding is not None:
+                    # Its victims' evictions are still being written: the room they free is its
+                    # own, but not free yet, and nobody else in its queue may take it meanwhile.
+                    holding.append((waiting, cq))
                 continue
             parked = state.inadmissible.get(name, set()) if cq.queueing_strategy == "BestEffortFIFO" else set()
             for wl in queue:
@@ -399,11 +405,20 @@ class Scheduler:
         touched: set[int] = set()
         targeted: set[str] = set()
         decided: set[str] = set()
+        stalled: set[int] = set()
+        """Cohort trees where a head was skipped: Kueue's next cycle nominates it again, ahead of
+        lower-priority borrowers, so no later round of this pass admits anyone there."""
         queues: set[str] | None = None
         for round_ in range(self.rounds):
             if round_ and budget is not None and len(result.admitted) + len(result.preempted) >= budget:
                 break
-            heads = self.heads(snapshot, state, result, queues, decided)
+            holding: list[tuple[WorkloadInfo, ClusterQueueInfo]] = []
+            heads = self.heads(snapshot, state, result, queues, decided, holding if not round_ else None)
+            for wl, cq in holding:
+                self._hold(self._nominate(wl, cq, snapshot), snapshot, touched)
+                decided.add(wl.key)
+            if round_:
+                heads = [(wl, cq) for wl, cq in heads if id(cq.node.root()) not in stalled]
             if not heads:
                 break
             entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
@@ -434,11 +449,12 @@ class Scheduler:
                         # victims an earlier entry of its cohort changed is skipped for this cycle,
                         # not re-planned with other victims.
                         decided.add(entry.wl.key)
+                        stalled.add(root)
                         result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
                         continue
                     entry = again
                 decided.add(entry.wl.key)
-                if self._process(entry, snapshot, state, result, targeted, touched, root):
+                if self._process(entry, snapshot, state, result, targeted, touched, root, stalled):
                     progressed.add(entry.cq.name)
             if not progressed:
                 break
@@ -504,6 +520,14 @@ class Scheduler:
         if reserved.used:
             touched.add(NODES)
 
+    @classmethod
+    def _hold(cls, entry: _Entry, snapshot: Snapshot, touched: set[int]) -> None:
+        """A preemptor whose victims' evictions are being written keeps its usage in the snapshot,
+        as Kueue adds a nominated preemptor's usage in every cycle until it is admitted: the room
+        its victims free and what it counted on besides stay its own across the cohort. Victims
+        it might find now are not its victims (those are being evicted): none is removed."""
+        cls._reserve(dataclasses.replace(entry, targets=[]), snapshot, touched)
+
     def _process(
         self,
         entry: _Entry,
@@ -513,6 +537,7 @@ class Scheduler:
         targeted: set[str],
         touched: set[int],
         root: int,
+        stalled: set[int],
     ) -> bool:
         """Applies one entry's decision; True when its ClusterQueue may go on with its next head
         (the entry was admitted, or parked as inadmissible)."""
@@ -547,6 +572,7 @@ class Scheduler:
             explanation = Explanation(wl.key, cq.name, message, entry.records)
             result.explanations.append(explanation)
             if keys & targeted:
+                stalled.add(root)
                 explanation.notes.append("skipped: overlapping preemption targets with another workload")
                 result.pending.append(
                     Pending(

@@ -1,0 +1,113 @@
+"""Decisions that span Kueue cycles: the operator decides several of Kueue's cycles per pass
+(rounds) and writes asynchronously, and neither may let a workload be admitted that Kueue's next
+cycle would have kept out (its preemptor then evicts it, or more). Found tracing the operator
+under Kueue's scheduler performance harness (issue 13 item 5).
+
+What Kueue v0.19.2 does (pkg/scheduler/scheduler.go): every cycle nominates the head of every
+ClusterQueue, sorts the entries (not borrowing first, then priority, then FIFO) and processes
+them in order. A head that no longer fits after an earlier entry is skipped, and is nominated
+again in the next cycle. A head that issued preemptions stays at its queue's head (its queue's
+sticky preemptor) and, each cycle until it is admitted, adds its usage to the snapshot
+(`cq.AddUsage`), so nobody in its cohort takes the quota its victims free, nor the room it
+counted on besides.
+"""
+
+from __future__ import annotations
+
+from builders import NOW, T0, admitted, cluster_queue, parse, pending, scenario, seconds
+from preemption_operator.api.objects import parse_object
+from preemption_operator.engine.cache import Cache
+from preemption_operator.engine.scheduler import NO_LONGER_FITS, QueueState, Scheduler
+
+
+def _queue(name: str, cpu: int) -> dict[str, object]:
+    return cluster_queue(name, cpu, cohort="co", borrowing_limit=100, within="LowerPriority", reclaim="Any")
+
+
+def test_a_later_round_does_not_admit_a_borrower_past_a_head_that_no_longer_fit() -> None:
+    """Round 1: `m1` (within nominal) and `big-a` fit; `big-b` fitted when nominated but no longer
+    does. Kueue's next cycle nominates `big-b` again, now with a victim of its own queue (`sb`),
+    and processes it before `m2`, which borrows: `big-b` keeps the room and `m2` waits. A second
+    round of the same pass must not admit `m2` meanwhile (then `big-b` would reclaim it, or more)."""
+    objects = scenario(
+        [_queue("a", 4), _queue("b", 4), _queue("c", 2), _queue("d", 1)],
+        admitted("sa", "a", 1, priority=50),
+        admitted("sb", "b", 1, priority=50),
+        pending("big-a", "a", 4, priority=200, created=T0),
+        pending("big-b", "b", 4, priority=200, created=T0 + seconds(1)),
+        pending("m1", "c", 2, priority=100),
+        pending("m2", "c", 2, priority=100, created=T0 + seconds(2)),
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    first = Scheduler(rounds=64).cycle(cache.snapshot(NOW), QueueState())
+    assert sorted(a.workload.name for a in first.admitted) == ["big-a", "m1"]
+    assert [(p.workload.name, p.message) for p in first.pending if p.workload.name == "big-b"] == [
+        ("big-b", NO_LONGER_FITS)
+    ]
+
+
+def test_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide() -> None:
+    """The same setup, cycle by cycle: `big-b` preempts `sb` (its own queue's) and nothing else;
+    `m2` is not admitted while `big-b` waits."""
+    objects = scenario(
+        [_queue("a", 4), _queue("b", 4), _queue("c", 2), _queue("d", 1)],
+        admitted("sa", "a", 1, priority=50),
+        admitted("sb", "b", 1, priority=50),
+        pending("big-a", "a", 4, priority=200, created=T0),
+        pending("big-b", "b", 4, priority=200, created=T0 + seconds(1)),
+        pending("m1", "c", 2, priority=100),
+        pending("m2", "c", 2, priority=100, created=T0 + seconds(2)),
+    )
+    for rounds in (1, 64):
+        cache = Cache()
+        cache.load(parse(objects))
+        state, scheduler = QueueState(), Scheduler(rounds=rounds)
+        admissions: list[str] = []
+        victims: list[str] = []
+        for _ in range(3):
+            result = scheduler.cycle(cache.snapshot(NOW), state)
+            for a in result.admitted:
+                admissions.append(a.workload.name)
+                wire = a.workload.obj.to_wire()
+                wire["status"] = {
+                    "conditions": [
+                        {
+                            "type": "QuotaReserved",
+                            "status": "True",
+                            "reason": "QuotaReserved",
+                            "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }
+                    ],
+                    "admission": {"clusterQueue": a.cluster_queue, "podSetAssignments": list(a.pod_sets)},
+                }
+                cache.upsert(parse_object(wire))
+            for p in result.preempted:
+                victims.append(p.victim.name)
+                cache.delete("Workload", p.victim.key)
+        assert sorted(admissions) == ["big-a", "big-b", "m1"], rounds
+        assert victims == ["sb"], rounds
+
+
+def test_a_preemptor_whose_evictions_are_being_written_keeps_its_room_in_the_cohort() -> None:
+    """`big` preempts `victim` for the room its own queue frees plus 2 free in the cohort. While
+    the eviction is being written, `m` arrives in `b` and would borrow those 2: Kueue's next cycle
+    adds `big`'s usage again, so `m` does not fit; admitting it would make `big` reclaim it."""
+    objects = scenario(
+        [_queue("a", 4), _queue("b", 4)],
+        admitted("victim", "a", 2, priority=0),
+        admitted("b1", "b", 4, priority=20),
+        pending("big", "a", 4, priority=10),
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    state, scheduler = QueueState(), Scheduler(rounds=1)
+    first = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [p.victim.name for p in first.preempted] == ["victim"]
+    cache.assume_eviction("default/victim")
+    cache.upsert(parse_object(pending("m", "b", 2, priority=5).obj()))
+    second = scheduler.cycle(cache.snapshot(NOW), state)
+    assert not second.admitted
+    assert not second.preempted
+    assert "default/big" in state.waiting
