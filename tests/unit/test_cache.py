@@ -9,6 +9,7 @@ from typing import Any
 from builders import (
     NOW,
     admitted,
+    as_dict,
     cluster_queue,
     local_queue,
     namespace,
@@ -419,3 +420,28 @@ def test_a_workload_admitted_in_a_deleted_cluster_queue_is_named() -> None:
     assert "ClusterQueue doomed, which does not exist" in notice.message
     cache.delete("Workload", "default/w")
     assert cache.workload_notices() == []
+
+
+def test_a_victim_seen_released_before_its_eviction_is_written_does_not_take_its_room_back() -> None:
+    """The watch may show a victim's quota released before the eviction's own write answer is
+    in. Its preemptor waits for that answer; the victim, pending again in another ClusterQueue of
+    the cohort, must not be admitted into the room it left meanwhile (it was, then evicted again:
+    seen e2e in tests/e2e/test_fair_sharing.py)."""
+    objects = scenario(
+        [cluster_queue("a", 1, cohort="all", reclaim="Any"), cluster_queue("b", 1, cohort="all", reclaim="Any")],
+        admitted("a-old", "a", 1, at="2026-11-30T00:00:00Z"),
+        admitted("a-new", "a", 1, at="2026-11-30T00:01:00Z"),
+        pending("b-0", "b", 1),
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    state, scheduler = QueueState(), Scheduler()
+    first = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [p.victim.name for p in first.preempted] == ["a-new"]
+    cache.assume_eviction("default/a-new")
+    cache.upsert(parse_object(as_dict(pending("a-new", "a", 1))))  # the watch: released, queued again
+    racing = scheduler.cycle(cache.snapshot(NOW), state)
+    assert not racing.admitted and not racing.preempted
+    cache.forget("default/a-new")  # the eviction's write answer is in
+    after = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [wl.workload.name for wl in after.admitted] == ["b-0"]

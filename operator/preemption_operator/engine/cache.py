@@ -562,12 +562,17 @@ class Cache:
         pending: dict[str, list[WorkloadInfo]] = {}
         unqueued: list[tuple[WorkloadInfo, str, str]] = []
         local_queues = self.objects["LocalQueue"]
+        being_evicted = self.evicting
         for (namespace, queue_name), infos in self._pending_by_queue.items():
             if not infos or not queue_name:
                 continue  # no queue: not Kueue's to schedule, and no status is written (as Kueue)
             lq = local_queues.get(f"{namespace}/{queue_name}")
             # Kueue's reasons and messages (its granular ones, the default since v0.20).
             for info in infos.values():
+                if info.key in being_evicted:
+                    # Seen released before its eviction's write answered: the room it left is
+                    # its preemptor's, which waits for that answer; it queues again after.
+                    continue
                 if not info.active:
                     unqueued.append((info, "Deactivated", "The workload is deactivated"))
                     continue
