@@ -1,8 +1,17 @@
 """Engine benchmark: one scheduling cycle that ends in a preemption, on clusters of growing size.
 
 Each cluster has ClusterQueues in cohorts of ten, every queue full of admitted workloads, and
-one pending high-priority workload that must preempt inside its ClusterQueue. We time what
-the operator does per cycle: cut a snapshot from the cache and run the scheduler over it.
+one pending workload that must preempt. We time what the operator does per cycle: cut a
+snapshot from the cache and run the scheduler over it. Two variants per size:
+
+- classic: fair sharing off; the pending workload has high priority and preempts two workloads
+  inside its own ClusterQueue (InClusterQueue);
+- fair sharing: the same cluster with `--fair-sharing` (default weights), except that in every
+  cohort the second queue borrows 4 cpu the third leaves unused. The pending workload (2 cpu,
+  priority 0, in the first queue, which is full) can only borrow, and reclaims from the borrower
+  by Dominant Resource Share: borrower 4/10N before, preemptor 2/10N after, so two of the
+  borrower's workloads go (InCohortFairSharing; the second at equal shares, which
+  LessThanOrEqualToFinalShare allows).
 
     python benchmarks/engine.py [--repeat N] [--sizes 1000:50,10000:500,100000:5000]
 
@@ -13,6 +22,7 @@ This measures; nothing here is a test.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -24,10 +34,15 @@ from typing import Any
 from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.configurable import ConfigurablePreemption
+from preemption_operator.engine.fair_sharing import FairSharing
 from preemption_operator.engine.scheduler import QueueState, Scheduler
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 COHORT_SIZE = 10
+BORROWED = 4
+"""Fair variant: what the second queue of each cohort borrows from the third."""
+CLASSIC, FAIR = "classic", "fair sharing"
+REASONS = {CLASSIC: "InClusterQueue", FAIR: "InCohortFairSharing"}
 
 
 def _cq(name: str, cohort: str, nominal: int) -> dict[str, Any]:
@@ -95,8 +110,9 @@ def _workload(name: str, queue: str, priority: int, cpu: int, admitted_in: str |
     return body
 
 
-def build(workloads: int, queues: int) -> Cache:
+def build(workloads: int, queues: int, variant: str = CLASSIC) -> Cache:
     per_queue = workloads // queues
+    fair = variant == FAIR
     bodies: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}, "spec": {}},
@@ -112,16 +128,18 @@ def build(workloads: int, queues: int) -> Cache:
                 "spec": {"clusterQueue": name},
             }
         )
-        for w in range(per_queue):
+        # Same number of workloads either way: in the fair variant four move from queue 2 to 1.
+        running = per_queue + (BORROWED if q % COHORT_SIZE == 1 else -BORROWED if q % COHORT_SIZE == 2 else 0) * fair
+        for w in range(running):
             at = NOW - timedelta(minutes=w + 1)
             bodies.append(_workload(f"wl-{q}-{w}", name, w % 5, 1, name, at))
-    bodies.append(_workload("preemptor", "cq-0", 100, 2, None, NOW))
-    cache = Cache()
+    bodies.append(_workload("preemptor", "cq-0", 0 if fair else 100, 2, None, NOW))
+    cache = Cache(FairSharing(enabled=True) if fair else FairSharing())
     cache.load(parse_object(body) for body in bodies)
     return cache
 
 
-def measure(cache: Cache, repeat: int) -> dict[str, float]:
+def measure(cache: Cache, repeat: int, variant: str = CLASSIC) -> dict[str, float]:
     snapshot_times, cycle_times = [], []
     scheduler = Scheduler(extra=ConfigurablePreemption().candidates)
     for _ in range(repeat):
@@ -131,6 +149,8 @@ def measure(cache: Cache, repeat: int) -> dict[str, float]:
         result = scheduler.cycle(snapshot, QueueState())
         done = time.perf_counter()
         assert len(result.preempted) == 2, "the cycle must end in a preemption"
+        reasons = {p.target.reason for p in result.preempted}
+        assert reasons == {REASONS[variant]}, f"{variant}: preempted for {reasons}, not what is measured"
         snapshot_times.append((cut - started) * 1000)
         cycle_times.append((done - started) * 1000)
     return {
@@ -140,33 +160,54 @@ def measure(cache: Cache, repeat: int) -> dict[str, float]:
     }
 
 
+def _load(load: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.1f}" for x in load)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--sizes", default="1000:50,10000:500,100000:5000")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "engine.md")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     rows = []
     for spec in args.sizes.split(","):
         workloads, queues = (int(x) for x in spec.split(":"))
-        started = time.perf_counter()
-        cache = build(workloads, queues)
-        load_s = time.perf_counter() - started
-        result = measure(cache, args.repeat)
-        rows.append((workloads, queues, load_s, result))
-        print(f"{workloads} workloads / {queues} ClusterQueues: cycle median {result['cycle_ms']:.2f} ms", flush=True)
+        for variant in (CLASSIC, FAIR):
+            started = time.perf_counter()
+            cache = build(workloads, queues, variant)
+            load_s = time.perf_counter() - started
+            result = measure(cache, args.repeat, variant)
+            del cache  # the 100k caches are large: one at a time
+            rows.append((workloads, queues, variant, load_s, result))
+            print(
+                f"{workloads} workloads / {queues} ClusterQueues, {variant}: cycle median {result['cycle_ms']:.2f} ms",
+                flush=True,
+            )
+    load_after = os.getloadavg()
     lines = [
         f"# Engine benchmark ({datetime.now(UTC):%Y-%m-%d}, {platform.python_implementation()} {platform.python_version()}, "
-        f"{platform.machine()}, repeat {args.repeat})",
+        f"{platform.machine()}, {os.cpu_count()} cores, repeat {args.repeat})",
         "",
-        "One scheduling cycle ending in a preemption of two workloads inside one ClusterQueue; cohorts of ten queues.",
+        "One scheduling cycle ending in a preemption of two workloads; cohorts of ten queues. classic: inside one "
+        "ClusterQueue (InClusterQueue), fair sharing off. fair sharing: `--fair-sharing`, reclaiming from a borrower "
+        "of the cohort by Dominant Resource Share (InCohortFairSharing); see `benchmarks/engine.py`.",
         "",
-        "| admitted workloads | ClusterQueues | load into cache (s) | snapshot median (ms) | cycle median (ms) | cycle p90 (ms) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        f"Load average before {_load(load_before)}, after {_load(load_after)} (1 / 5 / 15 min; the machine is shared).",
+        "",
+        "| admitted workloads | ClusterQueues | preemption | load into cache (s) | snapshot median (ms) "
+        "| cycle median (ms) | cycle p90 (ms) | cycle median / classic |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
-    for workloads, queues, load_s, r in rows:
+    classic: dict[int, float] = {}
+    for workloads, queues, variant, load_s, r in rows:
+        if variant == CLASSIC:
+            classic[workloads] = r["cycle_ms"]
+        ratio = r["cycle_ms"] / classic[workloads] if classic.get(workloads) else float("nan")
         lines.append(
-            f"| {workloads:,} | {queues:,} | {load_s:.1f} | {r['snapshot_ms']:.2f} | {r['cycle_ms']:.2f} | {r['cycle_p90_ms']:.2f} |"
+            f"| {workloads:,} | {queues:,} | {variant} | {load_s:.1f} | {r['snapshot_ms']:.2f} | {r['cycle_ms']:.2f} "
+            f"| {r['cycle_p90_ms']:.2f} | {ratio:.2f}x |"
         )
     command = " ".join(["python", "benchmarks/engine.py", *sys.argv[1:]])
     lines += ["", f"Command: `{command}`"]

@@ -9,6 +9,7 @@ from typing import Any
 from builders import (
     NOW,
     admitted,
+    as_dict,
     cluster_queue,
     local_queue,
     namespace,
@@ -419,3 +420,33 @@ def test_a_workload_admitted_in_a_deleted_cluster_queue_is_named() -> None:
     assert "ClusterQueue doomed, which does not exist" in notice.message
     cache.delete("Workload", "default/w")
     assert cache.workload_notices() == []
+
+
+def test_the_room_a_victim_leaves_stays_its_preemptors_while_the_eviction_is_written() -> None:
+    """The watch may show a victim's quota released before the eviction's own write answers.
+    Its preemptor waits for that answer; meanwhile the room must not go to the victim, pending
+    again, nor to another workload of the cohort (both happened e2e, in test_fair_sharing.py: the
+    preemptor then evicted it a second time)."""
+    objects = scenario(
+        [cluster_queue("a", 1, cohort="all", reclaim="Any"), cluster_queue("b", 1, cohort="all", reclaim="Any")],
+        admitted("a-old", "a", 1, at="2026-11-30T00:00:00Z"),
+        admitted("a-new", "a", 1, at="2026-11-30T00:01:00Z"),
+        pending("a-queued", "a", 1, created="2026-11-29T00:00:00Z"),
+        pending("b-0", "b", 1),
+    )
+    cache = Cache()
+    cache.load(parse(objects))
+    state, scheduler = QueueState(), Scheduler()
+    first = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [p.victim.name for p in first.preempted] == ["a-new"]
+    assert not first.admitted
+    cache.assume_eviction("default/a-new")
+    cache.upsert(parse_object(as_dict(pending("a-new", "a", 1))))  # the watch: released, queued again
+    assert used(cache, "a") == 2000
+    state.inadmissible.clear()  # the loop retries parked workloads when it sees quota released
+    racing = scheduler.cycle(cache.snapshot(NOW), state)
+    assert not racing.admitted and not racing.preempted
+    cache.forget("default/a-new")  # the eviction's write answer is in
+    assert used(cache, "a") == 1000
+    after = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [wl.workload.name for wl in after.admitted] == ["b-0"]

@@ -69,6 +69,10 @@ class _Assumption:
     eviction: bool = False
     """An eviction being written: the workload keeps its quota (`admitted`, when the admission
     it replaced was still being written, else as observed) and is no candidate meanwhile."""
+    holding: WorkloadInfo | None = None
+    """An eviction: the workload as observed holding its quota when the eviction was decided. It
+    stands in while the observed copy shows the quota released before the write has answered (a
+    watch event may come first): until then the room is the waiting preemptor's, not free."""
 
 
 def _version(text: str | None) -> int | None:
@@ -289,7 +293,9 @@ class Cache:
             # Evicting a workload whose admission is still on its way: it holds that admission's
             # quota until the eviction is written (the admission may land first).
             held = previous.admitted if previous is not None else None
-            self._assumed[key] = _Assumption(held, token, eviction=True)
+            observed = self._observed[key]
+            holding = observed if observed.cluster_queue is not None else None
+            self._assumed[key] = _Assumption(held, token, eviction=True, holding=holding)
             self._reindex(key)
 
     def forget(self, key: str, token: object = None) -> None:
@@ -339,7 +345,11 @@ class Cache:
         assumed = self._assumed.get(key)
         if observed is None or assumed is None:
             return observed
-        return assumed.admitted if assumed.admitted is not None else observed
+        if assumed.admitted is not None:
+            return assumed.admitted
+        if assumed.holding is not None and observed.cluster_queue is None and not observed.finished:
+            return assumed.holding
+        return observed
 
     def _reindex(self, key: str) -> None:
         self._remove_workload(key)
