@@ -612,10 +612,11 @@ class Masks:
         return self._rows[relations]
 
     def cols(self, relations: frozenset[Relation]) -> tuple[int, ...]:
+        """The transpose of `rows`."""
         if relations not in self._cols:
-            ps = self.priorities
+            rows = self.rows(relations)
             self._cols[relations] = tuple(
-                sum(1 << j for j, pa in enumerate(ps) if holds(relations, pa, pb)) for pb in ps
+                sum(1 << j for j, row in enumerate(rows) if row >> i & 1) for i in range(len(rows))
             )
         return self._cols[relations]
 

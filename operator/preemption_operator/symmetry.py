@@ -127,8 +127,7 @@ class Canon:
 
     def pair(self, a: QuotaNode, b: QuotaNode) -> int:
         """Unordered: the analysis of a pair tries both directions."""
-        root = a.root()
-        return min(self.marked(root, {"A": a, "B": b}), self.marked(root, {"A": b, "B": a}))
+        return min(self.edge(a, b), self.edge(b, a))
 
     def cycle(self, nodes: tuple[QuotaNode, QuotaNode, QuotaNode]) -> int:
         """Up to rotation, not reflection: A evicts B evicts C evicts A."""
