@@ -29,6 +29,7 @@ from .controlplane import (
     find_assets,
     project_crd_files,
 )
+from .operator_process import OperatorPool, Scenario
 
 _HERE = Path(__file__).resolve().parent
 _started: list[ControlPlane] = []
@@ -121,3 +122,23 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
         yield name
     finally:
         control_plane.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+@pytest.fixture
+def scenario(cluster: ControlPlane, namespace: str) -> Iterator[Scenario]:
+    """The test's objects on the shared control plane, deleted afterwards (priority classes too)."""
+    sc = Scenario(cluster, namespace)
+    try:
+        yield sc
+    finally:
+        sc.cleanup()
+
+
+@pytest.fixture
+def operators(cluster: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
+    """Operators of this test; stopped (SIGTERM) before the scenario's objects are deleted."""
+    pool = OperatorPool(cluster, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()

@@ -4,12 +4,8 @@ Event, never a traceback, while everything else keeps being served."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from .controlplane import ControlPlane
 from .operator_process import (
     CONFIG_ANNOTATION,
     KUEUE,
@@ -26,24 +22,6 @@ from .operator_process import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def scenario(cluster: ControlPlane, namespace: str) -> Iterator[Scenario]:
-    sc = Scenario(cluster, namespace)
-    try:
-        yield sc
-    finally:
-        sc.cleanup()
-
-
-@pytest.fixture
-def operators(cluster: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
-    pool = OperatorPool(cluster, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 def events_of(sc: Scenario, kind: str, name: str, namespace: str = "default") -> list[dict[str, str]]:

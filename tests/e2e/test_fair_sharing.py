@@ -23,13 +23,8 @@ Both weighted shares are then 4000/12 = 8000/12/2 = 333.33..., written rounded u
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from .controlplane import ControlPlane
 from .operator_process import (
     KUEUE,
     OperatorPool,
@@ -48,24 +43,6 @@ CAPACITY = 12
 TEAM_A_SETTLED, TEAM_B_SETTLED = 4, 8
 SETTLED_SHARE = 334  # ceil(4000 / 12) = ceil(8000 / 12 / 2)
 FAIR_PREEMPTION = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Any"}
-
-
-@pytest.fixture
-def scenario(cluster: ControlPlane, namespace: str) -> Iterator[Scenario]:
-    sc = Scenario(cluster, namespace)
-    try:
-        yield sc
-    finally:
-        sc.cleanup()
-
-
-@pytest.fixture
-def operators(cluster: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
-    pool = OperatorPool(cluster, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 def _team(sc: Scenario, suffix: str, cohort: str, weight: int) -> tuple[str, str]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,25 +39,6 @@ ADMITTED = "preemption_operator_admitted_workloads_total"
 PREEMPTED = "preemption_operator_preempted_workloads_total"
 EVICTED = "preemption_operator_evicted_workloads_total"
 LEADER = "preemption_operator_leader"
-
-
-@pytest.fixture
-def scenario(cluster: ControlPlane, namespace: str) -> Iterator[Scenario]:
-    sc = Scenario(cluster, namespace)
-    try:
-        yield sc
-    finally:
-        sc.cleanup()
-
-
-@pytest.fixture
-def operators(cluster: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
-    """Operators of this test; stopped (SIGTERM) before the scenario's objects are deleted."""
-    pool = OperatorPool(cluster, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 def lease_holder(cluster: ControlPlane, name: str, namespace: str = "default") -> str | None:

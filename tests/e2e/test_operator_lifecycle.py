@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,24 +22,6 @@ from .operator_process import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def scenario(cluster: ControlPlane, namespace: str) -> Iterator[Scenario]:
-    sc = Scenario(cluster, namespace)
-    try:
-        yield sc
-    finally:
-        sc.cleanup()
-
-
-@pytest.fixture
-def operators(cluster: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
-    pool = OperatorPool(cluster, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 def unreachable_kubeconfig(cluster: ControlPlane, folder: Path) -> Path:

@@ -9,38 +9,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from .controlplane import REPO_ROOT, ControlPlane
+from .controlplane import REPO_ROOT
 from .operator_process import CONFIG_ANNOTATION, OperatorPool, Scenario, condition, wait_until
 
 pytestmark = pytest.mark.e2e
 
 EXAMPLE = REPO_ROOT / "examples" / "flapping-rules"
 LINT_RUNS = "preemption_operator_lint_runs_total"
-
-
-@pytest.fixture
-def scenario(cluster: ControlPlane, namespace: str) -> Iterator[Scenario]:
-    sc = Scenario(cluster, namespace)
-    try:
-        yield sc
-    finally:
-        sc.cleanup()  # the priority classes are the test's to delete
-
-
-@pytest.fixture
-def operators(cluster: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
-    pool = OperatorPool(cluster, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 def example_setup(sc: Scenario) -> list[dict[str, Any]]:
