@@ -12,12 +12,14 @@ reserved quota at T0, as Kueue's test sets them.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
 
 from builders import (
+    ALLOW,
     NOW,
     Obj,
     WorkloadBuilder,
@@ -31,11 +33,14 @@ from builders import (
     resource_group,
     rule,
     scenario,
+    seconds,
     selector,
     simulate,
     simulate_cli,
+    toleration,
     with_fungibility,
     with_resource_groups,
+    workload_priority_class,
 )
 from preemption_operator.engine import fair_sharing as fs
 from preemption_operator.engine.candidates import preemption_message
@@ -43,6 +48,7 @@ from preemption_operator.engine.fair_preemption import TargetOrdering
 from preemption_operator.engine.flavors import assign_flavors
 from preemption_operator.engine.ordering import candidate_key
 from preemption_operator.engine.preemption import find_targets
+from preemption_operator.engine.protection import LAST_RESORT_SUFFIX
 
 IN_CQ = "InClusterQueue"
 RECLAIM = "InCohortReclamation"
@@ -795,7 +801,7 @@ def target_order(
     ordering = TargetOrdering(preemptor, lambda wl: candidate_key(wl, "preemptor", snapshot.now))
     for wl in sorted(snapshot.workloads.values(), key=lambda w: candidate_key(w, "preemptor", snapshot.now)):
         if wl.cluster_queue in candidate_cqs:
-            ordering.by_queue.setdefault(wl.cluster_queue, []).append(wl)
+            ordering.by_queue.setdefault(wl.cluster_queue, deque()).append(wl)
     order: list[str] = []
     for index, target in enumerate(ordering):
         order.append(target.name)
@@ -851,3 +857,78 @@ def test_ordering_visits_the_higher_share_subtree_first() -> None:
     cohorts = [cohort("root"), cohort("left-cohort", "root"), cohort("right-cohort", "root")]
     wls = [admitted("lc1", "left-cq", 5), admitted("rc1", "right-cq", 3)]
     assert target_order(cqs, wls, {"left-cq", "right-cq"}, cohorts=cohorts) == ["left-cq", "right-cq"]
+
+
+# -- Protections under fair sharing ------------------------------------------------------------------------
+
+
+def test_an_opted_out_borrower_is_passed_over_when_others_suffice() -> None:
+    """YuniKorn's soft opt-out holds for fair-sharing candidates too: `b1` comes first in
+    candidate order (reserved most recently) but is deferred; three others are reclaimed."""
+    b = [
+        admitted(f"b{i}", "b", 1, at=NOW - seconds(10 * i), annotations={ALLOW: "false"} if i == 1 else {})
+        for i in range(1, 7)
+    ]
+    objects = scenario(abc(), *b, *units("c", "c1", "c2", "c3"), pending("incoming", "a", 3))
+    outcome = simulate(objects, fair_sharing=ON, max_cycles=1)
+    assert outcome.reasons == {"b2": RECLAIM, "b3": RECLAIM, "b4": RECLAIM}
+    recs = {r["workload"]: (r["outcome"], r["detail"]) for e in outcome.data["explanations"] for r in e["candidates"]}
+    assert recs["default/b1"] == (
+        "deferred",
+        "opted out of preemption: used only if nothing else lets the preemptor fit",
+    )
+
+
+def test_an_opted_out_borrower_is_the_last_resort() -> None:
+    """Reclaiming c's two borrowed units is not enough and b's only workload opted out: the
+    second pass takes it, and the fill-back then gives c's back."""
+    objects = scenario(
+        abc(),
+        admitted("b-out", "b", 4, annotations={ALLOW: "false"}),
+        *units("c", "c1", "c2", "c3", "c4", "c5"),
+        pending("incoming", "a", 3),
+    )
+    outcome = simulate(objects, fair_sharing=ON, max_cycles=1)
+    assert outcome.reasons == {"b-out": RECLAIM}
+    assert outcome.messages["b-out"].endswith(LAST_RESORT_SUFFIX)
+
+
+def test_a_protected_candidate_the_search_never_reaches_is_listed_by_explain_only() -> None:
+    """Protections are asked of the candidates the search reaches (as the classic stream does):
+    the operator's search stops once three victims suffice, explain's lists the tolerated one too."""
+    b = [admitted(f"b{i}", "b", 1, at=NOW - seconds(10 * i)) for i in range(1, 6)]
+    b.append(admitted("b6", "b", 1, at=NOW - seconds(60), priority_class="guarded"))
+    guarded = workload_priority_class("guarded", 0, annotations=toleration(10, 3600))
+    objects = scenario(abc(), *b, *units("c", "c1", "c2", "c3"), pending("incoming", "a", 3), extra=[guarded])
+    snapshot = cache_of(objects, ON).snapshot(NOW)
+    (incoming,) = [wl for wls in snapshot.pending.values() for wl in wls]
+    cq = snapshot.cluster_queues["a"]
+
+    def search(complete: bool) -> tuple[set[str], dict[str, str]]:
+        assignment = assign_flavors(incoming, cq, snapshot.flavors, fair_sharing=True)
+        found = find_targets(incoming, cq, assignment, snapshot, complete=complete)
+        return {t.workload.name for t in found.targets}, {r.workload: r.outcome for r in found.records}
+
+    victims_fast, records_fast = search(complete=False)
+    victims_all, records_all = search(complete=True)
+    assert victims_fast == victims_all == {"b1", "b2", "b3"}
+    assert "default/b6" not in records_fast
+    assert records_all["default/b6"] == "excluded"
+    assert records_all["default/b4"] == records_all["default/b5"] == "spared"
+
+
+def test_a_tolerated_borrower_wakes_the_preemptor_when_its_window_ends() -> None:
+    """b's only workload is protected by its class's toleration for an hour after it started:
+    no victims now, and the cycle asks to run again when the window closes."""
+    started = NOW - seconds(10)
+    guarded = workload_priority_class("guarded", 0, annotations=toleration(10, 3600))
+    objects = scenario(
+        abc(),
+        admitted("b1", "b", 4, at=started, priority_class="guarded"),
+        *units("c", "c1", "c2", "c3"),
+        pending("incoming", "a", 3),
+        extra=[guarded],
+    )
+    result = one_cycle(objects, fair_sharing=ON)
+    assert not result.preempted and not result.admitted
+    assert result.retry_at == started + seconds(3600)

@@ -23,6 +23,7 @@ the caller's (`fits` after each removal), so protections and records stay in one
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +35,9 @@ from .snapshot import ClusterQueueInfo
 from .workload import WorkloadInfo
 
 SOURCE = "fair sharing"
+
+Usable = Callable[[WorkloadInfo], bool]
+"""Whether a candidate may be taken at all (the protections); asked once per candidate reached."""
 
 
 def _strategy_passes(strategy: str, preemptor_new: fs.DRS, target_old: fs.DRS, target_new: fs.DRS) -> bool:
@@ -60,23 +64,35 @@ class TargetOrdering:
 
     preemptor: ClusterQueueInfo
     now_key: Callable[[WorkloadInfo], tuple[int, int, int, float, str]]
-    by_queue: dict[str, list[WorkloadInfo]] = field(default_factory=dict)
+    usable: Usable = lambda wl: True
+    by_queue: dict[str, deque[WorkloadInfo]] = field(default_factory=dict)
     pruned_queues: set[int] = field(default_factory=set)
     pruned_cohorts: set[int] = field(default_factory=set)
 
     @classmethod
-    def of(cls, ctx: Context, candidates: Sequence[WorkloadInfo]) -> TargetOrdering:
+    def of(cls, ctx: Context, candidates: Sequence[WorkloadInfo], usable: Usable | None = None) -> TargetOrdering:
         snapshot, cq = ctx.snapshot, ctx.cq
         ordering = cls(cq, lambda wl: candidate_key(wl, cq.name, snapshot.now))
+        if usable is not None:
+            ordering.usable = usable
+        by_queue = ordering.by_queue
         for wl in candidates:  # already in candidate order
-            ordering.by_queue.setdefault(wl.cluster_queue or "", []).append(wl)
+            queue = by_queue.get(wl.cluster_queue or "")
+            if queue is None:
+                queue = by_queue[wl.cluster_queue or ""] = deque()
+            queue.append(wl)
         return ordering
 
     def has_workload(self, node: QuotaNode) -> bool:
-        return bool(self.by_queue.get(node.name))
+        # Usability is asked of a queue's next candidate only: most are never reached.
+        queue = self.by_queue.get(node.name)
+        while queue and not self.usable(queue[0]):
+            queue.popleft()
+        return bool(queue)
 
     def pop(self, node: QuotaNode) -> WorkloadInfo:
-        return self.by_queue[node.name].pop(0)
+        """The next usable candidate of `node` (call `has_workload` first)."""
+        return self.by_queue[node.name].popleft()
 
     def drop(self, node: QuotaNode) -> None:
         self.pruned_queues.add(id(node))
@@ -165,11 +181,17 @@ def within_nominal(ctx: Context) -> bool:
 
 
 def run_strategies(
-    ctx: Context, candidates: Sequence[WorkloadInfo], strategies: Sequence[str], fits: Fits, take: Take, reject: Reject
+    ctx: Context,
+    candidates: Sequence[WorkloadInfo],
+    strategies: Sequence[str],
+    usable: Usable,
+    fits: Fits,
+    take: Take,
+    reject: Reject,
 ) -> bool:
     """Kueue's first strategy over the ordered ClusterQueues, then S2-b over what it turned down.
     Returns whether the preemptor fits; the usage of what was taken stays removed."""
-    ordering = TargetOrdering.of(ctx, candidates)
+    ordering = TargetOrdering.of(ctx, candidates, usable)
     preemptor = ctx.cq.node
     nominal = within_nominal(ctx)
     strategy = strategies[0]

@@ -221,9 +221,14 @@ def fair_candidates(ctx: Context) -> list[WorkloadInfo]:
     start = len(ctx.records)
     found: list[WorkloadInfo] = []
 
-    def collect(queue: ClusterQueueInfo) -> None:
+    frs = ctx.frs
+
+    def collect(queue: ClusterQueueInfo, policy: str) -> None:
         for wl in snapshot.admitted(queue):
-            if not wl.uses_any(ctx.frs):
+            if not wl.uses_any(frs):
+                continue
+            if policy == "Any":
+                found.append(wl)
                 continue
             allowed, why = policy_allows(ctx, wl)
             if allowed:
@@ -232,14 +237,14 @@ def fair_candidates(ctx: Context) -> list[WorkloadInfo]:
                 ctx.record(wl, "excluded", why, FAIR_SOURCE)
 
     if cq.preemption.within_cluster_queue != "Never":
-        collect(cq)
+        collect(cq, cq.preemption.within_cluster_queue)
     if cq.node.parent is not None and cq.preemption.reclaim_within_cohort != "Never":
         for node in cq.node.root().subtree_cluster_queues():
             if node is cq.node or node.within_nominal(ctx.frs):
                 continue  # nothing to reclaim from a ClusterQueue that does not borrow
             other = snapshot.cluster_queues.get(node.name)
             if other is not None:
-                collect(other)
+                collect(other, cq.preemption.reclaim_within_cohort)
     ctx.records[start:] = sorted(ctx.records[start:], key=lambda r: (r.cluster_queue, r.workload))
     found.sort(key=lambda wl: candidate_key(wl, cq.name, snapshot.now))
     return found
@@ -256,15 +261,19 @@ def _fair_search(
     preemptor's usage simulated, then (configurable preemption) the extra streams as a last
     resort; fill-back, always allowing borrowing (fair sharing has no borrowWithinCohort)."""
     snapshot, node, requests = ctx.snapshot, ctx.cq.node, ctx.requests
-    usable: list[WorkloadInfo] = []
-    for wl in candidates:
-        if snapshot.is_removed(wl):
-            continue
-        if _admissible(ctx, Candidate(wl, "", origin=FAIR_SOURCE), pass_):
-            usable.append(wl)
+    candidates = [wl for wl in candidates if not snapshot.is_removed(wl)]
     if pass_.last_resort:
         # Opted-out workloads go after every other candidate of their ClusterQueue.
-        usable.sort(key=lambda wl: protection.opted_out(wl) and not wl.evicted)
+        candidates.sort(key=lambda wl: protection.opted_out(wl) and not wl.evicted)
+    checked: dict[str, bool] = {}
+
+    def usable(wl: WorkloadInfo) -> bool:
+        # The protections, asked when the search reaches a candidate (as the classic stream does).
+        found = checked.get(wl.key)
+        if found is None:
+            found = checked[wl.key] = _admissible(ctx, Candidate(wl, "", origin=FAIR_SOURCE), pass_)
+        return found
+
     taken: list[Candidate] = []
     why: dict[str, str] = {}
     rejected: set[str] = set()
@@ -290,9 +299,16 @@ def _fair_search(
     # Shares must include the incoming workload.
     node.add(requests)
     try:
-        fits = run_strategies(ctx, usable, snapshot.fair_sharing.strategies, fits_without_preemptor, take, reject)
+        fits = run_strategies(
+            ctx, candidates, snapshot.fair_sharing.strategies, usable, fits_without_preemptor, take, reject
+        )
     finally:
         node.remove(requests)
+    if not fits or complete:
+        # What the strategies never reached: a failed pass must know every opt-out and
+        # protection (the last-resort pass and the wake-up depend on them); explain lists all.
+        for wl in candidates:
+            usable(wl)
     if not fits and extra is not None:
         # Configurable rules only once the fair strategies are exhausted.
         seen = {c.workload.key for c in taken}
@@ -318,7 +334,7 @@ def _fair_search(
         ctx.record(cand.workload, "chosen", _chosen_detail(cand, why.get(cand.workload.key, "")), cand.source)
     if complete:
         chosen = {c.workload.key for c in taken}
-        for wl in usable:
-            if wl.key not in chosen and wl.key not in rejected:
+        for wl in candidates:
+            if checked[wl.key] and wl.key not in chosen and wl.key not in rejected:
                 ctx.record(wl, "spared", "eligible, not needed: the preemptor fits without it", FAIR_SOURCE)
     return [Target(c.workload, c.reason, c.rule, c.last_resort) for c in taken]
