@@ -67,7 +67,7 @@ Outcome = Literal["chosen", "spared", "excluded", "skipped", "deferred", "rule-s
 out: used only as a last resort); rule-skipped (its rule did not apply to this preemptor)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class CandidateRecord:
     """One line of the explanation: a workload considered as a victim and what became of it."""
 

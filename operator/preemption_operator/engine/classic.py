@@ -15,10 +15,10 @@ def policy_allows(ctx: Context, wl: WorkloadInfo) -> tuple[bool, str]:
     preemption = ctx.cq.preemption
     same_cq = wl.cluster_queue == ctx.cq.name
     policy = preemption.within_cluster_queue if same_cq else preemption.reclaim_within_cohort
-    field_name = "withinClusterQueue" if same_cq else "reclaimWithinCohort"
-    incoming, candidate = ctx.preemptor.priority, wl.priority
     if policy == "Any":
         return True, ""
+    field_name = "withinClusterQueue" if same_cq else "reclaimWithinCohort"
+    incoming, candidate = ctx.preemptor.priority, wl.priority
     if policy == "LowerPriority":
         if candidate < incoming:
             return True, ""

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 
 from ..api.quantity import parse_quantity
 from .quota import FlavorResource, QuotaNode
@@ -131,8 +132,10 @@ def weighted_share_status(precise: float) -> int:
     return INT64_MAX if precise == math.inf else math.ceil(precise)
 
 
+@lru_cache(maxsize=4096)
 def serialized(precise: float) -> str:
-    """The share as Kueue prints it in messages (Go's FormatFloat 'f', -1): no exponent."""
+    """The share as Kueue prints it in messages (Go's FormatFloat 'f', -1): no exponent. Cached:
+    every candidate's explanation prints a few shares, mostly the same ones."""
     if precise == math.inf:
         return "+Inf"
     text = format(Decimal(repr(precise)), "f")
@@ -152,10 +155,16 @@ def lendable(parent: QuotaNode) -> Mapping[str, int]:
     return found  # type: ignore[return-value]
 
 
+@lru_cache(maxsize=64)
+def _no_share(weight: float) -> DRS:
+    """The share of a node that borrows nothing (one object per weight: most nodes, most calls)."""
+    return DRS(weight)
+
+
 def dominant_resource_share(node: QuotaNode, request: Mapping[FlavorResource, int] | None = None) -> DRS:
     """The node's DRS, with `request` added to its usage when given (nothing is changed)."""
     if node.parent is None:
-        return DRS(node.fair_weight)
+        return _no_share(node.fair_weight)
     borrowed: Mapping[str, int] = node.borrowed_by_resource()
     if request:
         with_request = dict(borrowed)
@@ -168,8 +177,11 @@ def dominant_resource_share(node: QuotaNode, request: Mapping[FlavorResource, in
             if delta:
                 with_request[fr[1]] = with_request.get(fr[1], 0) + delta
         borrowed = with_request
-    if not any(amount > 0 for amount in borrowed.values()):
-        return DRS(node.fair_weight)
+    for amount in borrowed.values():
+        if amount > 0:
+            break
+    else:
+        return _no_share(node.fair_weight)
     capacity = lendable(node.parent)
     ratio, dominant = 0.0, ""
     for resource in sorted(borrowed):

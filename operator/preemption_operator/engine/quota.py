@@ -165,7 +165,10 @@ class QuotaNode:
         quota = self.subtree_quota.get(fr)
         if quota is None or self.borrowed is None:
             return
-        delta = max(0, self.usage[fr] - quota) - max(0, old - quota)
+        new = self.usage[fr]
+        if new <= quota and old <= quota:
+            return  # the usual case: below quota before and after
+        delta = (new - quota if new > quota else 0) - (old - quota if old > quota else 0)
         if delta:
             self.borrowed[fr[1]] = self.borrowed.get(fr[1], 0) + delta
 

@@ -113,7 +113,7 @@ class WorkloadInfo:
         return self.labels.get(JOB_UID_LABEL, "") or "UNKNOWN"
 
     def uses_any(self, frs: set[FlavorResource] | frozenset[FlavorResource]) -> bool:
-        return any(fr in frs for fr in self.usage)
+        return not frs.isdisjoint(self.usage)
 
     def condition(self, kind: str) -> Condition | None:
         return find_condition(self.obj, kind)
