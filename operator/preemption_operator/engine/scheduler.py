@@ -470,9 +470,10 @@ class Scheduler:
             return
         waiting = {e.wl.key for e in entries if e.wl.key in state.waiting}  # as nominated, as Kueue's heads
         remaining = list(entries)
-        while remaining:
+        while len(remaining) > 1:
             contenders = [Contender(e.wl, e.cq.node, e.assignment.usage, e.wl.key in waiting) for e in remaining]
             yield remaining.pop(tournament(contenders))
+        yield from remaining  # the last one needs no tournament
 
     @staticmethod
     def _park_equivalents(
