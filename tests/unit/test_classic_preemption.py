@@ -28,11 +28,13 @@ from builders import (
     one_cycle,
     pending,
     quota,
+    resource_group,
     rfc3339,
     scenario,
     seconds,
     simulate,
     simulate_cli,
+    with_resource_groups,
     workload,
     workload_priority_class,
 )
@@ -981,3 +983,32 @@ def test_a_head_whose_fit_an_earlier_head_of_its_cohort_changed_is_skipped_for_t
     assert [(p.workload.name, p.message) for p in result.pending] == [("b", NO_LONGER_FITS)]
     assert not result.preempted
     assert "default/b" not in state.inadmissible.get("second", set())
+
+
+def test_a_head_whose_flavor_an_earlier_head_filled_is_skipped_not_moved_to_another_flavor() -> None:
+    """Kueue checks an entry's nominated assignment against what the earlier ones left (cq.Fits)
+    and skips it with "no longer fits after processing another workload"; it does not move it to
+    another flavor in the same cycle. Both heads borrow the pool's 2 on-demand cpu (its first
+    flavor): a, processed first, gets them; b waits a cycle, then gets spot."""
+    from preemption_operator.engine.scheduler import NO_LONGER_FITS, QueueState, Scheduler
+
+    def flavored(name: str, cpu: int) -> Obj:
+        return with_resource_groups(
+            cluster_queue(name, cohort="all"), resource_group({"on-demand": {"cpu": cpu}, "spot": {"cpu": cpu}})
+        )
+
+    objects = scenario(
+        [flavored("pool", 2), flavored("first", 0), flavored("second", 0)],
+        pending("a", "first", 2, priority=10),
+        pending("b", "second", 2, priority=0),
+        flavors=("on-demand", "spot"),
+    )
+    state = QueueState()
+    cache = cache_of(objects)
+    result = Scheduler().cycle(cache.snapshot(NOW), state)
+    assert [(a.workload.name, a.pod_sets[0]["flavors"]) for a in result.admitted] == [("a", {"cpu": "on-demand"})]
+    assert [(p.workload.name, p.message) for p in result.pending] == [("b", NO_LONGER_FITS)]
+    outcome = simulate(objects)
+    admissions = {a["workload"].split("/")[-1]: a for a in outcome.actions if a["action"] == "Admitted"}
+    assert admissions["a"]["cycle"] == 1 and admissions["b"]["cycle"] == 2
+    assert outcome.statuses["b"]["admission"]["podSetAssignments"][0]["flavors"] == {"cpu": "spot"}

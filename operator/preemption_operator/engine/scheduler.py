@@ -443,11 +443,12 @@ class Scheduler:
                     again = self._nominate(entry.wl, entry.cq, snapshot)
                     if acting and (
                         again.assignment.mode != entry.assignment.mode
+                        or again.assignment.usage != entry.assignment.usage
                         or {t.workload.key for t in again.targets} != {t.workload.key for t in entry.targets}
                     ):
-                        # Kueue nominates every head before processing any: an entry whose fit or
-                        # victims an earlier entry of its cohort changed is skipped for this cycle,
-                        # not re-planned with other victims.
+                        # Kueue nominates every head before processing any: an entry whose fit,
+                        # flavors or victims an earlier entry of its cohort changed is skipped for
+                        # this cycle, not re-planned onto another flavor or with other victims.
                         decided.add(entry.wl.key)
                         stalled.add(root)
                         result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
