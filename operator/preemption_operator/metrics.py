@@ -318,10 +318,8 @@ class Metrics:
                     self.k_borrowing.labels(*labels).set(borrowing)
                 if lending is not None:
                     self.k_lending.labels(*labels).set(lending)
-        for gone in self._quota_series - seen:
-            for gauge in (self.k_usage, self.k_reservation, self.k_nominal, self.k_borrowing, self.k_lending):
-                with contextlib.suppress(KeyError):
-                    gauge.remove(*gone)
+        quota_gauges = (self.k_usage, self.k_reservation, self.k_nominal, self.k_borrowing, self.k_lending)
+        _remove_series(quota_gauges, self._quota_series - seen)
         self._quota_series = seen
 
     def weighted_shares(self, queues: Mapping[str, tuple[str, float]], cohorts: Mapping[str, float]) -> None:
@@ -344,9 +342,7 @@ class Metrics:
             self.k_cohort_weighted_share.labels(name, role).set(share)
             seen[self.k_cohort_weighted_share].add((name, role))
         for gauge, labels in seen.items():
-            for gone in self._share_series.get(gauge, set()) - labels:
-                with contextlib.suppress(KeyError):
-                    gauge.remove(*gone)
+            _remove_series((gauge,), self._share_series.get(gauge, set()) - labels)
         self._share_series = seen
 
     def forget_cluster_queues(self, existing: set[str]) -> None:
@@ -370,6 +366,14 @@ class Metrics:
                 family.remove_by_labels({"cluster_queue": name})
             self.k_preempted.remove_by_labels({"preempting_cluster_queue": name})
         self._queues = set(existing)
+
+
+def _remove_series(gauges: Iterable[Gauge], gone: Iterable[tuple[str, ...]]) -> None:
+    """Removes these label sets from each gauge; one a gauge never had (an optional figure) is skipped."""
+    for labels in gone:
+        for gauge in gauges:
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
 
 
 @dataclass(frozen=True)
