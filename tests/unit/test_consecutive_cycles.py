@@ -14,9 +14,8 @@ counted on besides.
 
 from __future__ import annotations
 
-from builders import NOW, T0, admitted, cluster_queue, parse, pending, scenario, seconds
+from builders import NOW, T0, Obj, admitted, cache_of, cluster_queue, pending, scenario, seconds
 from preemption_operator.api.objects import parse_object
-from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.scheduler import NO_LONGER_FITS, QueueState, Scheduler
 
 
@@ -24,12 +23,10 @@ def _queue(name: str, cpu: int) -> dict[str, object]:
     return cluster_queue(name, cpu, cohort="co", borrowing_limit=100, within="LowerPriority", reclaim="Any")
 
 
-def test_a_later_round_does_not_admit_a_borrower_past_a_head_that_no_longer_fit() -> None:
-    """Round 1: `m1` (within nominal) and `big-a` fit; `big-b` fitted when nominated but no longer
-    does. Kueue's next cycle nominates `big-b` again, now with a victim of its own queue (`sb`),
-    and processes it before `m2`, which borrows: `big-b` keeps the room and `m2` waits. A second
-    round of the same pass must not admit `m2` meanwhile (then `big-b` would reclaim it, or more)."""
-    objects = scenario(
+def _two_bigs_and_two_borrowers() -> list[Obj]:
+    """Cohort `co` of a, b (4 cpu, one small each), c (2) and d (1); pending: a big of 4 for a and
+    one for b, and two mediums of 2 for c (the second borrows)."""
+    return scenario(
         [_queue("a", 4), _queue("b", 4), _queue("c", 2), _queue("d", 1)],
         admitted("sa", "a", 1, priority=50),
         admitted("sb", "b", 1, priority=50),
@@ -38,8 +35,15 @@ def test_a_later_round_does_not_admit_a_borrower_past_a_head_that_no_longer_fit(
         pending("m1", "c", 2, priority=100),
         pending("m2", "c", 2, priority=100, created=T0 + seconds(2)),
     )
-    cache = Cache()
-    cache.load(parse(objects))
+
+
+def test_a_later_round_does_not_admit_a_borrower_past_a_head_that_no_longer_fit() -> None:
+    """Round 1: `m1` (within nominal) and `big-a` fit; `big-b` fitted when nominated but no longer
+    does. Kueue's next cycle nominates `big-b` again, now with a victim of its own queue (`sb`),
+    and processes it before `m2`, which borrows: `big-b` keeps the room and `m2` waits. A second
+    round of the same pass must not admit `m2` meanwhile (then `big-b` would reclaim it, or more)."""
+    objects = _two_bigs_and_two_borrowers()
+    cache = cache_of(objects)
     first = Scheduler(rounds=64).cycle(cache.snapshot(NOW), QueueState())
     assert sorted(a.workload.name for a in first.admitted) == ["big-a", "m1"]
     assert [(p.workload.name, p.message) for p in first.pending if p.workload.name == "big-b"] == [
@@ -50,18 +54,9 @@ def test_a_later_round_does_not_admit_a_borrower_past_a_head_that_no_longer_fit(
 def test_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide() -> None:
     """The same setup, cycle by cycle: `big-b` preempts `sb` (its own queue's) and nothing else;
     `m2` is not admitted while `big-b` waits."""
-    objects = scenario(
-        [_queue("a", 4), _queue("b", 4), _queue("c", 2), _queue("d", 1)],
-        admitted("sa", "a", 1, priority=50),
-        admitted("sb", "b", 1, priority=50),
-        pending("big-a", "a", 4, priority=200, created=T0),
-        pending("big-b", "b", 4, priority=200, created=T0 + seconds(1)),
-        pending("m1", "c", 2, priority=100),
-        pending("m2", "c", 2, priority=100, created=T0 + seconds(2)),
-    )
+    objects = _two_bigs_and_two_borrowers()
     for rounds in (1, 64):
-        cache = Cache()
-        cache.load(parse(objects))
+        cache = cache_of(objects)
         state, scheduler = QueueState(), Scheduler(rounds=rounds)
         admissions: list[str] = []
         victims: list[str] = []
@@ -100,8 +95,7 @@ def test_a_preemptor_whose_evictions_are_being_written_keeps_its_room_in_the_coh
         admitted("b1", "b", 4, priority=20),
         pending("big", "a", 4, priority=10),
     )
-    cache = Cache()
-    cache.load(parse(objects))
+    cache = cache_of(objects)
     state, scheduler = QueueState(), Scheduler(rounds=1)
     first = scheduler.cycle(cache.snapshot(NOW), state)
     assert [p.victim.name for p in first.preempted] == ["victim"]
