@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,24 +47,6 @@ def sa_kubeconfig(deployed: ControlPlane, tmp_path: Path) -> Path:
     path.write_text(json.dumps(config))
     path.chmod(0o600)
     return path
-
-
-@pytest.fixture
-def scenario(deployed: ControlPlane, namespace: str) -> Iterator[Scenario]:
-    sc = Scenario(deployed, namespace)
-    try:
-        yield sc
-    finally:
-        sc.cleanup()
-
-
-@pytest.fixture
-def operators(deployed: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
-    pool = OperatorPool(deployed, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 def test_operator_runs_with_the_service_account(
