@@ -486,6 +486,15 @@ class Scenario:
     def describe(self, name: str) -> str:
         return self.kubectl("describe", "workload", name, "-n", self.namespace).stdout
 
+    def events_about(self, kind: str, name: str, namespace: str = "default") -> list[dict[str, Any]]:
+        """The Events whose involvedObject is this kind and name (a cluster-scoped object's go to
+        `default`, as client-go's recorder puts them)."""
+        selector = f"--field-selector=involvedObject.kind={kind},involvedObject.name={name}"
+        items: list[dict[str, Any]] = json.loads(
+            self.kubectl("get", "events", "-n", namespace, "-o", "json", selector).stdout
+        )["items"]
+        return items
+
     # -- common building blocks
 
     def flavor_object(self) -> dict[str, Any]:

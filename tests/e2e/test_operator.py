@@ -554,12 +554,7 @@ def test_invalid_preemption_config(scenario: Scenario, operators: OperatorPool) 
     sc.apply(workload("preemptor", ns, guarded, 2, 100))
 
     def warning() -> dict[str, Any]:
-        events = json.loads(
-            sc.kubectl(
-                "get", "events", "-n", "default", "-o", "json",
-                f"--field-selector=involvedObject.kind=PreemptionConfig,involvedObject.name={config}",
-            ).stdout
-        )["items"]  # fmt: skip
+        events = sc.events_about("PreemptionConfig", config)
         assert events, "no Event about the config yet"
         return dict(events[0])
 

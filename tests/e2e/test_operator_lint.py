@@ -7,7 +7,6 @@ no workloads), its cluster-scoped names prefixed with the test's namespace as ev
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -84,12 +83,7 @@ def test_a_flapping_config_is_shown_and_its_fix_proven(scenario: Scenario, opera
         assert column() == "False"
 
         def warnings() -> list[dict[str, Any]]:
-            events = json.loads(
-                sc.kubectl(
-                    "get", "events", "-n", "default", "-o", "json",
-                    f"--field-selector=involvedObject.kind=PreemptionConfig,involvedObject.name={config}",
-                ).stdout
-            )["items"]  # fmt: skip
+            events = sc.events_about("PreemptionConfig", config)
             flaps = [e for e in events if e["reason"] == "FlappingPair"]
             assert len(flaps) == 2, [(e["reason"], e["message"]) for e in events]  # one per class of queue pairs
             return flaps
