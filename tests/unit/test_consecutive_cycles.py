@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from builders import NOW, T0, Obj, admitted, cache_of, cluster_queue, pending, scenario, seconds
 from preemption_operator.api.objects import parse_object
-from preemption_operator.engine.scheduler import NO_LONGER_FITS, QueueState, Scheduler
+from preemption_operator.engine.cache import Cache
+from preemption_operator.engine.fair_sharing import FairSharing
+from preemption_operator.engine.scheduler import Admission, QueueState, Scheduler
 
 
 def _queue(name: str, cpu: int) -> dict[str, object]:
@@ -37,18 +39,41 @@ def _two_bigs_and_two_borrowers() -> list[Obj]:
     )
 
 
+def _admit(cache: Cache, a: Admission) -> None:
+    """What the operator's write of an admission puts into the cache."""
+    wire = a.workload.obj.to_wire()
+    wire["status"] = {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "True",
+                "reason": "QuotaReserved",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+        "admission": {"clusterQueue": a.cluster_queue, "podSetAssignments": list(a.pod_sets)},
+    }
+    cache.upsert(parse_object(wire))
+
+
 def test_a_later_round_does_not_admit_a_borrower_past_a_head_that_no_longer_fit() -> None:
     """Round 1: `m1` (within nominal) and `big-a` fit; `big-b` fitted when nominated but no longer
     does. Kueue's next cycle nominates `big-b` again, now with a victim of its own queue (`sb`),
-    and processes it before `m2`, which borrows: `big-b` keeps the room and `m2` waits. A second
-    round of the same pass must not admit `m2` meanwhile (then `big-b` would reclaim it, or more)."""
-    objects = _two_bigs_and_two_borrowers()
-    cache = cache_of(objects)
-    first = Scheduler(rounds=64).cycle(cache.snapshot(NOW), QueueState())
-    assert sorted(a.workload.name for a in first.admitted) == ["big-a", "m1"]
-    assert [(p.workload.name, p.message) for p in first.pending if p.workload.name == "big-b"] == [
-        ("big-b", NO_LONGER_FITS)
-    ]
+    and processes it before `m2`, which borrows: `big-b` keeps the room and `m2` waits. The
+    second round of the pass does just that (admitting `m2` first would make `big-b` reclaim it,
+    or more)."""
+    _assert_round_two_preempts_sb_and_m2_waits(FairSharing())
+
+
+def _assert_round_two_preempts_sb_and_m2_waits(fair_sharing: FairSharing) -> None:
+    cache = cache_of(_two_bigs_and_two_borrowers(), fair_sharing)
+    result = Scheduler(rounds=64).cycle(cache.snapshot(NOW), QueueState())
+    assert sorted(a.workload.name for a in result.admitted) == ["big-a", "m1"]
+    assert [(p.victim.name, p.preemptor.name) for p in result.preempted] == [("sb", "big-b")]
+    pending = {p.workload.name: p.reason for p in result.pending}
+    assert pending["big-b"] == "WaitingForPreemptedWorkloads"
+    assert pending["m2"] == "WaitingForQuota"
 
 
 def test_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide() -> None:
@@ -64,20 +89,7 @@ def test_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide() -> N
             result = scheduler.cycle(cache.snapshot(NOW), state)
             for a in result.admitted:
                 admissions.append(a.workload.name)
-                wire = a.workload.obj.to_wire()
-                wire["status"] = {
-                    "conditions": [
-                        {
-                            "type": "QuotaReserved",
-                            "status": "True",
-                            "reason": "QuotaReserved",
-                            "message": "",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z",
-                        }
-                    ],
-                    "admission": {"clusterQueue": a.cluster_queue, "podSetAssignments": list(a.pod_sets)},
-                }
-                cache.upsert(parse_object(wire))
+                _admit(cache, a)
             for p in result.preempted:
                 victims.append(p.victim.name)
                 cache.delete("Workload", p.victim.key)
@@ -105,3 +117,34 @@ def test_a_preemptor_whose_evictions_are_being_written_keeps_its_room_in_the_coh
     assert not second.admitted
     assert not second.preempted
     assert "default/big" in state.waiting
+
+
+FAIR = FairSharing(enabled=True)
+
+
+def test_with_fair_sharing_a_later_round_does_not_admit_a_borrower_past_a_head_that_no_longer_fit() -> None:
+    """The same setup under fair sharing (the operator runs it with `--fair-sharing` and 64
+    rounds): before one recheck served both modes, the second round admitted `m2` and `big-b`
+    then evicted both `m1` and `sb`, where consecutive single cycles evict `sb` alone."""
+    _assert_round_two_preempts_sb_and_m2_waits(FAIR)
+
+
+def test_with_fair_sharing_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide() -> None:
+    objects = _two_bigs_and_two_borrowers()
+    runs = {}
+    for rounds in (1, 64):
+        cache = cache_of(objects, FAIR)
+        state, scheduler = QueueState(), Scheduler(rounds=rounds)
+        admissions: list[str] = []
+        victims: list[str] = []
+        for _ in range(3):
+            result = scheduler.cycle(cache.snapshot(NOW), state)
+            for a in result.admitted:
+                admissions.append(a.workload.name)
+                _admit(cache, a)
+            for p in result.preempted:
+                victims.append(p.victim.name)
+                cache.delete("Workload", p.victim.key)
+        runs[rounds] = (sorted(admissions), sorted(victims))
+    assert runs[64] == runs[1]
+    assert runs[1][1] == ["sb"]

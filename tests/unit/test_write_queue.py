@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from builders import NOW, admitted, cluster_queue, one_cycle, pending, scenario
+from builders import NOW, admitted, cache_of, cluster_queue, cohort, one_cycle, pending, scenario
 from preemption_operator.controller.write_queue import WriteQueue
 from preemption_operator.engine import changes
 from preemption_operator.engine.changes import StatusChange, same_in_substance, status_changes
-from preemption_operator.engine.scheduler import Eviction
+from preemption_operator.engine.scheduler import Eviction, QueueState, Scheduler
 from preemption_operator.k8s.writer import Outcome, WriteResult
 
 
@@ -203,4 +203,28 @@ async def test_quota_writes_count_admissions_and_evictions_until_written_not_pen
     await asyncio.wait_for(waiting, 1)
     await queue.idle()
     assert queue.quota_writes == 0
+    await queue.stop()
+
+
+async def test_a_workload_admitted_and_preempted_in_one_pass_is_never_admitted() -> None:
+    """Rounds decide several of Kueue's cycles in one pass: `x` is admitted in one round and a
+    later round preempts it. As when a later cycle evicts an admission not sent yet, the admission
+    is dropped, and the eviction (of a workload the API never saw admitted) changes nothing."""
+    objects = scenario(
+        [cluster_queue("a", 0, cohort="root"), cluster_queue("b", 4, cohort="root", reclaim="Any")],
+        pending("x", "a", 2),
+        pending("b1", "b", 2),
+        pending("y", "b", 2, created="2026-01-01T10:01:00Z"),
+        cohorts=[cohort("root")],
+    )
+    result = Scheduler(rounds=4).cycle(cache_of(objects).snapshot(NOW), QueueState())
+    assert [p.victim.name for p in result.preempted] == ["x"]
+    found = status_changes(result, NOW)
+    writer, dropped = Writer(), []
+    queue = WriteQueue(writer.write, lambda c: dropped.append((c.action, c.workload.name)), parallelism=2)
+    queue.submit(found)
+    await queue.idle()
+    assert ("Admitted", "x") not in writer.order
+    assert ("Preempted", "x") in writer.order
+    assert dropped == [("Admitted", "x")]
     await queue.stop()

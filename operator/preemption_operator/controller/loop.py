@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ..api.v1beta2 import Workload
 from ..engine import protection
 from ..engine.cache import Cache
 from ..engine.changes import EVICTED, PREEMPTED, EventNote, StatusChange, status_changes
@@ -256,14 +255,7 @@ class SchedulingLoop:
 
     def _apply(self, changes: Sequence[StatusChange]) -> None:
         """Assumes every decision in the cache, then queues its write (see write_queue)."""
-        for change in changes:
-            if change.holds_quota:
-                wire = change.workload.obj.to_wire()
-                new = change.compute(wire)
-                if new is not None:
-                    self.cache.assume_admission(Workload.model_validate({**wire, "status": new}), change)
-            elif change.releases_quota:
-                self.cache.assume_eviction(change.key, change)
+        self.cache.assume(changes)
         self.faults.before_writes(changes)
         self.writes.submit(changes)
 

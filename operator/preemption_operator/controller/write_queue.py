@@ -62,6 +62,7 @@ class WriteQueue:
         if not self._workers:
             self.start()
         releases = [c for c in changes if c.releases_quota]
+        released = {c.key for c in releases}
         batch = Batch(len(releases))
         for change in releases:
             self._cancel_admission(change.key)
@@ -71,7 +72,11 @@ class WriteQueue:
         for change in releases:
             self._urgent.append((change, batch))
         for change in changes:
-            if change.holds_quota:
+            if change.holds_quota and change.key in released:
+                # Admitted in one round of the pass and evicted in a later one: as an admission
+                # not sent yet when a later cycle evicts its workload, it is never written.
+                self._drop(change)
+            elif change.holds_quota:
                 if releases:
                     batch.takes.append(change)  # released by the batch's last eviction
                     self._held += 1

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import v1beta2
 from ..api.meta import ObjectMeta
@@ -26,6 +26,9 @@ from .selectors import NOTHING, SelectorError, build
 from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot, Trees
 from .tas_state import TasState
 from .workload import PriorityClassInfo, WorkloadInfo, build_info
+
+if TYPE_CHECKING:
+    from .changes import StatusChange
 
 
 def _key(meta: ObjectMeta) -> str:
@@ -297,6 +300,18 @@ class Cache:
             holding = observed if observed.cluster_queue is not None else None
             self._assumed[key] = _Assumption(held, token, eviction=True, holding=holding)
             self._reindex(key)
+
+    def assume(self, changes: Iterable[StatusChange]) -> None:
+        """A cycle's decisions, each assumed with itself as the token until its write ends: an
+        admission holds its quota from now on, an eviction keeps the victim's until written."""
+        for change in changes:
+            if change.holds_quota:
+                wire = change.workload.obj.to_wire()
+                new = change.compute(wire)
+                if new is not None:
+                    self.assume_admission(v1beta2.Workload.model_validate({**wire, "status": new}), change)
+            elif change.releases_quota:
+                self.assume_eviction(change.key, change)
 
     def forget(self, key: str, token: object = None) -> None:
         """The write of a decision finished (its answer, if any, is stored) or failed. With a

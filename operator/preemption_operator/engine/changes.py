@@ -286,12 +286,16 @@ def status_changes(
     result: CycleResult, now: datetime, job_stops: Callable[[WorkloadInfo], bool] = lambda wl: False
 ) -> list[StatusChange]:
     """In the order they must be written: evictions give quota back before admissions take it.
+    A workload a pass admitted in one round and preempted in a later one comes in the order it was
+    decided (admission, then eviction: the admission is assumed and superseded, never written).
     `job_stops` tells which workloads a job integration stops (their quota comes back when the
     job has stopped, not with the eviction); `simulate` has no jobs to stop."""
+    victims = {p.victim.key for p in result.preempted}
     preemptions = (preemption(p, now, job_stops(p.victim)) for p in result.preempted)
     return [
+        *(admission(a, now) for a in result.admitted if a.workload.key in victims),
         *(eviction(e, now, job_stops(e.workload)) for e in result.evicted),
         *(change for change in preemptions if change is not None),
-        *(admission(a, now) for a in result.admitted),
+        *(admission(a, now) for a in result.admitted if a.workload.key not in victims),
         *(pending(p, now) for p in result.pending),
     ]

@@ -39,7 +39,7 @@ BYPASSED_MESSAGE = "Bypassed scheduling evaluation because an equivalent workloa
 STALE_REASONS = frozenset({"", "PendingEvaluation", "Pending", "Deactivated", "Suspended"})
 """Pending reasons Kueue replaces when an equivalent workload failed (shouldCheckEquivalenceHash)."""
 TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
-NODES = -1  # marks "an admission in this cycle placed pods on TAS nodes"
+NODES = "nodes"  # marks "an entry of this round placed pods on TAS nodes" (tree names have a slash)
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,17 @@ class CycleResult:
         return bool(self.admitted or self.preempted or self.evicted)
 
 
+def _keep_last_pending(result: CycleResult) -> None:
+    """A workload nominated in several rounds of a pass keeps the last pending reason it got, and
+    none once admitted."""
+    admitted = {a.workload.key for a in result.admitted}
+    last: dict[str, Pending] = {}
+    for pending in result.pending:
+        last.pop(pending.workload.key, None)
+        last[pending.workload.key] = pending
+    result.pending = [p for key, p in last.items() if key not in admitted]
+
+
 @dataclass
 class QueueState:
     """What the scheduler remembers between cycles, as Kueue's queue manager does."""
@@ -149,19 +160,36 @@ class _Entry:
     """Closed preemption gates, when victims were found: they are not preempted."""
 
 
-def _still_fits(entry: _Entry, snapshot: Snapshot, targeted: set[str], result: CycleResult) -> bool:
-    """Kueue's fits check of an entry when an earlier one of its cohort tree acted (fair sharing):
-    its nominated usage against the quota left. A preemptor is checked as Kueue does, with the
-    victims of the cycle and its own removed; one whose victims overlap an earlier one's passes,
-    to be skipped as overlapping."""
+@dataclass
+class _Round:
+    """One round of a pass: one of Kueue's cycles, and what it has done so far."""
+
+    touched: set[str] = field(default_factory=set)
+    """Cohort trees (their root's name; NODES for topology nodes) where an entry acted."""
+    victims: dict[str, WorkloadInfo] = field(default_factory=dict)
+    """Victims of this round's preemptions (Kueue's preemptedWorkloads of the cycle)."""
+    progressed: set[str] = field(default_factory=set)
+    """ClusterQueues whose head was admitted or parked: their next head goes next round."""
+
+
+def _acting(entry: _Entry) -> bool:
+    """Whether processing the entry changes the snapshot: it is admitted, or preempts."""
+    return entry.assignment.mode is Mode.FIT or bool(
+        entry.targets and entry.delayed_until is None and not entry.closed_gates
+    )
+
+
+def _still_fits(entry: _Entry, snapshot: Snapshot, round_: _Round) -> bool:
+    """Kueue's fits check of an entry when an earlier one of its cohort tree acted: its nominated
+    usage against the quota left, with the victims of the round and its own removed. One whose
+    victims overlap an earlier one's passes, to be skipped as overlapping."""
     usage = entry.assignment.usage
     if entry.assignment.mode is Mode.FIT:
         return all(v <= entry.cq.node.available(fr) for fr, v in usage.items())
     own = {t.workload.key: t.workload for t in entry.targets}
-    if own.keys() & targeted:
+    if own.keys() & round_.victims.keys():
         return True
-    victims = {p.victim.key: p.victim for p in result.preempted} | own
-    removed = [wl for wl in victims.values() if not snapshot.is_removed(wl)]
+    removed = [wl for wl in {**round_.victims, **own}.values() if not snapshot.is_removed(wl)]
     for wl in removed:
         snapshot.remove_workload(wl)
     try:
@@ -169,6 +197,14 @@ def _still_fits(entry: _Entry, snapshot: Snapshot, targeted: set[str], result: C
     finally:
         for wl in removed:
             snapshot.add_workload(wl)
+
+
+def _same_decision(a: _Entry, b: _Entry) -> bool:
+    return (
+        a.assignment.mode == b.assignment.mode
+        and a.assignment.usage == b.assignment.usage
+        and {t.workload.key for t in a.targets} == {t.workload.key for t in b.targets}
+    )
 
 
 def _pod_set_assignments(assignment: Assignment) -> tuple[dict[str, object], ...]:
@@ -347,16 +383,15 @@ class Scheduler:
         state: QueueState,
         result: CycleResult,
         queues: set[str] | None = None,
-        decided: set[str] | frozenset[str] = frozenset(),
         holding: list[tuple[WorkloadInfo, ClusterQueueInfo]] | None = None,
     ) -> list[tuple[WorkloadInfo, ClusterQueueInfo]]:
-        """One head per ClusterQueue (of `queues`, or all), skipping workloads decided earlier.
-        Preemptors whose victims' evictions are still being written are no heads: they go to
+        """One head per ClusterQueue (of `queues`, or all), skipping workloads admitted in this
+        pass. Preemptors whose victims' evictions are being written are no heads: they go to
         `holding`, if given."""
         heads = []
         for name in sorted(snapshot.pending if queues is None else queues & snapshot.pending.keys()):
             cq = snapshot.cluster_queues[name]
-            queue = [wl for wl in snapshot.pending[name] if wl.key not in decided]
+            queue = [wl for wl in snapshot.pending[name] if not snapshot.admitted_in_cycle(wl)]
             if not cq.active:
                 if queues is None:
                     for wl in queue:
@@ -366,7 +401,7 @@ class Scheduler:
             # free goes to it and not to an older workload of equal priority, such as a victim.
             waiting = next((wl for wl in queue if wl.key in state.waiting), None)
             if waiting is not None:
-                if not any(victim in snapshot.evicting for victim in state.waiting[waiting.key]):
+                if not any(snapshot.is_evicting(victim) for victim in state.waiting[waiting.key]):
                     heads.append((waiting, cq))
                 elif holding is not None:
                     # Its victims' evictions are still being written: the room they free is its
@@ -384,11 +419,15 @@ class Scheduler:
         return heads
 
     def cycle(self, snapshot: Snapshot, state: QueueState, budget: int | None = None) -> CycleResult:
-        """Kueue's scheduling cycle. With `rounds` > 1, ClusterQueues whose head was admitted (or
-        parked) go on with their next head against the same snapshot, as consecutive cycles would
-        with nothing else changing in between; the operator uses this to write in larger batches.
-        With a `budget`, no further round starts once this many admissions and preemptions are
-        decided (the first round always runs): decisions stay close to what the API has written."""
+        """Kueue's scheduling cycle. With `rounds` > 1, the pass goes on with further rounds
+        against the same snapshot, each deciding exactly what the next of Kueue's cycles would
+        decide with nothing else changing in between (decisions assumed, no write answered): the
+        operator uses this to write in larger batches. A round nominates the heads whose decision
+        may have changed: those of queues that admitted or parked their head, and every head of
+        a cohort tree (or, for topology, of the nodes) the round before acted in; any other head
+        would decide as it did. With a `budget`, no further round starts once this many
+        admissions and preemptions are decided (the first round always runs): decisions stay
+        close to what the API has written."""
         result = CycleResult()
         for key in list(state.waiting):  # preemptors admitted, finished or deleted meanwhile
             info = snapshot.workloads.get(key)
@@ -402,75 +441,95 @@ class Scheduler:
             # Their quota is free for this cycle's decisions already.
             snapshot.remove_workload(wl)
             result.evicted.append(Eviction(wl, reason, message))
-        touched: set[int] = set()
-        targeted: set[str] = set()
-        decided: set[str] = set()
-        stalled: set[int] = set()
-        """Cohort trees where a head was skipped: Kueue's next cycle nominates it again, ahead of
-        lower-priority borrowers, so no later round of this pass admits anyone there."""
+        order = self._tournament if snapshot.fair_sharing.enabled else self._sorted
         queues: set[str] | None = None
-        for round_ in range(self.rounds):
-            if round_ and budget is not None and len(result.admitted) + len(result.preempted) >= budget:
-                break
+        for number in range(self.rounds):
+            changed: set[str] = set()
+            if number:
+                if budget is not None and len(result.admitted) + len(result.preempted) >= budget:
+                    break
+                changed = self._hold_again(snapshot, state)
+                queues = (queues or set()) | self._queues_in(snapshot, changed)
+                if not queues:
+                    break
+            round_ = _Round()
             holding: list[tuple[WorkloadInfo, ClusterQueueInfo]] = []
-            heads = self.heads(snapshot, state, result, queues, decided, holding if not round_ else None)
+            heads = self.heads(snapshot, state, result, queues, holding if not number else None)
             for wl, cq in holding:
-                self._hold(self._nominate(wl, cq, snapshot), snapshot, touched)
-                decided.add(wl.key)
-            if round_:
-                heads = [(wl, cq) for wl, cq in heads if id(cq.node.root()) not in stalled]
-            if not heads:
-                break
+                self._hold(self._nominate(wl, cq, snapshot), snapshot)
             entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
-            entries.sort(key=lambda e: entry_order(e.wl, e.wl.key in state.waiting, e.assignment.borrowing))
-            progressed: set[str] = set()
-            for entry in self._in_order(entries, snapshot, state):
-                root = id(entry.cq.node.root())
-                # Quota is shared within a cohort tree; TAS nodes are shared across trees.
-                nodes_changed = NODES in touched and any(ps.view is not None for ps in entry.assignment.pod_sets)
-                acting = entry.assignment.mode is Mode.FIT or bool(
-                    entry.targets and entry.delayed_until is None and not entry.closed_gates
-                )
-                if snapshot.fair_sharing.enabled and acting and root in touched and not nodes_changed:
-                    # Kueue checks that the nominated assignment still fits (cq.Fits), without
-                    # nominating again: a head whose flavors an earlier entry filled is skipped,
-                    # not moved to another flavor or given other victims.
-                    if not _still_fits(entry, snapshot, targeted, result):
-                        decided.add(entry.wl.key)
-                        result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
-                        continue
-                elif root in touched or nodes_changed:
-                    again = self._nominate(entry.wl, entry.cq, snapshot)
-                    if acting and (
-                        again.assignment.mode != entry.assignment.mode
-                        or again.assignment.usage != entry.assignment.usage
-                        or {t.workload.key for t in again.targets} != {t.workload.key for t in entry.targets}
-                    ):
-                        # Kueue nominates every head before processing any: an entry whose fit,
-                        # flavors or victims an earlier entry of its cohort changed is skipped for
-                        # this cycle, not re-planned onto another flavor or with other victims.
-                        decided.add(entry.wl.key)
-                        stalled.add(root)
-                        result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
-                        continue
-                    entry = again
-                decided.add(entry.wl.key)
-                if self._process(entry, snapshot, state, result, targeted, touched, root, stalled):
-                    progressed.add(entry.cq.name)
-            if not progressed:
-                break
-            queues = progressed
+            for entry in order(entries, snapshot, state):
+                self._recheck_and_process(entry, snapshot, state, result, round_)
+            snapshot.next_round(round_.victims)
+            queues = round_.progressed | self._queues_in(snapshot, round_.touched)
+        _keep_last_pending(result)
         return result
 
-    @staticmethod
-    def _in_order(entries: list[_Entry], snapshot: Snapshot, state: QueueState) -> Iterator[_Entry]:
-        """The entries in the order they are processed: as sorted, or with fair sharing by a
-        tournament run again before each one, against the usage the ones before it left."""
-        if not snapshot.fair_sharing.enabled:
-            yield from entries
+    def _recheck_and_process(
+        self, entry: _Entry, snapshot: Snapshot, state: QueueState, result: CycleResult, round_: _Round
+    ) -> None:
+        """Kueue's check before an entry acts: quota is shared within a cohort tree, so a head an
+        earlier entry of its tree acted before must still fit as nominated (Kueue's `fits`), or it
+        is skipped for the round and nominated afresh in the next, not moved to another flavor or
+        given other victims. Topology nodes are shared across trees: a head placing pods is
+        nominated again once an earlier entry placed pods (Kueue's TAS recompute), and skipped if
+        that changes its decision."""
+        tree = snapshot.trees.root_name(entry.cq.name) or ""
+        acting = _acting(entry)
+        if NODES in round_.touched and any(ps.view is not None for ps in entry.assignment.pod_sets):
+            again = self._nominate(entry.wl, entry.cq, snapshot)
+            if acting and not _same_decision(again, entry):
+                result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
+                return
+            entry = again
+        elif acting and tree in round_.touched and not _still_fits(entry, snapshot, round_):
+            result.pending.append(Pending(entry.wl, entry.cq.name, WAITING_FOR_QUOTA, NO_LONGER_FITS))
             return
-        waiting = {e.wl.key for e in entries if e.wl.key in state.waiting}  # as nominated, as Kueue's heads
-        remaining = list(entries)
+        if self._process(entry, snapshot, state, result, round_, tree):
+            round_.progressed.add(entry.cq.name)
+
+    @staticmethod
+    def _queues_in(snapshot: Snapshot, trees: set[str]) -> set[str]:
+        """The ClusterQueues with pending workloads in these cohort trees (all of them once
+        topology nodes changed: any head may place pods)."""
+        if not trees:
+            return set()
+        if NODES in trees:
+            return set(snapshot.pending)
+        return {name for name in snapshot.pending if snapshot.trees.root_name(name) in trees}
+
+    def _hold_again(self, snapshot: Snapshot, state: QueueState) -> set[str]:
+        """The start of a later round, as the start of Kueue's next cycle: every preemptor whose
+        victims are being evicted adds its usage again, nominated afresh (in queue order). Returns
+        the trees (and NODES) where the room held changed."""
+        held = {key: snapshot.release(key) for key in snapshot.reserved}
+        changed: set[str] = set()
+        for key, (cq, usage, nodes) in sorted(
+            ((k, v) for k, v in held.items() if v is not None), key=lambda item: (item[1][0].name, item[0])
+        ):
+            wl = snapshot.workloads.get(key)
+            if wl is None or key not in state.waiting:
+                continue
+            self._hold(self._nominate(wl, cq, snapshot), snapshot)
+            again = snapshot.reserved_by(key)
+            if again is None or again[1] != usage:
+                changed.add(snapshot.trees.root_name(cq.name) or "")
+            if (again[2] if again is not None else {}) != nodes:
+                changed.add(NODES)
+        return changed
+
+    @staticmethod
+    def _sorted(entries: list[_Entry], snapshot: Snapshot, state: QueueState) -> Iterator[_Entry]:
+        """Kueue's classic order: a waiting preemptor first, then by borrowing level, priority, age."""
+        entries.sort(key=lambda e: entry_order(e.wl, e.wl.key in state.waiting, e.assignment.borrowing))
+        yield from entries
+
+    @classmethod
+    def _tournament(cls, entries: list[_Entry], snapshot: Snapshot, state: QueueState) -> Iterator[_Entry]:
+        """With fair sharing: a tournament run again before each entry, against the usage the ones
+        before it left (the classic order picks the tree)."""
+        remaining = list(cls._sorted(entries, snapshot, state))
+        waiting = {e.wl.key for e in remaining if e.wl.key in state.waiting}  # as nominated, as Kueue's heads
         while len(remaining) > 1:
             contenders = [Contender(e.wl, e.cq.node, e.assignment.usage, e.wl.key in waiting) for e in remaining]
             yield remaining.pop(tournament(contenders))
@@ -500,12 +559,12 @@ class Scheduler:
                 result.pending.append(Pending(other, cq.name, reason, BYPASSED_MESSAGE))
 
     @staticmethod
-    def _reserve(entry: _Entry, snapshot: Snapshot, touched: set[int]) -> None:
-        """Holds the preemptor's quota (and TAS node capacity) for the rest of the cycle, as Kueue
+    def _reserve(entry: _Entry, snapshot: Snapshot) -> bool:
+        """Holds the preemptor's quota (and TAS node capacity) until its victims are gone, as Kueue
         adds a preemptor's usage to its ClusterQueue. Its victims keep theirs until they are
-        evicted: what they free beyond the preemptor's need is no one else's in this cycle (Kueue's
+        evicted: what they free beyond the preemptor's need is no one else's meanwhile (Kueue's
         DeferredFit), or one preemption would hand quota to workloads that then borrow it and are
-        reclaimed in turn."""
+        reclaimed in turn. True when pods were placed on nodes."""
         for target in entry.targets:
             snapshot.remove_workload(target.workload)
         usage = snapshot.node_usage
@@ -518,17 +577,16 @@ class Scheduler:
                 reserved.add(placement.usage(ps.request.per_pod))
         for target in entry.targets:
             snapshot.add_workload(target.workload)
-        snapshot.assume(entry.wl, entry.cq, entry.assignment.usage, reserved.used)
-        if reserved.used:
-            touched.add(NODES)
+        snapshot.reserve(entry.wl, entry.cq, entry.assignment.usage, reserved.used)
+        return bool(reserved.used)
 
     @classmethod
-    def _hold(cls, entry: _Entry, snapshot: Snapshot, touched: set[int]) -> None:
+    def _hold(cls, entry: _Entry, snapshot: Snapshot) -> None:
         """A preemptor whose victims' evictions are being written keeps its usage in the snapshot,
         as Kueue adds a nominated preemptor's usage in every cycle until it is admitted: the room
         its victims free and what it counted on besides stay its own across the cohort. Victims
         it might find now are not its victims (those are being evicted): none is removed."""
-        cls._reserve(dataclasses.replace(entry, targets=[]), snapshot, touched)
+        cls._reserve(dataclasses.replace(entry, targets=[]), snapshot)
 
     def _process(
         self,
@@ -536,10 +594,8 @@ class Scheduler:
         snapshot: Snapshot,
         state: QueueState,
         result: CycleResult,
-        targeted: set[str],
-        touched: set[int],
-        root: int,
-        stalled: set[int],
+        round_: _Round,
+        tree: str,
     ) -> bool:
         """Applies one entry's decision; True when its ClusterQueue may go on with its next head
         (the entry was admitted, or parked as inadmissible)."""
@@ -550,9 +606,9 @@ class Scheduler:
         if mode == Mode.FIT:
             nodes = assignment.node_usage()
             snapshot.assume(wl, cq, assignment.usage, nodes)
-            touched.add(root)
+            round_.touched.add(tree)
             if nodes:
-                touched.add(NODES)
+                round_.touched.add(NODES)
             state.waiting.pop(wl.key, None)
             result.admitted.append(Admission(wl, cq.name, _pod_set_assignments(assignment)))
             return True
@@ -573,8 +629,7 @@ class Scheduler:
             keys = {t.workload.key for t in entry.targets}
             explanation = Explanation(wl.key, cq.name, message, entry.records)
             result.explanations.append(explanation)
-            if keys & targeted:
-                stalled.add(root)
+            if keys & round_.victims.keys():
                 explanation.notes.append("skipped: overlapping preemption targets with another workload")
                 result.pending.append(
                     Pending(
@@ -585,10 +640,11 @@ class Scheduler:
                     )
                 )
                 return False
-            targeted.update(keys)
-            touched.add(root)
+            round_.victims.update((t.workload.key, t.workload) for t in entry.targets)
+            round_.touched.add(tree)
             state.waiting[wl.key] = tuple(sorted(keys))
-            self._reserve(entry, snapshot, touched)
+            if self._reserve(entry, snapshot):
+                round_.touched.add(NODES)
             for target in entry.targets:
                 victim_cq = snapshot.cluster_queues[target.workload.cluster_queue or ""]
                 result.preempted.append(

@@ -5,7 +5,7 @@ usage in its snapshot (simulated removals, admissions) without touching the Cach
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -63,6 +63,8 @@ class ClusterQueueInfo:
 
 
 _T = TypeVar("_T")
+Held = tuple[ClusterQueueInfo, Mapping[FlavorResource, int], dict[str, dict[str, int]]]
+"""A preemptor's reservation: its ClusterQueue, the usage and the node usage it holds."""
 
 
 def _shallow(obj: _T) -> _T:
@@ -167,14 +169,23 @@ class Snapshot:
     """The cache's topology state; read only (this snapshot's changes go to `node_usage`)."""
     evicting: frozenset[str] = frozenset()
     """Workloads whose eviction is being written: they hold their quota until it is, and are no
-    candidates meanwhile (evicting them again would count a second eviction)."""
+    candidates meanwhile (evicting them again would count a second eviction). See `is_evicting`
+    for those chosen in earlier rounds of this pass as well."""
     unreadable: frozenset[str] = frozenset()
     """Workloads whose spec cannot be read: they hold the quota of their recorded admission and
     are never chosen (nothing about them can be judged)."""
     fair_sharing: FairSharing = OFF
     """The fair-sharing switch and strategies (Kueue's Configuration fairSharing)."""
     _removed: set[str] = field(default_factory=set)
-    _assumed: set[str] = field(default_factory=set)
+    _admitted: set[str] = field(default_factory=set)
+    """Admitted in this pass (any round): no longer pending."""
+    _admitted_now: set[str] = field(default_factory=set)
+    """Admitted in this round: no candidates yet (every entry of a round was nominated before any
+    was admitted, as in Kueue's cycle); from the next round on, candidates like any admission."""
+    _reserved: dict[str, tuple[ClusterQueueInfo, Mapping[FlavorResource, int]]] = field(default_factory=dict)
+    """Preemptors holding the room their victims free (never candidates: they are not admitted)."""
+    _victims: set[str] = field(default_factory=set)
+    """Victims chosen in earlier rounds of this pass: their evictions are as good as being written."""
     _node_usage: NodeUsage | None = None
     _assumed_nodes: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
@@ -226,21 +237,28 @@ class Snapshot:
             self._own_node_usage().add(nodes)
 
     def admitted_in_cycle(self, wl: WorkloadInfo) -> bool:
-        """Whether this cycle admitted it (its admission is not written yet)."""
-        return wl.key in self._assumed
+        """Whether this pass admitted it (its admission is not written yet)."""
+        return wl.key in self._admitted
 
     def is_removed(self, wl: WorkloadInfo) -> bool:
         return wl.key in self._removed
 
+    def is_evicting(self, key: str) -> bool:
+        """Its eviction is being written, or was decided in an earlier round of this pass."""
+        return key in self.evicting or key in self._victims
+
     def admitted(self, cq: ClusterQueueInfo) -> Iterator[WorkloadInfo]:
         """Preemption candidates of `cq`: workloads reserving quota there, skipping simulated
-        removals and workloads admitted in this very cycle (their admission is not written yet)."""
+        removals, workloads admitted in this very round, preemptors holding room and workloads
+        being evicted."""
         for wl in cq.workloads.values():
             key = wl.key
             if (
                 key not in self._removed
-                and key not in self._assumed
+                and key not in self._admitted_now
+                and key not in self._reserved
                 and key not in self.evicting
+                and key not in self._victims
                 and key not in self.unreadable
             ):
                 yield wl
@@ -252,13 +270,66 @@ class Snapshot:
         usage: Mapping[FlavorResource, int],
         nodes: dict[str, dict[str, int]] | None = None,
     ) -> WorkloadInfo:
-        """Records an admission made in this cycle so later entries see its usage (and may even
-        choose it as a victim); returns the workload as admitted."""
-        admitted = dataclasses.replace(wl, cluster_queue=cq.name, usage=dict(usage), reserved_at=self.now)
+        """Records an admission made in this pass so later entries see its usage (and, from the
+        next round on, may choose it as a victim); returns the workload as admitted."""
+        admitted = self._add(wl, cq, usage, nodes)
+        self._admitted.add(wl.key)
+        self._admitted_now.add(wl.key)
+        return admitted
+
+    def reserve(
+        self,
+        wl: WorkloadInfo,
+        cq: ClusterQueueInfo,
+        usage: Mapping[FlavorResource, int],
+        nodes: dict[str, dict[str, int]] | None = None,
+    ) -> None:
+        """Holds a preemptor's room (usage and nodes) until `release`, as Kueue adds a nominated
+        preemptor's usage to its ClusterQueue in every cycle until it is admitted."""
+        self._add(wl, cq, usage, nodes)
+        self._reserved[wl.key] = (cq, dict(usage))
+
+    def reserved_by(self, key: str) -> Held | None:
+        """What a preemptor's reservation holds: (ClusterQueue, usage, nodes)."""
+        held = self._reserved.get(key)
+        return None if held is None else (held[0], held[1], self._assumed_nodes.get(key, {}))
+
+    def release(self, key: str) -> Held | None:
+        """Gives a reservation back; returns what it held, None if there was none."""
+        held = self.reserved_by(key)
+        if held is None:
+            return None
+        del self._reserved[key]
+        cq, usage, nodes = held
+        cq.node.remove(usage)
+        cq.workloads = {k: w for k, w in cq.workloads.items() if k != key}
+        self._assumed_nodes.pop(key, None)
+        if nodes:
+            self._own_node_usage().remove(nodes)
+        return held
+
+    @property
+    def reserved(self) -> list[str]:
+        """Preemptors holding room, in the order they were reserved."""
+        return list(self._reserved)
+
+    def next_round(self, victims: Iterable[str]) -> None:
+        """A round ended: its admissions become candidates and its victims are being evicted,
+        as the next of Kueue's cycles would find them."""
+        self._admitted_now.clear()
+        self._victims.update(victims)
+
+    def _add(
+        self,
+        wl: WorkloadInfo,
+        cq: ClusterQueueInfo,
+        usage: Mapping[FlavorResource, int],
+        nodes: dict[str, dict[str, int]] | None,
+    ) -> WorkloadInfo:
+        added = dataclasses.replace(wl, cluster_queue=cq.name, usage=dict(usage), reserved_at=self.now)
         cq.node.add(usage)
-        cq.workloads = {**cq.workloads, wl.key: admitted}
-        self._assumed.add(wl.key)
+        cq.workloads = {**cq.workloads, wl.key: added}
         if nodes:
             self._assumed_nodes[wl.key] = nodes
             self._own_node_usage().add(nodes)
-        return admitted
+        return added
