@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from preemption_operator.api.objects import parse_object
+from preemption_operator.engine import Engine, QueueState
 from preemption_operator.engine.cache import Cache
-from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.fair_sharing import FairSharing
-from preemption_operator.engine.scheduler import QueueState, Scheduler
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 COHORT_SIZE = 10
@@ -140,7 +139,7 @@ def build(workloads: int, queues: int, variant: str = CLASSIC) -> Cache:
     return cache
 
 
-def _one(cache: Cache, scheduler: Scheduler, variant: str) -> tuple[float, float]:
+def _one(cache: Cache, scheduler: Engine, variant: str) -> tuple[float, float]:
     """One timed cycle: (snapshot ms, snapshot + cycle ms)."""
     started = time.perf_counter()
     snapshot = cache.snapshot(NOW)
@@ -156,7 +155,7 @@ def _one(cache: Cache, scheduler: Scheduler, variant: str) -> tuple[float, float
 def measure(caches: dict[str, Cache], repeat: int) -> dict[str, dict[str, float]]:
     """The variants' cycles interleaved (one of each in turn), so that a noisy moment of a shared
     machine slows both alike and the ratio between them holds."""
-    schedulers = {variant: Scheduler(extra=ConfigurablePreemption().candidates) for variant in caches}
+    schedulers = {variant: Engine() for variant in caches}
     times: dict[str, tuple[list[float], list[float]]] = {variant: ([], []) for variant in caches}
     for _ in range(repeat):
         for variant, cache in caches.items():

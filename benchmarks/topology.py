@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from preemption_operator.api.objects import parse_object
+from preemption_operator.engine import CycleResult, Engine, QueueState
 from preemption_operator.engine.cache import Cache
-from preemption_operator.engine.configurable import ConfigurablePreemption
-from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -234,7 +233,7 @@ def build(scenario: str) -> Cache:
     return cache
 
 
-def one_cycle(cache: Cache, scheduler: Scheduler) -> tuple[CycleResult, float, float]:
+def one_cycle(cache: Cache, scheduler: Engine) -> tuple[CycleResult, float, float]:
     started = time.perf_counter()
     snapshot = cache.snapshot(NOW)
     cut = time.perf_counter()
@@ -263,8 +262,7 @@ def measure(cache: Cache, repeat: int) -> dict[str, float]:
     snapshot_times, cycle_times = [], []
     victims = removed = 0
     for _ in range(repeat):
-        configurable = ConfigurablePreemption()
-        result, snap_ms, cycle_ms = one_cycle(cache, Scheduler(extra=configurable.candidates))
+        result, snap_ms, cycle_ms = one_cycle(cache, Engine())
         victims, removed = check(cache, result)
         snapshot_times.append(snap_ms)
         cycle_times.append(cycle_ms)
@@ -289,7 +287,7 @@ def profile(cache: Cache, top: int = 20) -> tuple[str, str]:
     """cProfile of one cycle: a summary of where the time goes, and the functions with the most own
     time and the most cumulative time."""
     profiler = cProfile.Profile()
-    scheduler = Scheduler(extra=ConfigurablePreemption().candidates)
+    scheduler = Engine()
     gc.collect()
     gc.freeze()  # a full collection in the middle would blur the shares
     profiler.enable()

@@ -47,12 +47,11 @@ from typing import Any
 import yaml
 
 from preemption_operator.api.objects import parse_object
+from preemption_operator.engine import CycleResult, Engine, QueueState
 from preemption_operator.engine.cache import Cache
-from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.fair_sharing import OFF as FAIR_OFF
 from preemption_operator.engine.fair_sharing import FairSharing
 from preemption_operator.engine.placement import HOSTNAME, NodeRecord, TopologyView
-from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 from preemption_operator.engine.snapshot import Snapshot
 from preemption_operator.simulate import Simulation, run
 
@@ -665,16 +664,14 @@ def one_cycle_with_snapshot(
     """One scheduling cycle from a fresh cache; also returns the snapshot the cycle ran on (its
     usage then includes this cycle's admissions)."""
     snapshot = cache_of(objects, fair_sharing).snapshot(now)
-    configurable = ConfigurablePreemption()
-    configurable.begin_cycle(snapshot)
-    result = Scheduler(extra=configurable.candidates).cycle(snapshot, QueueState())
+    result = Engine().cycle(snapshot, QueueState())
     return result, snapshot
 
 
 def one_cycle(
     objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW, fair_sharing: FairSharing = FAIR_OFF
 ) -> CycleResult:
-    """Cache → snapshot(now) → Scheduler(extra=ConfigurablePreemption().candidates).cycle(...)."""
+    """Cache → snapshot(now) → Engine().cycle(...)."""
     return one_cycle_with_snapshot(objects, now, fair_sharing)[0]
 
 

@@ -51,11 +51,10 @@ from .api import v1alpha1, v1beta2
 from .api.meta import LabelSelector, format_time
 from .api.objects import parse_object
 from .api.quantity import format_amount
-from .engine import protection
+from .engine import Engine, QueueState, protection
 from .engine.cache import Cache
 from .engine.configurable import (
     BuildError,
-    ConfigurablePreemption,
     build_selector,
     compare,
     in_scope,
@@ -63,7 +62,6 @@ from .engine.configurable import (
     rule_applies,
 )
 from .engine.quota import FlavorResource, QuotaNode
-from .engine.scheduler import QueueState, Scheduler
 from .engine.snapshot import ClusterQueueInfo, Snapshot
 from .engine.workload import PRIORITY_BOOST_ANNOTATION, WorkloadInfo, build_info
 
@@ -556,9 +554,7 @@ def evicts(objects: list[Any], preemptor: str, victim: str, fr: FlavorResource) 
     for cq in snapshot.cluster_queues.values():
         if cq.node._available(fr) < 0:
             return None
-    configurable = ConfigurablePreemption()
-    configurable.begin_cycle(snapshot)
-    result = Scheduler(extra=configurable.candidates).cycle(snapshot, QueueState())
+    result = Engine().cycle(snapshot, QueueState())
     for preemption in result.preempted:
         if preemption.victim.key == victim and preemption.preemptor.key == preemptor:
             target = preemption.target

@@ -15,12 +15,11 @@ from typing import Any
 
 from .api.meta import format_time
 from .api.v1beta2 import Workload
-from .engine import changes
+from .engine import CycleResult, Engine, QueueState, changes
 from .engine import workload_status as wl_status
 from .engine.cache import Cache
-from .engine.configurable import ConfigurablePreemption
 from .engine.fair_sharing import OFF, FairSharing
-from .engine.scheduler import CycleResult, Explanation, QueueState, Scheduler
+from .engine.scheduler import Explanation
 from .engine.workload import WorkloadInfo
 
 
@@ -124,16 +123,15 @@ def run(
     arriving = _not_yet(arriving or [], now, sim)
     cache = Cache(fair_sharing)
     cache.load(objects)
-    configurable = ConfigurablePreemption()
-    scheduler = Scheduler(extra=configurable.candidates, complete=True)
+    engine = Engine(complete=True)
     state = QueueState()
-    last = _settle(cache, scheduler, configurable, state, sim, now, 1, max_cycles, progress)
+    last = _settle(cache, engine, state, sim, now, 1, max_cycles, progress)
     if arriving:
         if not sim.actions and not sim.explanations:
             last = 0
         for obj in arriving:
             cache.upsert(obj)
-        _settle(cache, scheduler, configurable, state, sim, now, last + 1, max_cycles, progress)
+        _settle(cache, engine, state, sim, now, last + 1, max_cycles, progress)
     snapshot = cache.snapshot(now)
     for name, cq in sorted(snapshot.cluster_queues.items()):
         if not cq.active:
@@ -150,8 +148,7 @@ def run(
 
 def _settle(
     cache: Cache,
-    scheduler: Scheduler,
-    configurable: ConfigurablePreemption,
+    engine: Engine,
     state: QueueState,
     sim: Simulation,
     now: datetime,
@@ -167,14 +164,13 @@ def _settle(
             shown = time.monotonic()
             progress(cycle, len(sim.actions))
         snapshot = cache.snapshot(now)
-        configurable.begin_cycle(snapshot)
         parked_before = sum(len(keys) for keys in state.inadmissible.values())
-        result = scheduler.cycle(snapshot, state)
+        result = engine.cycle(snapshot, state)
         sim.cycles = cycle
         pending_changed = _apply(cache, sim, cycle, result, now)
         object_notices = [n.message for notices in cache.notices.values() for n in notices]
         object_notices += [n.message for n in cache.workload_notices()]
-        for warning in [*object_notices, *configurable.warnings]:
+        for warning in [*object_notices, *result.warnings]:
             if warning not in sim.warnings:
                 sim.warnings.append(warning)
         freed = {p.victim.cluster_queue or "" for p in result.preempted} | {

@@ -46,12 +46,12 @@ from builders import (
 )
 from preemption_operator import simulate as simulation
 from preemption_operator.cli import cli
+from preemption_operator.engine import CycleResult, Engine, QueueState
 from preemption_operator.engine import workload_status as wl_status
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.candidates import Candidate, Context
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
-from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 
 NOW_DT = datetime(2026, 11, 30, tzinfo=UTC)
 NOW = rfc3339(NOW_DT)
@@ -124,10 +124,8 @@ def load(objects: list[Obj]) -> Cache:
 def engine_cycle(objects: list[Obj]) -> tuple[Outcome, CycleResult]:
     """One scheduling cycle through the engine, with the configurable candidate stream plugged in."""
     snapshot = load(objects).snapshot(NOW_DT)
-    configurable = ConfigurablePreemption()
-    configurable.begin_cycle(snapshot)
-    result = Scheduler(extra=configurable.candidates).cycle(snapshot, QueueState())
-    out = Outcome(warnings=list(configurable.warnings))
+    result = Engine().cycle(snapshot, QueueState())
+    out = Outcome(warnings=list(result.warnings))
     for p in result.preempted:
         before = p.victim.obj.status.to_wire() if p.victim.obj.status is not None else None
         after = wl_status.evicted(before, p, NOW_DT, None)

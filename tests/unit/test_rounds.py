@@ -32,11 +32,10 @@ from builders import (
     scenario,
     selector,
 )
+from preemption_operator.engine import CycleResult, Engine, QueueState
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.changes import status_changes
-from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.fair_sharing import OFF, FairSharing
-from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 
 NOW = T0 + timedelta(hours=2)
 ROUNDS = 6
@@ -138,14 +137,10 @@ def _assume(cache: Cache, result: CycleResult) -> None:
 
 
 def _consecutive(objects: list[Obj], fair_sharing: FairSharing) -> Decisions:
-    cache, state = cache_of(objects, fair_sharing), QueueState()
-    configurable = ConfigurablePreemption()
-    scheduler = Scheduler(extra=configurable.candidates, rounds=1)
+    cache, state, engine = cache_of(objects, fair_sharing), QueueState(), Engine(rounds=1)
     results = []
     for _ in range(ROUNDS):
-        snapshot = cache.snapshot(NOW)
-        configurable.begin_cycle(snapshot)
-        result = scheduler.cycle(snapshot, state)
+        result = engine.cycle(cache.snapshot(NOW), state)
         results.append(result)
         _assume(cache, result)
     return _decisions(results)
@@ -153,9 +148,7 @@ def _consecutive(objects: list[Obj], fair_sharing: FairSharing) -> Decisions:
 
 def _rounds(objects: list[Obj], fair_sharing: FairSharing) -> Decisions:
     snapshot = cache_of(objects, fair_sharing).snapshot(NOW)
-    configurable = ConfigurablePreemption()
-    configurable.begin_cycle(snapshot)
-    return _decisions([Scheduler(extra=configurable.candidates, rounds=ROUNDS).cycle(snapshot, QueueState())])
+    return _decisions([Engine(rounds=ROUNDS).cycle(snapshot, QueueState())])
 
 
 @given(setups())

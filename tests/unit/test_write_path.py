@@ -604,14 +604,14 @@ async def test_the_heartbeat_moves_only_when_a_pass_completes() -> None:
     def broken(*args: Any) -> Any:
         raise RuntimeError("a bug")
 
-    h.loop.scheduler.cycle = broken  # type: ignore[method-assign]
+    h.loop.engine.cycle = broken  # type: ignore[method-assign]
     h.loop.heartbeat = 0.0
     task = asyncio.create_task(h.loop.run(synced))
     h.loop.poke()
     for _ in range(50):
         await asyncio.sleep(0)
     assert h.loop.heartbeat == 0.0
-    del h.loop.scheduler.cycle  # the class's own again
+    del h.loop.engine.cycle  # the class's own again
     h.loop._wake_deadline = 0.0
     h.loop.poke()
     for _ in range(200):

@@ -18,12 +18,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ..engine import protection
+from ..engine import CycleResult, Engine, QueueState, protection
 from ..engine.cache import Cache
 from ..engine.changes import EVICTED, PREEMPTED, EventNote, StatusChange, status_changes
-from ..engine.configurable import ConfigurablePreemption
 from ..engine.notices import Notice
-from ..engine.scheduler import CycleResult, QueueState, Scheduler
 from ..engine.workload import WorkloadInfo
 from ..k8s import resources
 from ..k8s.api import ApiError, Kind
@@ -92,8 +90,9 @@ class SchedulingLoop:
         self.coalesce_seconds = coalesce_seconds
         self.resync_seconds = resync_seconds
         self.state = QueueState()
-        self.configurable = ConfigurablePreemption()
-        self.scheduler = Scheduler(extra=self.configurable.candidates, rounds=rounds)
+        self.engine = Engine(rounds=rounds)
+        self.config_notices: list[Notice] = []
+        """What the last cycle found wrong with the PreemptionConfigs it read."""
         self.wake = asyncio.Event()
         self.released: set[str] = set()
         self.posted: set[Notice] = set()
@@ -231,8 +230,8 @@ class SchedulingLoop:
         if self.released:
             self.state.quota_released(snapshot, self.released)
             self.released = set()
-        self.configurable.begin_cycle(snapshot)
-        result = self.scheduler.cycle(snapshot, self.state, budget=max(1, QUOTA_BACKLOG - self.writes.quota_writes))
+        result = self.engine.cycle(snapshot, self.state, budget=max(1, QUOTA_BACKLOG - self.writes.quota_writes))
+        self.config_notices = result.notices
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         if result.retry_at is not None:
             self._wake_at(result.retry_at)
@@ -370,7 +369,7 @@ class SchedulingLoop:
         current = {
             *(n for notices in self.cache.notices.values() for n in notices),
             *self.cache.workload_notices(),
-            *self.configurable.notices,
+            *self.config_notices,
             *self.feeder.notices(),
             *self.linter.notices,
         }

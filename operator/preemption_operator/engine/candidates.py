@@ -92,6 +92,8 @@ class Candidate:
     last_resort: bool = False
     origin: str = "classic"
     """The search that found it: classic, or fair sharing (whose reason is known once chosen)."""
+    why: str = ""
+    """What let a fair-sharing strategy take it (the shares compared), for the explanation."""
 
     @property
     def source(self) -> str:

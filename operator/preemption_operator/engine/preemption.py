@@ -8,9 +8,11 @@ preemptor fits, and put back before returning.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from ..api.meta import format_time
 from . import protection
@@ -126,6 +128,21 @@ class Search:
     wake_at: datetime | None = None
 
 
+@dataclass
+class _Found:
+    """A pass that made the preemptor fit: what it took (removed from the snapshot), the borrowing
+    allowed when it fitted, and the eligible candidates it never needed to reach."""
+
+    taken: list[Candidate]
+    borrowing: bool
+    rest: Callable[[], Iterator[Candidate]]
+
+
+class _Strategy(Protocol):
+    def run(self, pass_: _Pass) -> _Found | None:
+        """Takes candidates until the preemptor fits; None (everything put back) if it never does."""
+
+
 def find_targets(
     preemptor: WorkloadInfo,
     cq: ClusterQueueInfo,
@@ -135,24 +152,22 @@ def find_targets(
     *,
     complete: bool = False,
 ) -> Search:
-    """The smallest set of workloads whose preemption lets `preemptor` fit, or none.
-    The snapshot is left as it was found. With `complete`, the records also name the eligible
-    candidates the search never needed to reach (what `explain` shows; the operator skips it)."""
+    """The smallest set of workloads whose preemption lets `preemptor` fit, or none: classic or
+    fair strategies take candidates, in one pass that leaves opted-out workloads aside and, if it
+    fails, a last-resort pass that may use them; the fill-back then gives back every victim the
+    preemptor fits without. The snapshot is left as it was found. With `complete`, the records
+    also name the eligible candidates the search never needed to reach (what `explain` shows; the
+    operator skips it)."""
     ctx = Context(preemptor, cq, snapshot, assignment)
-    if snapshot.fair_sharing.enabled:
-        fair = fair_candidates(ctx)
-        first = _Pass(last_resort=False)
-        targets = _fair_search(ctx, fair, extra, first, complete)
-        if targets is None and first.opted_out:
-            targets = _fair_search(ctx, fair, extra, _Pass(last_resort=True), complete)
-    else:
-        classic, none_from_others, none_hierarchical = classic_candidates(ctx)
-        tries = attempts(ctx, none_from_others, none_hierarchical)
-        first = _Pass(last_resort=False)
-        targets = _search(ctx, classic, tries, extra, first, complete)
-        if targets is None and first.opted_out:
-            # YuniKorn's law 1: an opt-out is a strong suggestion, not a guarantee.
-            targets = _search(ctx, classic, tries, extra, _Pass(last_resort=True), complete)
+    strategy: _Strategy = (
+        _FairStrategy(ctx, extra, complete) if snapshot.fair_sharing.enabled else _ClassicStrategy(ctx, extra)
+    )
+    first = _Pass(last_resort=False)
+    found = strategy.run(first)
+    if found is None and first.opted_out:
+        # YuniKorn's law 1: an opt-out is a strong suggestion, not a guarantee.
+        found = strategy.run(_Pass(last_resort=True))
+    targets = _chosen(ctx, found, complete) if found is not None else []
     # Later attempts and the last-resort pass revisit candidates: keep each line once.
     seen: set[tuple[str, str, str, str]] = set()
     records = []
@@ -161,52 +176,64 @@ def find_targets(
         if line not in seen:
             seen.add(line)
             records.append(rec)
-    return Search(targets or [], records, ctx.wake_at)
+    return Search(targets, records, ctx.wake_at)
 
 
-def _search(
-    ctx: Context,
-    classic: list[Candidate],
-    tries: list[bool],
-    extra: ExtraCandidates | None,
-    pass_: _Pass,
-    complete: bool = False,
-) -> list[Target] | None:
-    snapshot, cq = ctx.snapshot, ctx.cq
-    for borrowing in tries:
-        chosen: list[Candidate] = []
-        seen: set[str] = set()
-        stream = _stream(ctx, classic, borrowing, extra, seen, pass_)
-        for cand in stream:
-            snapshot.remove_workload(cand.workload)
-            seen.add(cand.workload.key)
-            chosen.append(cand)
-            if ctx.fits(borrowing):
-                chosen = _fill_back(ctx, chosen, borrowing)
-                for c in chosen:
-                    snapshot.add_workload(c.workload)
-                chosen.sort(key=lambda c: candidate_key(c.workload, cq.name, snapshot.now))
-                for c in chosen:
-                    ctx.record(c.workload, "chosen", _chosen_detail(c), c.source)
-                if complete:
-                    for rest in stream:
-                        seen.add(rest.workload.key)
-                        ctx.record(
-                            rest.workload, "spared", "eligible, not needed: the preemptor fits without it", rest.source
-                        )
-                return [Target(c.workload, c.reason, c.rule, c.last_resort) for c in chosen]
-        for c in chosen:
-            snapshot.add_workload(c.workload)
-    return None
+def _chosen(ctx: Context, found: _Found, complete: bool) -> list[Target]:
+    """The fill-back, then the victims in candidate order, recorded."""
+    snapshot = ctx.snapshot
+    taken = _fill_back(ctx, found.taken, found.borrowing)
+    for cand in taken:
+        snapshot.add_workload(cand.workload)
+    taken.sort(key=lambda c: candidate_key(c.workload, ctx.cq.name, snapshot.now))
+    for cand in taken:
+        ctx.record(cand.workload, "chosen", _chosen_detail(cand), cand.source)
+    if complete:
+        for rest in found.rest():
+            ctx.record(rest.workload, "spared", "eligible, not needed: the preemptor fits without it", rest.source)
+    return [Target(c.workload, c.reason, c.rule, c.last_resort) for c in taken]
 
 
-def _chosen_detail(cand: Candidate, why: str = "") -> str:
-    detail = HUMAN_REASONS.get(cand.reason, cand.reason) + (f" ({why})" if why else "")
+def _chosen_detail(cand: Candidate) -> str:
+    detail = HUMAN_REASONS.get(cand.reason, cand.reason) + (f" ({cand.why})" if cand.why else "")
     if cand.last_resort:
         detail += "; opted out of preemption, chosen as last resort"
     if cand.workload.evicted:
         detail += "; already being evicted: counted, not preempted again"
     return detail
+
+
+class _ClassicStrategy:
+    """Kueue's classic preemption: candidates by borrowing level and priority in its borrowing
+    attempts, then the extra streams of configurable rules."""
+
+    def __init__(self, ctx: Context, extra: ExtraCandidates | None) -> None:
+        self.ctx, self.extra = ctx, extra
+        self.candidates, none_from_others, none_hierarchical = classic_candidates(ctx)
+        self.tries = attempts(ctx, none_from_others, none_hierarchical)
+
+    def run(self, pass_: _Pass) -> _Found | None:
+        snapshot = self.ctx.snapshot
+        for borrowing in self.tries:
+            taken: list[Candidate] = []
+            seen: set[str] = set()
+            stream = _stream(self.ctx, self.candidates, borrowing, self.extra, seen, pass_)
+            for cand in stream:
+                snapshot.remove_workload(cand.workload)
+                seen.add(cand.workload.key)
+                taken.append(cand)
+                if self.ctx.fits(borrowing):
+                    return _Found(taken, borrowing, functools.partial(_rest, stream, seen))
+            for cand in taken:
+                snapshot.add_workload(cand.workload)
+        return None
+
+
+def _rest(stream: Iterator[Candidate], seen: set[str]) -> Iterator[Candidate]:
+    """What a classic stream would have yielded after the preemptor fitted."""
+    for cand in stream:
+        seen.add(cand.workload.key)
+        yield cand
 
 
 # -- fair sharing -------------------------------------------------------------------------------------
@@ -250,91 +277,87 @@ def fair_candidates(ctx: Context) -> list[WorkloadInfo]:
     return found
 
 
-def _fair_search(
-    ctx: Context,
-    candidates: list[WorkloadInfo],
-    extra: ExtraCandidates | None,
-    pass_: _Pass,
-    complete: bool = False,
-) -> list[Target] | None:
-    """Kueue's fairPreemptions, one pass: the strategies over the usable candidates with the
-    preemptor's usage simulated, then (configurable preemption) the extra streams as a last
-    resort; fill-back, always allowing borrowing (fair sharing has no borrowWithinCohort)."""
-    snapshot, node, requests = ctx.snapshot, ctx.cq.node, ctx.requests
-    candidates = [wl for wl in candidates if not snapshot.is_removed(wl)]
-    if pass_.last_resort:
-        # Opted-out workloads go after every other candidate of their ClusterQueue.
-        candidates.sort(key=lambda wl: protection.opted_out(wl) and not wl.evicted)
-    checked: dict[str, bool] = {}
+class _FairStrategy:
+    """Kueue's fairPreemptions: the strategies over the usable candidates with the preemptor's
+    usage simulated, then (configurable preemption) the extra streams as a last resort; always
+    allowing borrowing (fair sharing has no borrowWithinCohort)."""
 
-    def usable(wl: WorkloadInfo) -> bool:
-        # The protections, asked when the search reaches a candidate (as the classic stream does).
-        found = checked.get(wl.key)
-        if found is None:
-            found = checked[wl.key] = _admissible(ctx, Candidate(wl, "", origin=FAIR_SOURCE), pass_)
-        return found
+    def __init__(self, ctx: Context, extra: ExtraCandidates | None, complete: bool) -> None:
+        self.ctx, self.extra, self.complete = ctx, extra, complete
+        self.candidates = fair_candidates(ctx)
 
-    taken: list[Candidate] = []
-    why: dict[str, str] = {}
-    rejected: set[str] = set()
+    def run(self, pass_: _Pass) -> _Found | None:
+        ctx = self.ctx
+        snapshot, node, requests = ctx.snapshot, ctx.cq.node, ctx.requests
+        candidates = [wl for wl in self.candidates if not snapshot.is_removed(wl)]
+        if pass_.last_resort:
+            # Opted-out workloads go after every other candidate of their ClusterQueue.
+            candidates.sort(key=lambda wl: protection.opted_out(wl) and not wl.evicted)
+        checked: dict[str, bool] = {}
 
-    def take(cand: Candidate, detail: str) -> None:
-        cand.origin = cand.origin if cand.rule is not None else FAIR_SOURCE
-        cand.last_resort = pass_.last_resort and protection.opted_out(cand.workload)
-        snapshot.remove_workload(cand.workload)
-        taken.append(cand)
-        why[cand.workload.key] = detail
+        def usable(wl: WorkloadInfo) -> bool:
+            # The protections, asked when the search reaches a candidate (as the classic stream does).
+            found = checked.get(wl.key)
+            if found is None:
+                found = checked[wl.key] = _admissible(ctx, Candidate(wl, "", origin=FAIR_SOURCE), pass_)
+            return found
 
-    def reject(wl: WorkloadInfo, detail: str) -> None:
-        rejected.add(wl.key)
-        ctx.record(wl, "skipped", detail, FAIR_SOURCE)
+        taken: list[Candidate] = []
+        rejected: set[str] = set()
 
-    def fits_without_preemptor() -> bool:
-        node.remove(requests)
+        def take(cand: Candidate, detail: str) -> None:
+            cand.origin = cand.origin if cand.rule is not None else FAIR_SOURCE
+            cand.last_resort = pass_.last_resort and protection.opted_out(cand.workload)
+            cand.why = detail
+            snapshot.remove_workload(cand.workload)
+            taken.append(cand)
+
+        def reject(wl: WorkloadInfo, detail: str) -> None:
+            rejected.add(wl.key)
+            ctx.record(wl, "skipped", detail, FAIR_SOURCE)
+
+        def fits_without_preemptor() -> bool:
+            node.remove(requests)
+            try:
+                return ctx.fits(True)
+            finally:
+                node.add(requests)
+
+        # Shares must include the incoming workload.
+        node.add(requests)
         try:
-            return ctx.fits(True)
+            fits = run_strategies(
+                ctx, candidates, snapshot.fair_sharing.strategies, usable, fits_without_preemptor, take, reject
+            )
         finally:
-            node.add(requests)
+            node.remove(requests)
+        if not fits or self.complete:
+            # What the strategies never reached: a failed pass must know every opt-out and
+            # protection (the last-resort pass and the wake-up depend on them); explain lists all.
+            for wl in candidates:
+                usable(wl)
+        if not fits and self.extra is not None:
+            # Configurable rules only once the fair strategies are exhausted.
+            seen = {c.workload.key for c in taken}
+            for cand in self.extra(ctx, True):
+                if cand.workload.key in seen or snapshot.is_removed(cand.workload):
+                    continue
+                if not _admissible(ctx, cand, pass_):
+                    continue
+                seen.add(cand.workload.key)
+                take(cand, "")
+                if ctx.fits(True):
+                    fits = True
+                    break
+        if not fits:
+            for cand in taken:
+                snapshot.add_workload(cand.workload)
+            return None
 
-    # Shares must include the incoming workload.
-    node.add(requests)
-    try:
-        fits = run_strategies(
-            ctx, candidates, snapshot.fair_sharing.strategies, usable, fits_without_preemptor, take, reject
-        )
-    finally:
-        node.remove(requests)
-    if not fits or complete:
-        # What the strategies never reached: a failed pass must know every opt-out and
-        # protection (the last-resort pass and the wake-up depend on them); explain lists all.
-        for wl in candidates:
-            usable(wl)
-    if not fits and extra is not None:
-        # Configurable rules only once the fair strategies are exhausted.
-        seen = {c.workload.key for c in taken}
-        for cand in extra(ctx, True):
-            if cand.workload.key in seen or snapshot.is_removed(cand.workload):
-                continue
-            if not _admissible(ctx, cand, pass_):
-                continue
-            seen.add(cand.workload.key)
-            take(cand, "")
-            if ctx.fits(True):
-                fits = True
-                break
-    if not fits:
-        for cand in taken:
-            snapshot.add_workload(cand.workload)
-        return None
-    taken = _fill_back(ctx, taken, True)
-    for cand in taken:
-        snapshot.add_workload(cand.workload)
-    taken.sort(key=lambda c: candidate_key(c.workload, ctx.cq.name, snapshot.now))
-    for cand in taken:
-        ctx.record(cand.workload, "chosen", _chosen_detail(cand, why.get(cand.workload.key, "")), cand.source)
-    if complete:
-        chosen = {c.workload.key for c in taken}
-        for wl in candidates:
-            if checked[wl.key] and wl.key not in chosen and wl.key not in rejected:
-                ctx.record(wl, "spared", "eligible, not needed: the preemptor fits without it", FAIR_SOURCE)
-    return [Target(c.workload, c.reason, c.rule, c.last_resort) for c in taken]
+        def rest() -> Iterator[Candidate]:
+            chosen = {c.workload.key for c in taken}
+            for wl in candidates:
+                if checked[wl.key] and wl.key not in chosen and wl.key not in rejected:
+                    yield Candidate(wl, "", origin=FAIR_SOURCE)
+
+        return _Found(taken, True, rest)

@@ -19,6 +19,7 @@ from ..api.quantity import format_amount
 from . import protection
 from .candidates import CandidateRecord, ExtraCandidates, Target
 from .flavors import Assignment, Granular, Mode, Possibility, assign_flavors
+from .notices import Notice
 from .ordering import Contender, entry_order, tournament
 from .placement import NodeUsage
 from .preemption import find_targets
@@ -105,6 +106,11 @@ class CycleResult:
     explanations: list[Explanation] = field(default_factory=list)
     retry_at: datetime | None = None
     """The earliest time a decision may change with nothing else changing (a preemption delay ends)."""
+    notices: list[Notice] = field(default_factory=list)
+    """Problems with objects the cycle read (a PreemptionConfig missing or not building), for
+    their owners: the operator posts them as Warning Events."""
+    warnings: list[str] = field(default_factory=list)
+    """The same problems as lines, for `simulate`'s output."""
 
     @property
     def changed(self) -> bool:
