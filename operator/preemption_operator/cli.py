@@ -32,12 +32,12 @@ def cli() -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the folder differs from the models.")
 def crds(output_dir: Path, check: bool) -> None:
     """Generate the CustomResourceDefinitions from the API models."""
-    from .api import crdgen
+    from .api import crdgen, kinds
 
     if check:
         stale = [
             crdgen.file_name(model)
-            for model in crdgen.ALL_KINDS
+            for model in kinds.CRDS
             if not (output_dir / crdgen.file_name(model)).is_file()
             or (output_dir / crdgen.file_name(model)).read_text() != crdgen.render(model)
         ]

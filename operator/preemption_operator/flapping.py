@@ -47,7 +47,7 @@ from typing import Any
 import yaml
 
 from . import symmetry
-from .api import v1alpha1, v1beta2
+from .api import kinds, v1alpha1, v1beta2
 from .api.meta import LabelSelector, format_time
 from .api.objects import parse_object
 from .api.quantity import format_amount
@@ -67,7 +67,6 @@ from .engine.workload import PRIORITY_BOOST_ANNOTATION, WorkloadInfo, build_info
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 """The moment every check runs at (fixed, so that a witness reproduces)."""
-SETUP_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "PreemptionConfig", "WorkloadPriorityClass", "PriorityClass")
 FILLER_OPT_OUT = {protection.ALLOW_PREEMPTION: "false"}
 """Fillers are last-resort victims, so the only victim a search needs is the workload under test."""
 MAX_SHAPES_PER_QUEUE = 20_000
@@ -185,7 +184,7 @@ class Setup:
     checks share (namespaces, LocalQueues)."""
 
     def __init__(self, objects: Iterable[Any]) -> None:
-        self.base = [o for o in objects if _kind(o) in SETUP_KINDS]
+        self.base = [o for o in objects if _kind(o) in kinds.SETUP]
         cache = Cache()
         cache.load(self.base)
         self.snapshot: Snapshot = cache.snapshot(NOW)

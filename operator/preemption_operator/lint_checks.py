@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .api import kinds
 from .api.meta import LabelSelector
 from .api.objects import parse_object
 from .api.v1alpha1 import CandidateSelector, PreemptionConfig, PreemptionRule
@@ -32,7 +33,7 @@ from .engine.quota import QuotaNode
 from .engine.selectors import EVERYTHING, Requirement, Selector, SelectorError, build
 from .engine.snapshot import ClusterQueueInfo
 from .engine.workload import INT32_MAX, INT32_MIN, PriorityClassInfo, WorkloadInfo, build_info
-from .flapping import NOW, SETUP_KINDS  # one fixed moment and one notion of "the setup" for all of lint
+from .flapping import NOW  # one fixed moment for all of lint
 
 if TYPE_CHECKING:
     from .lint import Report, Severity
@@ -73,7 +74,7 @@ class Setup:
     """The setup as the engine reads it, and the made-up workloads the checks evaluate."""
 
     def __init__(self, objects: Iterable[Any]) -> None:
-        base = [o for o in objects if type(o).__name__ in SETUP_KINDS]
+        base = [o for o in objects if type(o).__name__ in kinds.SETUP]
         cache = Cache()
         cache.load(base)
         self.queues: dict[str, ClusterQueueInfo] = dict(cache.snapshot(NOW).cluster_queues)

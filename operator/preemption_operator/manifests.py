@@ -11,26 +11,11 @@ from typing import Any
 
 import yaml
 
+from .api import kinds
 from .api.objects import ObjectError, is_read, object_ref, parse_object
 from .api.v1alpha1 import PreemptionConfig
 from .api.v1beta2 import ClusterQueue, Workload
 
-KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_KINDS = (
-    "AdmissionCheck",
-    "ClusterQueue",
-    "Cohort",
-    "LocalQueue",
-    "MultiKueueCluster",
-    "MultiKueueConfig",
-    "PreemptionConfig",
-    "ProvisioningRequestConfig",
-    "ResourceFlavor",
-    "Topology",
-    "Workload",
-    "WorkloadPriorityClass",
-)
-"""Kueue's kinds (and PreemptionConfig): another kind in the group is a typo."""
 NAMESPACED = ("Workload", "LocalQueue", "Job")
 ARRIVING = ("pending.yaml", "pending.yml")
 """Files whose objects `simulate` adds once the rest has settled."""
@@ -219,11 +204,11 @@ def check(manifests: list[Manifest], paths: Iterable[str | Path]) -> None:
         raw_meta = body.get("metadata")
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         where = f"{manifest.source}: {object_ref(body)}"
-        if group == KUEUE_GROUP and kind not in KUEUE_KINDS:
-            close = difflib.get_close_matches(kind, KUEUE_KINDS, n=1)
-            hint = f"did you mean {close[0]}?" if close else f"its kinds are {', '.join(KUEUE_KINDS)}"
-            raise ManifestError(f"{where}: unknown kind {kind!r} in {KUEUE_GROUP} ({hint})")
-        if kind in NAMESPACED and group in (KUEUE_GROUP, "batch") and not meta.get("namespace"):
+        if group == kinds.GROUP and kind not in kinds.GROUP_KINDS:
+            close = difflib.get_close_matches(kind, kinds.GROUP_KINDS, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"its kinds are {', '.join(kinds.GROUP_KINDS)}"
+            raise ManifestError(f"{where}: unknown kind {kind!r} in {kinds.GROUP} ({hint})")
+        if kind in NAMESPACED and group in (kinds.GROUP, "batch") and not meta.get("namespace"):
             raise ManifestError(f"{where}: metadata.namespace: required: a {kind} lives in a namespace")
         key = (group, kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if key in seen:

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from preemption_operator.api.kinds import BY_NAME
 from preemption_operator.jobs.batch_job import BatchJob
 from preemption_operator.k8s.api import ApiError
-from preemption_operator.k8s.resources import BY_NAME
 
 
 @dataclass

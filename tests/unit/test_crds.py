@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from preemption_operator import manifests
-from preemption_operator.api import core, crdgen, v1alpha1, v1beta2
+from preemption_operator.api import core, crdgen, kinds, v1alpha1, v1beta2
 from preemption_operator.api.meta import LabelSelector
 from preemption_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
 from preemption_operator.cli import cli
@@ -49,7 +49,7 @@ SEED_DOC = REPO_ROOT / "tests" / "fixtures" / "seed-manifests.yaml"
 """The manifests the specification quotes (Kueue's configurable preemptions): they must apply unchanged."""
 
 MODELS: dict[tuple[str, str], type[BaseModel]] = {
-    (model.crd.group + "/" + model.crd.version, model.crd.kind): model for model in crdgen.ALL_KINDS
+    (model.crd.group + "/" + model.crd.version, model.crd.kind): model for model in kinds.CRDS
 }
 CORE_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("v1", "Namespace"): core.Namespace,
@@ -502,7 +502,7 @@ def test_crds_are_up_to_date(tmp_path: Path) -> None:
     assert sorted(committed) == sorted(generated), hint
     stale = [name for name in generated if committed[name] != generated[name]]
     assert not stale, f"{hint} ({', '.join(stale)})"
-    for model in crdgen.ALL_KINDS:
+    for model in kinds.CRDS:
         assert (CRD_DIR / crdgen.file_name(model)).read_text() == crdgen.render(model)
 
 
@@ -518,7 +518,7 @@ def test_crds_check_command_detects_staleness(tmp_path: Path) -> None:
 
 
 def test_crd_files_are_well_formed() -> None:
-    assert set(crds()) == {model.crd.kind for model in crdgen.ALL_KINDS}
+    assert set(crds()) == {model.crd.kind for model in kinds.CRDS}
     for kind, crd in crds().items():
         assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
         assert crd["metadata"]["name"] == f"{crd['spec']['names']['plural']}.kueue.x-k8s.io"

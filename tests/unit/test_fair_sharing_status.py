@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from builders import NOW, admitted, cache_of, cluster_queue, cohort, parse, pending, scenario
+from preemption_operator.api import kinds
 from preemption_operator.cli import cli
 from preemption_operator.controller import queue_status
 from preemption_operator.engine import fair_sharing as fs
 from preemption_operator.engine.cache import Cache
-from preemption_operator.k8s import resources
 from preemption_operator.metrics import Metrics
 from unit.fake_api import object_path
 from unit.test_write_path import Harness
@@ -91,7 +91,7 @@ def test_a_cohort_share_is_its_share_within_its_parent() -> None:
 # -- the operator writes them ------------------------------------------------------------------------
 
 
-def _status(h: Harness, kind: resources.Kind, name: str) -> dict[str, Any]:
+def _status(h: Harness, kind: kinds.Kind, name: str) -> dict[str, Any]:
     body = h.api.objects[object_path({"kind": kind.name, "metadata": {"name": name}})]
     return body.get("status") or {}
 
@@ -99,9 +99,9 @@ def _status(h: Harness, kind: resources.Kind, name: str) -> dict[str, Any]:
 async def test_the_operator_writes_shares_on_queues_and_cohorts() -> None:
     h = Harness(lending_tree(), fair_sharing=ON)
     await h.loop._queue_statuses(datetime.now(UTC))
-    assert _status(h, resources.ClusterQueue, "mine")["fairSharing"] == {"weightedShare": 300}
-    assert _status(h, resources.ClusterQueue, "lender")["fairSharing"] == {"weightedShare": 0}
-    assert _status(h, resources.Cohort, "org") == {"fairSharing": {"weightedShare": 0}}
+    assert _status(h, kinds.ClusterQueue, "mine")["fairSharing"] == {"weightedShare": 300}
+    assert _status(h, kinds.ClusterQueue, "lender")["fairSharing"] == {"weightedShare": 0}
+    assert _status(h, kinds.Cohort, "org") == {"fairSharing": {"weightedShare": 0}}
     assert (
         h.metrics.registry.get_sample_value(
             "preemption_operator_cluster_queue_weighted_share", {"cluster_queue": "mine", "cohort": "org"}
@@ -129,8 +129,8 @@ async def test_the_operator_writes_shares_on_queues_and_cohorts() -> None:
 async def test_with_fair_sharing_off_no_share_is_written_and_cohorts_are_left_alone() -> None:
     h = Harness(lending_tree())
     await h.loop._queue_statuses(datetime.now(UTC))
-    assert "fairSharing" not in _status(h, resources.ClusterQueue, "mine")
-    assert _status(h, resources.Cohort, "org") == {}
+    assert "fairSharing" not in _status(h, kinds.ClusterQueue, "mine")
+    assert _status(h, kinds.Cohort, "org") == {}
     text = "\n".join(str(m.name) for m in h.metrics.registry.collect() for _ in m.samples)
     assert "weighted_share" not in text
 

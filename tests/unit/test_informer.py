@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from builders import cluster_queue, pending
+from preemption_operator.api.kinds import ClusterQueue, Kind, Workload
 from preemption_operator.k8s import informer as informer_module
-from preemption_operator.k8s.api import Kind
 from preemption_operator.k8s.informer import Informer
-from preemption_operator.k8s.resources import ClusterQueue, Workload
 from unit.fake_api import FakeApi
 
 WL = "/apis/kueue.x-k8s.io/v1beta2/workloads"

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from preemption_operator.api import kinds
 from preemption_operator.controller.feeder import CacheFeeder
 from preemption_operator.controller.jobs import JobController
 from preemption_operator.engine.cache import Cache
 from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
-from preemption_operator.k8s import resources
 from preemption_operator.k8s.api import ApiError
 from preemption_operator.k8s.writer import StatusWriter
 from unit.fake_api import FakeApi
@@ -124,8 +124,8 @@ def setup(api: FakeApi, *, leading: bool = True) -> tuple[JobController, Events,
     feeder = CacheFeeder(cache, waker)
     controller = JobController(api, cache, feeder, StatusWriter(api), events, lambda: leading)  # type: ignore[arg-type]
     job, workload = api.put(running_job()), api.put(evicted_workload())
-    feeder.replace(resources.Workload, [copy.deepcopy(workload)], "1")
-    controller.replace(resources.Workload, [copy.deepcopy(workload)], "1")
+    feeder.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
     controller.replace(JOB, [copy.deepcopy(job)], "1")
     return controller, events, waker, cache
 
@@ -135,7 +135,7 @@ def stored_job(api: FakeApi) -> dict[str, Any]:
 
 
 def stored_workload(api: FakeApi) -> dict[str, Any]:
-    return api.objects[resources.Workload.path("job-train-12345", NS)]
+    return api.objects[kinds.Workload.path("job-train-12345", NS)]
 
 
 async def test_a_stop_cut_short_by_a_conflict_is_finished_and_told_once() -> None:
@@ -197,12 +197,12 @@ async def test_a_deleted_jobs_workload_is_deleted() -> None:
     task = asyncio.create_task(controller.run())
     try:
         for _ in range(100):
-            if resources.Workload.path("job-train-12345", NS) not in api.objects:
+            if kinds.Workload.path("job-train-12345", NS) not in api.objects:
                 break
             await asyncio.sleep(0.01)
     finally:
         task.cancel()
-    assert resources.Workload.path("job-train-12345", NS) not in api.objects
+    assert kinds.Workload.path("job-train-12345", NS) not in api.objects
 
 
 async def test_a_replica_that_does_not_lead_does_nothing() -> None:

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from builders import NOW, admitted, cluster_queue, parse, pending, scenario, workload
+from preemption_operator.api import kinds
 from preemption_operator.api.quantity import parse_quantity
 from preemption_operator.controller.faults import Faults
 from preemption_operator.controller.loop import SchedulingLoop
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.changes import StatusChange
 from preemption_operator.engine.fair_sharing import OFF, FairSharing
-from preemption_operator.k8s import resources
 from preemption_operator.k8s.writer import Outcome, StatusWriter
 from preemption_operator.metrics import Metrics
 from preemption_operator.simulate import run as simulate_run
@@ -374,7 +374,7 @@ def _admit(current: Obj) -> Obj | None:
 
 async def _write(api: FakeApi, fence: Callable[[], bool] = lambda: True, current: Obj | None = None) -> Any:
     writer = StatusWriter(api, fence=fence)  # type: ignore[arg-type]
-    return await writer.update_status(resources.Workload, "w1", "default", _admit, current)
+    return await writer.update_status(kinds.Workload, "w1", "default", _admit, current)
 
 
 @pytest.mark.parametrize(
@@ -443,8 +443,8 @@ async def test_writes_to_one_object_go_one_at_a_time() -> None:
     api.put(pending("w1", "cq").obj())
     hold = api.hold("PATCH", "*")
     writer = StatusWriter(api)  # type: ignore[arg-type]
-    first = asyncio.create_task(writer.update_status(resources.Workload, "w1", "default", _admit, None))
-    second = asyncio.create_task(writer.update_status(resources.Workload, "w1", "default", _admit, None))
+    first = asyncio.create_task(writer.update_status(kinds.Workload, "w1", "default", _admit, None))
+    second = asyncio.create_task(writer.update_status(kinds.Workload, "w1", "default", _admit, None))
     while hold.waiting == 0:
         await asyncio.sleep(0)
     for _ in range(10):
@@ -507,9 +507,9 @@ def test_every_change_kind_has_its_preconditions() -> None:
 
 def test_object_paths_are_the_api_servers() -> None:
     assert object_path(pending("w1", "cq").obj()) == f"{WL}/w1"
-    assert resources.ClusterQueue.path("a") == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/a"
-    assert resources.Namespace.path("default") == "/api/v1/namespaces/default"
-    assert resources.Lease.path("l", "ns") == "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
+    assert kinds.ClusterQueue.path("a") == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/a"
+    assert kinds.Namespace.path("default") == "/api/v1/namespaces/default"
+    assert kinds.Lease.path("l", "ns") == "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
 
 
 # -- the loop's own bookkeeping -----------------------------------------------------------------------

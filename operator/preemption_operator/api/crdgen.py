@@ -12,10 +12,8 @@ from typing import Any
 
 import yaml
 
-from . import v1alpha1, v1beta2
+from .kinds import CRDS
 from .meta import TopLevel
-
-ALL_KINDS: tuple[type[TopLevel], ...] = (v1alpha1.PreemptionConfig, *v1beta2.KINDS)
 
 _DROP = {"title", "default", "x-crd-default", "additionalProperties", "$defs"}
 
@@ -124,7 +122,7 @@ def write_all(directory: Path) -> list[Path]:
     """Writes one file per kind; returns the paths written."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for model in ALL_KINDS:
+    for model in CRDS:
         path = directory / file_name(model)
         path.write_text(render(model))
         written.append(path)

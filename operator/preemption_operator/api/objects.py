@@ -8,29 +8,9 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from . import core, v1alpha1, v1beta2
+from . import kinds
 from .meta import PATTERN_WORDS, path_part
 from .quantity import show
-
-KINDS: dict[tuple[str, str], type[Any]] = {
-    ("kueue.x-k8s.io", "PreemptionConfig"): v1alpha1.PreemptionConfig,
-    ("kueue.x-k8s.io", "ClusterQueue"): v1beta2.ClusterQueue,
-    ("kueue.x-k8s.io", "Cohort"): v1beta2.Cohort,
-    ("kueue.x-k8s.io", "LocalQueue"): v1beta2.LocalQueue,
-    ("kueue.x-k8s.io", "ResourceFlavor"): v1beta2.ResourceFlavor,
-    ("kueue.x-k8s.io", "Topology"): v1beta2.Topology,
-    ("kueue.x-k8s.io", "WorkloadPriorityClass"): v1beta2.WorkloadPriorityClass,
-    ("kueue.x-k8s.io", "Workload"): v1beta2.Workload,
-    ("", "Namespace"): core.Namespace,
-    ("scheduling.k8s.io", "PriorityClass"): core.PriorityClass,
-    ("", "Node"): core.Node,
-}
-
-
-def version_of(model: type[Any]) -> str:
-    """The one version the engine reads a kind in: its CRD's, else v1 (core kinds)."""
-    crd = getattr(model, "crd", None)
-    return str(crd.version) if crd is not None else "v1"
 
 
 class ObjectError(ValueError):
@@ -60,12 +40,12 @@ def parse_object(body: dict[str, Any]) -> Any:
     if not isinstance(api_version, str) or not isinstance(kind, str):
         raise ObjectError(f"{object_ref(body)}: apiVersion and kind are required")
     group, _, version = api_version.rpartition("/")
-    model = KINDS.get((group, kind))
-    if model is None:
+    found = kinds.BY_GROUP.get((group, kind))
+    if found is None:
         raise ObjectError(f"{object_ref(body)}: unsupported kind {kind} in {api_version}")
-    if version != version_of(model):
-        supported = f"{group + '/' if group else ''}{version_of(model)}"
-        raise ObjectError(f"{object_ref(body)}: unsupported version {api_version} (supported: {supported})")
+    if version != found.version:
+        raise ObjectError(f"{object_ref(body)}: unsupported version {api_version} (supported: {found.api_version})")
+    model = kinds.MODELS[found]
     try:
         return model.model_validate(body)
     except ValidationError as exc:
@@ -145,4 +125,4 @@ def is_read(body: dict[str, Any]) -> bool:
     """Whether the engine reads objects of this kind (in any version of its group)."""
     api_version, kind = body.get("apiVersion"), body.get("kind")
     group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
-    return isinstance(kind, str) and (group, kind) in KINDS
+    return isinstance(kind, str) and (group, kind) in kinds.BY_GROUP

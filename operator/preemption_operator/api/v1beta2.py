@@ -773,14 +773,3 @@ class Workload(
                 if found is not None:
                     raise field_problem(f"status.admission.podSetAssignments[{index}].count", found)
         return self
-
-
-KINDS: tuple[type[TopLevel], ...] = (
-    ClusterQueue,
-    Cohort,
-    LocalQueue,
-    ResourceFlavor,
-    Topology,
-    WorkloadPriorityClass,
-    Workload,
-)

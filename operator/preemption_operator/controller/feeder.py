@@ -7,12 +7,12 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..api import kinds
+from ..api.kinds import Kind
 from ..api.objects import ObjectError, parse_object
 from ..api.v1beta2 import Workload
 from ..engine.cache import Cache, Change
 from ..engine.notices import Notice
-from ..flapping import SETUP_KINDS
-from ..k8s.api import Kind
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class CacheFeeder:
         if change is Change.NONE:
             return
         # A list is rare (startup, a lost watch, the periodic one): give everything another look.
-        if kind.name in SETUP_KINDS:
+        if kind.name in kinds.SETUP:
             self.setup_changed()
         self.waker.config_changed()
 
@@ -214,6 +214,6 @@ class CacheFeeder:
             self.waker.poke()
         elif change is Change.RELEVANT:
             # Queues, cohorts, flavors, configs, classes, nodes: parked workloads get another look.
-            if kind in SETUP_KINDS:
+            if kind in kinds.SETUP:
                 self.setup_changed()
             self.waker.config_changed()

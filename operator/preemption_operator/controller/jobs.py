@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from ..api import kinds
+from ..api.kinds import Kind
 from ..engine.cache import Cache
 from ..jobs.framework import INTEGRATIONS, GenericJob
 from ..jobs.reconciler import (
@@ -31,8 +33,7 @@ from ..jobs.reconciler import (
     WriteWorkloadStatus,
     plan,
 )
-from ..k8s import resources
-from ..k8s.api import ApiError, Kind, KubeApi
+from ..k8s.api import ApiError, KubeApi
 from ..k8s.writer import Outcome, StatusWriter
 from .feeder import CacheFeeder
 from .loop import EventSink
@@ -101,7 +102,7 @@ class JobController:
     # -- informer handlers ---------------------------------------------------------------------
 
     def replace(self, kind: Kind, items: list[dict[str, Any]], resource_version: str) -> None:
-        if kind.name == resources.Workload.name:
+        if kind.name == kinds.Workload.name:
             self._owned.clear()
             self._workloads.clear()
             for body in items:
@@ -116,7 +117,7 @@ class JobController:
         self._collect_orphans()
 
     def event(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> None:
-        if kind.name == resources.Workload.name:
+        if kind.name == kinds.Workload.name:
             if event_type == "DELETED":
                 uid = self._disown(_key(obj))
                 if uid is not None and uid in self._uids:
@@ -298,7 +299,7 @@ class JobController:
             if _meta(fresh).get("uid") != meta.get("uid") or _meta(fresh).get("deletionTimestamp"):
                 return
             try:
-                created = await self.api.create(resources.Workload.path(namespace=namespace), step.body)
+                created = await self.api.create(kinds.Workload.path(namespace=namespace), step.body)
             except ApiError as exc:
                 if exc.code != 409:
                     raise
@@ -334,7 +335,7 @@ class JobController:
                 return
             wl_meta = _meta(workload)
             wl_name = str(wl_meta.get("name"))
-            path = resources.Workload.path(wl_name, namespace)
+            path = kinds.Workload.path(wl_name, namespace)
             if isinstance(step, UpdateWorkload):
                 change = {"metadata": {"resourceVersion": wl_meta.get("resourceVersion")}, "spec": step.spec}
                 self.feeder.ingest("Workload", await self.api.patch_merge(path, change))
@@ -348,7 +349,7 @@ class JobController:
                 self._disown(f"{namespace}/{wl_name}")
             else:
                 result = await self.writer.update_status(
-                    resources.Workload, wl_name, namespace, step.compute, current=workload
+                    kinds.Workload, wl_name, namespace, step.compute, current=workload
                 )
                 if result.body is not None:
                     self.feeder.ingest("Workload", result.body)
@@ -365,7 +366,7 @@ class JobController:
                 continue
             namespace, _, name = key.rpartition("/")
             try:
-                await self.api.delete(resources.Workload.path(name, namespace))
+                await self.api.delete(kinds.Workload.path(name, namespace))
                 log.info("deleted Workload %s: its job is gone", key)
             except ApiError as exc:
                 if exc.code != 404:

@@ -35,8 +35,8 @@ import msgspec
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
 
+from ..api.kinds import Lease
 from ..api.meta import format_time
-from ..k8s.resources import Lease
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import flapping
+from ..api import kinds
 from ..api.objects import parse_object
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION
 from ..engine.cache import Cache
@@ -33,8 +34,6 @@ from ..metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-SETUP_KINDS = flapping.SETUP_KINDS
-"""What the analysis reads: changes to these (and only these) start one."""
 FLAP_CODES = ("FlappingPair", "FlappingCycle")
 DEBOUNCE_SECONDS = 1.0
 """Quiet time after the last change before analysing: `kubectl apply -f dir/` is one run."""
@@ -79,7 +78,7 @@ def setup_wires(objects: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]
     """The setup objects of a cache's `objects`, as wire dicts without status or bookkeeping
     metadata, in a fixed order: what the child parses and what the fingerprint hashes."""
     out = []
-    for kind in SETUP_KINDS:
+    for kind in kinds.SETUP:
         for _, obj in sorted(objects.get(kind, {}).items()):
             wire = obj.to_wire()
             wire.pop("status", None)

@@ -18,13 +18,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ..api import kinds
+from ..api.kinds import Kind
 from ..engine import CycleResult, Engine, QueueState, protection
 from ..engine.cache import Cache
 from ..engine.changes import EVICTED, PREEMPTED, EventNote, StatusChange, status_changes
 from ..engine.notices import Notice
 from ..engine.workload import WorkloadInfo
-from ..k8s import resources
-from ..k8s.api import ApiError, Kind
+from ..k8s.api import ApiError
 from ..k8s.writer import Outcome, StatusWriter, WriteResult
 from ..metrics import Metrics
 from . import queue_status
@@ -35,8 +36,6 @@ from .write_queue import WriteQueue
 
 log = logging.getLogger(__name__)
 
-KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
-API_VERSIONS = {"PreemptionConfig": "kueue.x-k8s.io/v1alpha1", "PriorityClass": "scheduling.k8s.io/v1", "Node": "v1"}
 WRITE_PARALLELISM = 8  # as Kueue issues preemptions
 WRITE_BACKLOG = 512  # writes queued before the loop waits for the API to catch up
 # Admissions and evictions decided but not written yet. Every one of them is assumed: a cycle
@@ -267,7 +266,7 @@ class SchedulingLoop:
         wl = change.workload
         try:
             result = await self.writer.update_status(
-                resources.Workload, wl.name, wl.namespace, change.compute, latest=lambda: self._observed(wl.key)
+                kinds.Workload, wl.name, wl.namespace, change.compute, latest=lambda: self._observed(wl.key)
             )
         except Exception as exc:  # the writer classifies what it knows; anything else fails this write only
             result = WriteResult(Outcome.FAILED, error=repr(exc))
@@ -318,7 +317,7 @@ class SchedulingLoop:
                 await asyncio.sleep(pause)
                 pause = min(VERIFY_MAX, pause * 2)
                 try:
-                    body = await self.writer.api.get(resources.Workload.path(name, namespace))
+                    body = await self.writer.api.get(kinds.Workload.path(name, namespace))
                 except ApiError as exc:
                     if exc.code == 404:
                         self.feeder.gone("Workload", key)
@@ -362,7 +361,7 @@ class SchedulingLoop:
         if note.about == "preemptor" and change.preemptor is not None:
             held = self.cache.objects["Workload"].get(change.preemptor.key)
             obj = held.to_wire() if held is not None else change.preemptor.obj.to_wire()
-        self.events.record(obj, "Workload", KUEUE_V1BETA2, note.type, note.reason, note.message)
+        self.events.record(obj, "Workload", kinds.Workload.api_version, note.type, note.reason, note.message)
 
     def _post_notices(self) -> None:
         """Warnings about objects, once each while the problem lasts (again if it comes back)."""
@@ -383,7 +382,7 @@ class SchedulingLoop:
             else:
                 namespace, _, name = notice.name.rpartition("/")
                 body = {"metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
-            api_version = API_VERSIONS.get(notice.kind, KUEUE_V1BETA2)
+            api_version = kinds.BY_NAME[notice.kind].api_version
             self.events.record(body, notice.kind, api_version, "Warning", notice.reason, notice.message)
             log.warning("%s", notice.message)
         self.posted = current
@@ -442,13 +441,13 @@ class SchedulingLoop:
                     snapshot.fair_sharing.enabled,
                 )
 
-            writes.append((resources.ClusterQueue, name, None, cq_status, obj.to_wire()))
+            writes.append((kinds.ClusterQueue, name, None, cq_status, obj.to_wire()))
         for name, cohort in list(self.cache.objects["Cohort"].items()):
 
             def co_status(current: dict[str, Any], share: float | None = cohort_shares.get(name)) -> dict[str, Any]:
                 return queue_status.cohort_status(share, current.get("status"))
 
-            writes.append((resources.Cohort, name, None, co_status, cohort.to_wire()))
+            writes.append((kinds.Cohort, name, None, co_status, cohort.to_wire()))
         counts = queue_status.local_queue_counts(snapshot)
         for lq in list(self.cache.objects["LocalQueue"].values()):
             lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
@@ -456,7 +455,7 @@ class SchedulingLoop:
             def lq_status(current: dict[str, Any], lq_counts: tuple[int, int] = lq_counts) -> dict[str, Any]:
                 return queue_status.local_queue_status(lq_counts, current.get("status"))
 
-            writes.append((resources.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire()))
+            writes.append((kinds.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire()))
         users = queue_status.config_users(snapshot)
         for name, config in list(self.cache.objects["PreemptionConfig"].items()):
 
@@ -470,7 +469,7 @@ class SchedulingLoop:
                     snapshot.fair_sharing.enabled,
                 )
 
-            writes.append((resources.PreemptionConfig, name, None, pc_status, config.to_wire()))
+            writes.append((kinds.PreemptionConfig, name, None, pc_status, config.to_wire()))
         # Unchanged ones cost no request: compute first, send only what differs.
         changed = [w for w in writes if (new := w[3](w[4])) is not None and new != (w[4].get("status") or {})]
         limit = asyncio.Semaphore(STATUS_PARALLELISM)

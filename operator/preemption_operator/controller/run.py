@@ -17,16 +17,16 @@ from typing import Any
 
 from lightkube.config.kubeconfig import SingleConfig
 
+from ..api import kinds
+from ..api.kinds import WATCHED
 from ..engine.cache import Cache
 from ..engine.fair_sharing import OFF, FairSharing
 from ..jobs.framework import INTEGRATIONS
 from ..jobs.reconciler import Settings
-from ..k8s import resources
 from ..k8s.api import KubeApi
 from ..k8s.events import EventRecorder
 from ..k8s.informer import Informer, Tee
 from ..k8s.rate_limit import RateLimiter
-from ..k8s.resources import WATCHED
 from ..k8s.writer import COMPONENT, StatusWriter
 from ..metrics import Metrics
 from . import http
@@ -165,8 +165,7 @@ async def operate(
         )
         # The job controller follows Workloads too: it sees each one after the cache has it.
         informers.extend(
-            Informer(api, kind, Tee(loop.feeder, jobs) if kind is resources.Workload else loop.feeder)
-            for kind in WATCHED
+            Informer(api, kind, Tee(loop.feeder, jobs) if kind is kinds.Workload else loop.feeder) for kind in WATCHED
         )
         informers.extend(Informer(api, INTEGRATIONS[k].kind, jobs) for k in job_kinds)
     else:
@@ -219,7 +218,7 @@ async def operate(
 
     def ready() -> bool:
         # Not ready while a CRD of the project is missing: it would decide with half the picture.
-        return synced.is_set() and not any(i.missing and i.kind.group == resources.GROUP for i in informers)
+        return synced.is_set() and not any(i.missing and i.kind.group == kinds.GROUP for i in informers)
 
     runner = await http.serve(http.make_app(metrics, alive, ready), host, port)
     log.info("serving /metrics, /healthz and /readyz on %s:%d", host, port)

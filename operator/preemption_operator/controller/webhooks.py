@@ -22,9 +22,10 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from ..api.kinds import Kind
 from ..jobs import webhook
 from ..jobs.framework import QUEUE_LABEL
-from ..k8s.api import ApiError, Kind, KubeApi
+from ..k8s.api import ApiError, KubeApi
 from ..k8s.certs import ServingCert, issue
 
 log = logging.getLogger(__name__)

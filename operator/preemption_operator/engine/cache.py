@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..api import v1beta2
+from ..api import kinds, v1beta2
 from ..api.meta import ObjectMeta
-from ..api.objects import KINDS
 from ..api.quantity import to_amount
 from .fair_sharing import OFF, FairSharing, parse_weight
 from .notices import Notice
@@ -112,7 +111,7 @@ class Cache:
         self.fair_sharing = fair_sharing
         """The fair-sharing switch: every snapshot carries it, and when on, the quota nodes keep
         their borrowed amounts (the DRS numerator) current as usage changes."""
-        self.objects: dict[str, dict[str, Any]] = {kind: {} for (_, kind) in KINDS}
+        self.objects: dict[str, dict[str, Any]] = {kind.name: {} for kind in kinds.MODELS}
         self.infos: dict[str, WorkloadInfo] = {}
         """Workloads as scheduling sees them: observed, or assumed where a write is in flight."""
         self._observed: dict[str, WorkloadInfo] = {}

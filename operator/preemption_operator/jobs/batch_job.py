@@ -6,7 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..k8s.api import Kind
+from ..api.kinds import Kind
 from .framework import QUEUE_LABEL, Finished, JobPatch, PodSetInfo, integrate
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
@@ -31,32 +30,6 @@ LIST_PAGE = 500
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
-
-
-@dataclass(frozen=True)
-class Kind:
-    """Where a kind lives in the API."""
-
-    name: str
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
-        parts = ["/api", self.version] if not self.group else ["/apis", self.group, self.version]
-        if self.namespaced and namespace:
-            parts += ["namespaces", namespace]
-        parts.append(self.plural)
-        if name is not None:
-            parts.append(name)
-            if subresource:
-                parts.append(subresource)
-        return "/".join(parts)
 
 
 class ApiError(Exception):

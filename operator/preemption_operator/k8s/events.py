@@ -32,8 +32,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import httpx2 as httpx
 
+from ..api.kinds import Kind
 from ..api.meta import format_time
-from .api import ApiError, Kind
+from .api import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .api import ApiError, Kind, KubeApi
+from ..api.kinds import Kind
+from .api import ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .api import ApiError, Kind, KubeApi
+from ..api.kinds import Kind
+from .api import ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 
