@@ -36,8 +36,9 @@ from typing import Any
 
 import yaml
 
-from preemption_operator import flapping, manifests
 from preemption_operator import lint as linting
+from preemption_operator.lint import flapping
+from preemption_operator.offline import manifests
 
 COHORTS, PER_COHORT = 50, 10
 
@@ -119,11 +120,11 @@ def measure(path: Path, repeat: int, by_symmetry: bool) -> dict[str, Any]:
         if by_symmetry:
             report = linting.lint(objects)
             findings = sum(1 for f in report.findings if f.code.startswith("Flapping"))
-            proofs.append(report.proof or {})
+            proofs.append(report.proof.to_dict() if report.proof is not None else {})
         else:
             result = flapping.Analysis(objects, by_symmetry=False).run()
             findings = len(result.flaps)
-            proofs.append(result.proof)
+            proofs.append(result.proof.to_dict() if result.proof is not None else {})
         analyse_s.append(time.perf_counter() - started)
         analyse_cpu.append(time.process_time() - cpu)
     command_s = None

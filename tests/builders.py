@@ -53,7 +53,7 @@ from preemption_operator.engine.fair_sharing import OFF as FAIR_OFF
 from preemption_operator.engine.fair_sharing import FairSharing
 from preemption_operator.engine.placement import HOSTNAME, NodeRecord, TopologyView
 from preemption_operator.engine.snapshot import Snapshot
-from preemption_operator.simulate import Simulation, run
+from preemption_operator.offline.simulate import Simulation, run
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KUEUE_ALPHA = "kueue.x-k8s.io/v1alpha1"

@@ -1002,8 +1002,8 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
     """Why the run is not settled (empty when it is): what the engine, run offline for one cycle
     on the API server's objects, would still admit or preempt; queue status counts (and the cpu
     reserved) that do not match the Workloads."""
-    from preemption_operator import simulate
     from preemption_operator.api.objects import ObjectError, parse_object
+    from preemption_operator.offline import simulate
 
     objects = topology.read(client)
     problems: list[str] = []

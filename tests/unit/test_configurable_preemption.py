@@ -44,7 +44,6 @@ from builders import (
     workload,
     workload_priority_class,
 )
-from preemption_operator import simulate as simulation
 from preemption_operator.cli import cli
 from preemption_operator.engine import CycleResult, Engine, QueueState
 from preemption_operator.engine import workload_status as wl_status
@@ -52,6 +51,7 @@ from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.candidates import Candidate, Context
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
+from preemption_operator.offline import simulate as simulation
 
 NOW_DT = datetime(2026, 11, 30, tzinfo=UTC)
 NOW = rfc3339(NOW_DT)

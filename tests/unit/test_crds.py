@@ -33,14 +33,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from preemption_operator import manifests
 from preemption_operator.api import core, crdgen, kinds, v1alpha1, v1beta2
 from preemption_operator.api.meta import LabelSelector
 from preemption_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
 from preemption_operator.cli import cli
 from preemption_operator.engine.selectors import NOTHING
 from preemption_operator.engine.selectors import build as build_selector
-from preemption_operator.manifests import Manifest
+from preemption_operator.offline import manifests
+from preemption_operator.offline.manifests import Manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"

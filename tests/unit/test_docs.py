@@ -67,8 +67,8 @@ def test_setup_installs_nothing_outside_the_project() -> None:
 def test_a_long_simulation_reports_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import UTC, datetime
 
-    from preemption_operator import simulate
-    from preemption_operator.manifests import Manifest, parse
+    from preemption_operator.offline import simulate
+    from preemption_operator.offline.manifests import Manifest, parse
 
     monkeypatch.setattr(simulate, "PROGRESS_SECONDS", 0.0)
     seen: list[tuple[int, int]] = []

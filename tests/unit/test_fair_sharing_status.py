@@ -17,9 +17,9 @@ from builders import NOW, admitted, cache_of, cluster_queue, cohort, parse, pend
 from preemption_operator.api import kinds
 from preemption_operator.cli import cli
 from preemption_operator.controller import queue_status
+from preemption_operator.controller.metrics import Metrics
 from preemption_operator.engine import fair_sharing as fs
 from preemption_operator.engine.cache import Cache
-from preemption_operator.metrics import Metrics
 from unit.fake_api import object_path
 from unit.test_write_path import Harness
 
@@ -208,7 +208,7 @@ def test_run_refuses_bad_strategies_before_connecting() -> None:
     [[], ["--fair-sharing"], ["--fair-sharing-strategies", "LessThanInitialShare"]],
 )
 def test_simulate_accepts_the_flags(scenario_dir: Any, flags: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from preemption_operator import simulate as simulation
+    from preemption_operator.offline import simulate as simulation
 
     seen: list[fs.FairSharing] = []
     real = simulation.run
@@ -230,7 +230,7 @@ def test_simulate_accepts_the_flags(scenario_dir: Any, flags: list[str], monkeyp
 
 def test_classic_simulation_is_unchanged_by_the_switch() -> None:
     """Fair sharing on computes shares; until fair ordering and preemption come, decisions are the same."""
-    from preemption_operator.simulate import run
+    from preemption_operator.offline.simulate import run
 
     objects = parse(lending_tree()) + parse([pending("p", "lender", 8)])
     off = run(objects, NOW).to_dict()

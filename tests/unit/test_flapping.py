@@ -16,8 +16,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from preemption_operator import flapping, lint, simulate
+from preemption_operator import lint
 from preemption_operator.api.objects import parse_object
+from preemption_operator.lint import flapping
+from preemption_operator.offline import simulate
 
 WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 RECLAIM = ("Never", "LowerPriority", "Any")
@@ -143,12 +145,12 @@ def test_lint_finds_a_flap_exactly_when_brute_force_does(docs: list[dict[str, An
     objects = [parse_object(d) for d in docs]
     found = flapping.analyse(objects)
     assert bool(found.flaps) == brute_force(objects), yaml.safe_dump_all(docs)
-    assert found.proof["flapFree"] == (not found.flaps)
+    assert found.proof is not None and found.proof.flap_free == (not found.flaps)
 
 
 def _flaps_when_simulated(path: Path, period: int = 2) -> bool:
     """Simulated, the witness evicts in a loop: the same victims over and over, `period` apart."""
-    from preemption_operator import manifests
+    from preemption_operator.offline import manifests
 
     objects = manifests.parse(manifests.read([path]), [])
     sim = simulate.run(objects, flapping.NOW, max_cycles=12)
@@ -332,7 +334,7 @@ def test_a_cycle_of_three_is_caught_where_no_pair_flaps(tmp_path: Path) -> None:
     assert "labels team=a" in finding["message"] and "C evicts A" in finding["message"]
     states = sorted((tmp_path / "witness").glob("flap-1-state-*.yaml"))
     assert len(states) == 3
-    from preemption_operator import manifests
+    from preemption_operator.offline import manifests
 
     sim = simulate.run(manifests.parse(manifests.read([states[0]]), []), flapping.NOW, max_cycles=14)
     victims = [a["workload"].split("/")[1] for a in sim.actions if a["action"] == "Preempted"]

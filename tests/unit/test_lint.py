@@ -1,7 +1,7 @@
 """Issue 16 (first part): `lint` finds missing references, unused configs, selectors that do not
 build and rules keyed on what namespace users can write; exit codes 0 / 1 / 2; the JSON contract;
 and the flapping proof (tests/unit/test_flapping.py has the analysis itself, and
-tests/unit/test_lint_checks.py the checks of unreachable selectors, shadowed rules and
+tests/unit/test_lint_rules.py the checks of unreachable selectors, shadowed rules and
 contradictory protections)."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from preemption_operator.metrics import Metrics, QueueFigures
+from preemption_operator.controller.metrics import Metrics, QueueFigures
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:

@@ -140,9 +140,9 @@ async def test_the_operator_posts_no_event_and_counts_nothing() -> None:
     from prometheus_client import generate_latest
 
     from preemption_operator.controller.loop import SchedulingLoop
+    from preemption_operator.controller.metrics import Metrics
     from preemption_operator.engine.cache import Cache
     from preemption_operator.k8s.writer import StatusWriter
-    from preemption_operator.metrics import Metrics
     from unit.fake_api import FakeApi
 
     recorded: list[tuple[str, str]] = []

@@ -10,6 +10,7 @@ import asyncio
 import copy
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,10 @@ from preemption_operator.controller.linter import (
     result_to_wire,
     setup_wires,
 )
+from preemption_operator.controller.metrics import Metrics
 from preemption_operator.engine.cache import Cache
-from preemption_operator.lint import Finding
-from preemption_operator.metrics import Metrics
+from preemption_operator.lint import Finding, Proof, Skip
+from preemption_operator.lint.proof import Counts
 from unit.test_write_path import Harness
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "flapping-rules"
@@ -114,7 +116,18 @@ def _flap(*objects: str, code: str = "FlappingPair") -> Finding:
     return Finding(code, "error", f"A: ... B: ... ({', '.join(objects)})", objects)
 
 
-PROOF = {"flapFree": False, "skipped": [], "shapes": 4, "effectivePriorities": [0, 1], "engineCycles": 2}
+PROOF = Proof(
+    flap_free=False,
+    method="",
+    cluster_queues=4,
+    priority_classes=(),
+    effective_priorities=(0, 1),
+    labels={},
+    quota_states="",
+    time="",
+    not_modelled=(),
+    counts=Counts(shapes=4, engine_cycles=2),
+)
 
 
 def test_only_the_configs_of_a_flap_are_false_and_its_tree_neighbours_unknown() -> None:
@@ -135,7 +148,7 @@ def test_only_the_configs_of_a_flap_are_false_and_its_tree_neighbours_unknown() 
 
 def test_an_analysis_that_skipped_or_failed_proves_nothing() -> None:
     skipped = LintResult(
-        proof={**PROOF, "skipped": ["ClusterQueue a: 30000 workload shapes"]},
+        proof=replace(PROOF, skipped=(Skip("ClusterQueue a: 30000 workload shapes", "a"),)),
         trees={"a": "Cohort/one", "b": "Cohort/one", "c": "ClusterQueue/c"},
         users={"x": ("b",), "y": ("c",)},
     )
@@ -145,7 +158,9 @@ def test_an_analysis_that_skipped_or_failed_proves_nothing() -> None:
         "not proven: ClusterQueue a: 30000 workload shapes",
     )
     assert queue_status.flap_free_condition("y", skipped)[:2] == ("True", "NoFlapFound")  # another tree
-    unnamed = LintResult(proof={**PROOF, "skipped": ["cycles of three: more than 50000 states"]}, users={"y": ("c",)})
+    unnamed = LintResult(
+        proof=replace(PROOF, skipped=(Skip("cycles of three: more than 50000 states"),)), users={"y": ("c",)}
+    )
     assert queue_status.flap_free_condition("y", unnamed)[:2] == ("Unknown", "NotProven")
     failed = LintResult(error="the analysis failed: RuntimeError('bug')", generations={"x": 3})
     assert queue_status.flap_free_condition("x", failed) == ("Unknown", "AnalysisFailed", failed.error)
@@ -156,7 +171,7 @@ def test_an_analysis_that_skipped_or_failed_proves_nothing() -> None:
 def test_warnings_alone_leave_lint_true() -> None:
     result = LintResult(
         findings=(Finding("UserWritableKey", "warning", "rule r: preemptorSelector ...", ("PreemptionConfig/x",)),),
-        proof={**PROOF, "flapFree": True},
+        proof=replace(PROOF, flap_free=True),
     )
     assert queue_status.lint_condition("x", result) == (
         "True",
@@ -251,7 +266,9 @@ class FakeAnalysis:
                 self.gate.clear()
             if self.fail is not None:
                 raise self.fail
-            return LintResult(generations={w["metadata"]["name"]: 1 for w in wires}, proof={"flapFree": True})
+            return LintResult(
+                generations={w["metadata"]["name"]: 1 for w in wires}, proof=replace(PROOF, flap_free=True)
+            )
         finally:
             self.in_flight -= 1
 

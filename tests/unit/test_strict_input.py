@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from preemption_operator.cli import cli
 from preemption_operator.engine.cache import Cache
-from preemption_operator.manifests import Manifest, parse
+from preemption_operator.offline.manifests import Manifest, parse
 
 NOW = "2026-01-01T12:00:00Z"
 QUEUE = """

@@ -13,9 +13,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from preemption_operator import flapping, lint, symmetry
+from preemption_operator import lint
 from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
+from preemption_operator.lint import flapping, symmetry
 
 from .test_flapping import RECLAIM, WITHIN, _cluster_queue
 
@@ -146,7 +147,7 @@ def test_a_flap_in_copied_trees_is_one_finding_naming_every_copy() -> None:
     assert {f"ClusterQueue/{t}-{q}" for t in ("t1", "t2", "t3") for q in "ab"} <= {o for f in flaps for o in f.objects}
     between = next(f for f in flaps if "between ClusterQueues" in f.message)
     assert "between ClusterQueues t2-a and t2-b; between ClusterQueues t3-a and t3-b." in between.message
-    assert report.proof is not None and report.proof["equivalentQueuePairs"] == 7
+    assert report.proof is not None and report.proof.counts.equivalent_queue_pairs == 7
 
 
 def test_a_copy_that_differs_keeps_its_own_verdict() -> None:
@@ -223,4 +224,5 @@ def test_symmetry_changes_no_verdict(docs: list[dict[str, Any]]) -> None:
     fast = flapping.Analysis(objects).run()
     slow = flapping.Analysis(objects, by_symmetry=False).run()
     assert _verdicts(fast) == _verdicts(slow)
-    assert fast.proof["flapFree"] == slow.proof["flapFree"]
+    assert fast.proof is not None and slow.proof is not None
+    assert fast.proof.flap_free == slow.proof.flap_free

@@ -45,7 +45,6 @@ from builders import (
     view,
     workload,
 )
-from preemption_operator import simulate as simulation
 from preemption_operator.cli import cli
 from preemption_operator.engine import workload_status as wl_status
 from preemption_operator.engine.candidates import Candidate, Context
@@ -62,6 +61,7 @@ from preemption_operator.engine.placement import (
 )
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 from preemption_operator.engine.tas_state import TasState
+from preemption_operator.offline import simulate as simulation
 
 NOW = "2026-11-30T00:00:00Z"
 NOW_DT = datetime(2026, 11, 30, tzinfo=UTC)

@@ -19,12 +19,12 @@ from preemption_operator.api import kinds
 from preemption_operator.api.quantity import parse_quantity
 from preemption_operator.controller.faults import Faults
 from preemption_operator.controller.loop import SchedulingLoop
+from preemption_operator.controller.metrics import Metrics
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.changes import StatusChange
 from preemption_operator.engine.fair_sharing import OFF, FairSharing
 from preemption_operator.k8s.writer import Outcome, StatusWriter
-from preemption_operator.metrics import Metrics
-from preemption_operator.simulate import run as simulate_run
+from preemption_operator.offline.simulate import run as simulate_run
 from unit.fake_api import FakeApi, object_path
 
 Obj = dict[str, Any]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..metrics import Metrics
+from .metrics import Metrics
 
 
 def make_app(metrics: Metrics, alive: Callable[[], bool], ready: Callable[[], bool]) -> web.Application:

@@ -23,14 +23,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .. import flapping
 from ..api import kinds
 from ..api.objects import parse_object
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION
 from ..engine.cache import Cache
 from ..engine.notices import Notice
-from ..lint import Finding, lint
-from ..metrics import Metrics
+from ..lint import Finding, Proof, lint
+from ..lint.flapping import NOW
+from .metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class LintResult:
     """One analysis of the whole setup, as the child returns it (plain data, picklable)."""
 
     findings: tuple[Finding, ...] = ()
-    proof: dict[str, Any] | None = None
+    proof: Proof | None = None
     trees: Mapping[str, str] = field(default_factory=dict)
     """ClusterQueue -> the root of its cohort tree (`Cohort/x`, or `ClusterQueue/y` alone)."""
     users: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -68,7 +68,7 @@ class LintResult:
             return "failed"
         if self.flaps:
             return "flapping"
-        return "flap_free" if (self.proof or {}).get("flapFree") else "not_proven"
+        return "flap_free" if self.proof is not None and self.proof.flap_free else "not_proven"
 
 
 # -- pure: what is analysed, and what comes of it ------------------------------------------------
@@ -107,7 +107,7 @@ def analyse_setup(wires: list[dict[str, Any]]) -> LintResult:
     cache = Cache()
     cache.load(objects)
     trees = {}
-    for name, cq in cache.snapshot(flapping.NOW).cluster_queues.items():
+    for name, cq in cache.snapshot(NOW).cluster_queues.items():
         root = cq.node.root()
         trees[name] = f"{'ClusterQueue' if root.is_cluster_queue else 'Cohort'}/{root.name}"
     users: dict[str, list[str]] = {}
@@ -142,7 +142,7 @@ def lint_notices(result: LintResult | None) -> list[Notice]:
 def result_to_wire(result: LintResult) -> dict[str, Any]:
     return {
         "findings": [{**asdict(f), "objects": list(f.objects)} for f in result.findings],
-        "proof": result.proof,
+        "proof": result.proof.to_dict() if result.proof is not None else None,
         "trees": dict(result.trees),
         "users": {name: list(queues) for name, queues in result.users.items()},
         "generations": dict(result.generations),
@@ -153,7 +153,7 @@ def result_to_wire(result: LintResult) -> dict[str, Any]:
 def result_from_wire(wire: dict[str, Any]) -> LintResult:
     return LintResult(
         findings=tuple(Finding(**{**f, "objects": tuple(f["objects"])}) for f in wire["findings"]),
-        proof=wire["proof"],
+        proof=Proof.from_dict(wire["proof"]) if wire["proof"] is not None else None,
         trees=wire["trees"],
         users={name: tuple(queues) for name, queues in wire["users"].items()},
         generations=wire["generations"],

@@ -27,11 +27,11 @@ from ..engine.notices import Notice
 from ..engine.workload import WorkloadInfo
 from ..k8s.api import ApiError
 from ..k8s.writer import Outcome, StatusWriter, WriteResult
-from ..metrics import Metrics
 from . import queue_status
 from .faults import Faults
 from .feeder import CacheFeeder
 from .linter import Linter, setup_wires
+from .metrics import Metrics
 from .write_queue import WriteQueue
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from ..engine.configurable import fair_sharing_required, validate
 from ..engine.fair_sharing import dominant_resource_share, weighted_share_status
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
 from ..engine.workload_status import get_condition, set_condition
-from ..metrics import QueueFigures
 from .linter import FLAP_CODES, LintResult
+from .metrics import QueueFigures
 
 
 def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, Any]]:
@@ -198,9 +198,8 @@ def flap_free_condition(name: str, lint: LintResult) -> tuple[str, str, str]:
     queues = lint.users.get(name, ())
     if not queues:
         return "True", "NotUsed", "no ClusterQueue uses this config: its rules cannot make workloads flap"
-    proof = lint.proof or {}
     trees = {lint.trees[q] for q in queues if q in lint.trees}
-    skipped = [why for why in proof.get("skipped") or [] if _skip_tree(why, lint.trees) in (None, *trees)]
+    skipped = lint.proof.skipped_in(trees, lint.trees) if lint.proof is not None else ["not analysed"]
     if skipped:
         return "Unknown", "NotProven", "not proven: " + "; ".join(skipped)
     elsewhere = sorted(
@@ -218,31 +217,8 @@ def flap_free_condition(name: str, lint: LintResult) -> tuple[str, str, str]:
             f"workloads of ClusterQueue(s) {', '.join(elsewhere)} in the same cohort tree flap (see their configs "
             "or `preemption-operator lint`); cycles of three are not checked in a tree where a pair flaps",
         )
-    return "True", "NoFlapFound", f"ClusterQueue(s) {', '.join(queues)}: " + proof_summary(proof)
-
-
-def _skip_tree(why: str, trees: Mapping[str, str]) -> str | None:
-    """The cohort tree a part the analysis skipped was in, when it names its ClusterQueue
-    (`ClusterQueue x: ...`); None when it does not say (then it may be any)."""
-    named, colon, _ = why.partition(":")
-    kind, _, queue = named.partition(" ")
-    return trees.get(queue) if colon and kind == "ClusterQueue" else None
-
-
-def proof_summary(proof: Mapping[str, Any]) -> str:
-    """What a proof of flap-freedom quantified over, in one line."""
-    priorities = proof.get("effectivePriorities") or [0]
-    classes = ", ".join(proof.get("priorityClasses") or []) or "none"
-    labels = (
-        "; ".join(f"{k}: {', '.join(v)}" for k, v in (proof.get("labels") or {}).items()) or "none read by the rules"
-    )
-    return (
-        "no two or three workloads can evict each other in turn. Quantified over "
-        f"{proof.get('shapes', 0)} workload shapes (priority classes: {classes}; effective priorities "
-        f"{priorities[0]}..{priorities[-1]}; labels: {labels}); quota: {proof.get('quotaStates', '')}; "
-        f"time: {proof.get('time', '')}; {proof.get('engineCycles', 0)} scheduling cycles run. Not modelled: "
-        + ", ".join(proof.get("notModelled") or [])
-    )
+    assert lint.proof is not None  # else skipped above
+    return "True", "NoFlapFound", f"ClusterQueue(s) {', '.join(queues)}: " + lint.proof.sentence()
 
 
 def lint_condition(name: str, lint: LintResult) -> tuple[str, str, str]:

@@ -26,14 +26,15 @@ from ..jobs.reconciler import Settings
 from ..k8s.api import KubeApi
 from ..k8s.events import EventRecorder
 from ..k8s.informer import Informer, Tee
+from ..k8s.lease import LeaseClient
 from ..k8s.rate_limit import RateLimiter
 from ..k8s.writer import COMPONENT, StatusWriter
-from ..metrics import Metrics
 from . import http
 from .faults import Faults
 from .jobs import JobController
-from .leader import LeaderElector, LeaseClient, default_identity
+from .leader import LeaderElector, default_identity
 from .loop import SchedulingLoop
+from .metrics import Metrics
 from .webhooks import WebhookSettings
 from .webhooks import serve as serve_webhooks
 

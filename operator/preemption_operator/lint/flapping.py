@@ -35,6 +35,7 @@ after the first for the contested resource.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -46,14 +47,13 @@ from typing import Any
 
 import yaml
 
-from . import symmetry
-from .api import kinds, v1alpha1, v1beta2
-from .api.meta import LabelSelector, format_time
-from .api.objects import parse_object
-from .api.quantity import format_amount
-from .engine import Engine, QueueState, protection
-from .engine.cache import Cache
-from .engine.configurable import (
+from ..api import kinds, v1alpha1, v1beta2
+from ..api.meta import LabelSelector, format_time
+from ..api.objects import parse_object
+from ..api.quantity import format_amount
+from ..engine import Engine, QueueState, protection
+from ..engine.cache import Cache
+from ..engine.configurable import (
     BuildError,
     build_selector,
     compare,
@@ -61,9 +61,11 @@ from .engine.configurable import (
     parse_int32,
     rule_applies,
 )
-from .engine.quota import FlavorResource, QuotaNode
-from .engine.snapshot import ClusterQueueInfo, Snapshot
-from .engine.workload import PRIORITY_BOOST_ANNOTATION, WorkloadInfo, build_info
+from ..engine.quota import FlavorResource, QuotaNode
+from ..engine.snapshot import ClusterQueueInfo, Snapshot
+from ..engine.workload import PRIORITY_BOOST_ANNOTATION, WorkloadInfo, build_info
+from . import symmetry
+from .proof import Counts, Proof, Skip
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 """The moment every check runs at (fixed, so that a witness reproduces)."""
@@ -151,7 +153,7 @@ class Flap:
 @dataclass
 class Result:
     flaps: list[Flap] = field(default_factory=list)
-    proof: dict[str, Any] = field(default_factory=dict)
+    proof: Proof | None = None
 
 
 # -- the setup ------------------------------------------------------------------------------------
@@ -811,19 +813,6 @@ def fillings(
 NAMES = ("workload-a", "workload-b", "workload-c")
 
 
-@dataclass
-class Counts:
-    shapes: int = 0
-    queue_pairs: int = 0
-    shape_pairs: int = 0
-    kept_by_filter: int = 0
-    queue_triples: int = 0
-    equivalent_pairs: int = 0
-    equivalent_triples: int = 0
-    triples_kept_by_filter: int = 0
-    engine_cycles: int = 0
-
-
 class Analysis:
     def __init__(self, objects: Iterable[Any], by_symmetry: bool = True) -> None:
         """`by_symmetry`: decide equivalent pairs and cycles of queues once (off: each on its own,
@@ -841,8 +830,8 @@ class Analysis:
         self._possible_trios: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
         self._triples_seen: dict[int, Flap | None] = {}
         self.counts = Counts()
-        self.skipped: list[str] = []
-        self.triples_skipped: str | None = None
+        self.skipped: list[Skip] = []
+        self.triples_skipped: Skip | None = None
 
     def timings(self, n: int) -> list[Timing]:
         fresh = (False, True) if self.setup.fresh_matters else (False,)
@@ -855,7 +844,7 @@ class Analysis:
             try:
                 kinds[cq] = self.setup.kinds(cq)
             except TooManyShapes as exc:
-                self.skipped.append(str(exc))
+                self.skipped.append(Skip(str(exc), cq))
         self.counts.shapes = sum(len(k) * len(self.setup.priorities()) for k in kinds.values())
         trees: dict[str, list[str]] = {}
         for cq in kinds:
@@ -889,9 +878,9 @@ class Analysis:
             return None, True
         flap = seen[key]
         if len(queues) == 2:
-            self.counts.equivalent_pairs += 1
+            self.counts.equivalent_queue_pairs += 1
         else:
-            self.counts.equivalent_triples += 1
+            self.counts.equivalent_queue_triples += 1
         if flap is not None:
             flap.also.append(queues)
         return flap, False
@@ -953,7 +942,7 @@ class Analysis:
                                     return flap
             return None
         finally:
-            self.counts.kept_by_filter += len(kept)
+            self.counts.shape_pairs_kept_by_filter += len(kept)
 
     def _edge_quota(
         self, qs: tuple[str, ...], i: int, fr: FlavorResource, state: Levels, unit: int
@@ -1013,7 +1002,7 @@ class Analysis:
                     if not r_ca:
                         continue
                     for trio in self._priorities3((ka, kb, kc), (r_ab, r_bc, r_ca)):
-                        self.counts.triples_kept_by_filter += 1
+                        self.counts.shape_triples_kept_by_filter += 1
                         rels = (r_ab, r_bc, r_ca)
                         for timing in self.timings(3):
                             if not all(
@@ -1028,7 +1017,9 @@ class Analysis:
                                 continue
                             checks += 1
                             if checks > MAX_TRIPLE_CHECKS:
-                                self.triples_skipped = f"cycles of three: more than {MAX_TRIPLE_CHECKS} states to check"
+                                self.triples_skipped = Skip(
+                                    f"cycles of three: more than {MAX_TRIPLE_CHECKS} states to check"
+                                )
                                 return None
                             flap = self.loop(trio, fr, unit, state, timing)
                             if flap is not None:
@@ -1119,37 +1110,29 @@ class Analysis:
         involved = self._involved(tuple(s.cluster_queue for s in shapes))
         return Flap(shapes, tuple(reasons), states, tuple(sorted(involved)))
 
-    def _proof(self, result: Result) -> dict[str, Any]:
+    def _proof(self, result: Result) -> Proof:
         labels = self.setup.label_values()
-        skipped = [*self.skipped, *([self.triples_skipped] if self.triples_skipped else [])]
-        return {
-            "flapFree": not result.flaps and not skipped,
-            "method": "every pair of workload shapes, and every cycle of three where no pair flaps, in every "
+        skipped = (*self.skipped, *([self.triples_skipped] if self.triples_skipped else []))
+        return Proof(
+            flap_free=not result.flaps and not skipped,
+            method="every pair of workload shapes, and every cycle of three where no pair flaps, in every "
             "quota and time state below, decided by the scheduler itself; a filter first drops what no "
             "mechanism lets preempt in turn; pairs and cycles of queues that a renaming of queues and cohorts "
             "maps onto one already decided (same tree shape, quotas, policies, labels, annotations and rules) "
             "share its decision",
-            "clusterQueues": len(self.setup.namespace_of),
-            "priorityClasses": [f"{kind}/{name}" for kind, name in sorted(self.setup.classes)],
-            "effectivePriorities": self.setup.priorities(),
-            "labels": {key: [v if v is not None else "<absent>" for v in values] for key, values in labels.items()},
-            "quotaStates": "the contested capacity full; the rest of each cohort tree at nominal or empty; each "
+            cluster_queues=len(self.setup.namespace_of),
+            priority_classes=tuple(f"{kind}/{name}" for kind, name in sorted(self.setup.classes)),
+            effective_priorities=tuple(self.setup.priorities()),
+            labels={key: tuple(v if v is not None else "<absent>" for v in values) for key, values in labels.items()},
+            quota_states="the contested capacity full; the rest of each cohort tree at nominal or empty; each "
             "queue under test at, one unit under and one unit over its nominal quota, another taking the rest",
-            "time": f"every duration in the setup elapsed (victims running {format_duration(self.setup.long)})"
+            time=f"every duration in the setup elapsed (victims running {format_duration(self.setup.long)})"
             + ("; victims that have just started" if self.setup.fresh_matters else "")
             + "; every creation order",
-            "notModelled": ["topology (TAS) placement", "admission checks", "flavors after the first"],
-            "shapes": self.counts.shapes,
-            "queuePairs": self.counts.queue_pairs,
-            "shapePairs": self.counts.shape_pairs,
-            "shapePairsKeptByFilter": self.counts.kept_by_filter,
-            "queueTriples": self.counts.queue_triples,
-            "equivalentQueuePairs": self.counts.equivalent_pairs,
-            "equivalentQueueTriples": self.counts.equivalent_triples,
-            "shapeTriplesKeptByFilter": self.counts.triples_kept_by_filter,
-            "engineCycles": self.counts.engine_cycles,
-            "skipped": skipped,
-        }
+            not_modelled=("topology (TAS) placement", "admission checks", "flavors after the first"),
+            counts=dataclasses.replace(self.counts),
+            skipped=skipped,
+        )
 
 
 def _pairs(queues: list[str]) -> Iterator[tuple[str, str]]:

@@ -22,21 +22,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .api import kinds
-from .api.meta import LabelSelector
-from .api.objects import parse_object
-from .api.v1alpha1 import CandidateSelector, PreemptionConfig, PreemptionRule
-from .engine import protection
-from .engine.cache import Cache
-from .engine.configurable import BuildError, BuiltSelector, build_selector, parse_int32, rule_applies, validate
-from .engine.quota import QuotaNode
-from .engine.selectors import EVERYTHING, Requirement, Selector, SelectorError, build
-from .engine.snapshot import ClusterQueueInfo
-from .engine.workload import INT32_MAX, INT32_MIN, PriorityClassInfo, WorkloadInfo, build_info
+from ..api import kinds
+from ..api.meta import LabelSelector
+from ..api.objects import parse_object
+from ..api.v1alpha1 import CandidateSelector, PreemptionConfig, PreemptionRule
+from ..engine import protection
+from ..engine.cache import Cache
+from ..engine.configurable import BuildError, BuiltSelector, build_selector, parse_int32, rule_applies, validate
+from ..engine.quota import QuotaNode
+from ..engine.selectors import EVERYTHING, Requirement, Selector, SelectorError, build
+from ..engine.snapshot import ClusterQueueInfo
+from ..engine.workload import INT32_MAX, INT32_MIN, PriorityClassInfo, WorkloadInfo, build_info
 from .flapping import NOW  # one fixed moment for all of lint
 
 if TYPE_CHECKING:
-    from .lint import Report, Severity
+    from .findings import Report, Severity
 
 CODES = ("UnreachableSelector", "ShadowedRule", "ContradictoryProtection")
 EPSILON = timedelta(microseconds=1)

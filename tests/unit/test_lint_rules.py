@@ -13,13 +13,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from preemption_operator import lint_checks
 from preemption_operator.api.meta import LabelSelector
 from preemption_operator.api.objects import parse_object
 from preemption_operator.api.v1alpha1 import CandidateSelector
 from preemption_operator.engine.configurable import build_selector
 from preemption_operator.engine.selectors import EVERYTHING, build
 from preemption_operator.lint import Finding, Report
+from preemption_operator.lint import rules as lint_rules
 
 SETUP = """
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -138,7 +138,7 @@ def rule(
 def check(*rules: dict[str, Any], code: str | None = None, **changes: str) -> list[Finding]:
     objects = [parse_object(doc) for doc in [*setup(**changes), config(*rules)]]
     report = Report()
-    lint_checks.run(report, objects)
+    lint_rules.run(report, objects)
     return [f for f in report.findings if code is None or f.code == code]
 
 
@@ -532,7 +532,7 @@ def test_numeric_constraints_reported_unreachable_match_no_labels(
         return
     selector = CandidateSelector.model_validate(spec)
     values = [None, "x", *(str(v) for v in range(-4, 12))]
-    maker = lint_checks.Setup([])
+    maker = lint_rules.Setup([])
     for p in values:
         built = build_selector(0, selector, maker.workload(labels={} if p is None else {"n": p}))
         for c in values:
@@ -560,10 +560,10 @@ def test_time_selectors_reported_unreachable_match_no_workload(
     if not unreachable(spec):
         return
     selector = CandidateSelector.model_validate(spec)
-    maker = lint_checks.Setup([])
+    maker = lint_rules.Setup([])
     minutes = [timedelta(minutes=m) for m in (0, 1, 29, 30, 31, 59, 60, 61, 119, 120, 121, 240)]
     for own_age, accumulated in itertools.product(minutes, (0, 60, 1800, 3600, 7200, 10**6)):
-        built = build_selector(0, selector, maker.workload(age=own_age, accumulated=accumulated), lint_checks.NOW)
+        built = build_selector(0, selector, maker.workload(age=own_age, accumulated=accumulated), lint_rules.NOW)
         for execution, age in itertools.product(minutes, minutes):
             if age >= execution:
                 wl = maker.workload(execution=execution, age=age)
@@ -582,7 +582,7 @@ def _implies(narrow: dict[str, Any] | None, wide: dict[str, Any] | None) -> bool
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.tuples(optional_selectors, optional_selectors, optional_selectors), min_size=2, max_size=2),
-    st.lists(st.sampled_from(list(lint_checks.SCOPE_RANK)), min_size=2, max_size=2),
+    st.lists(st.sampled_from(list(lint_rules.SCOPE_RANK)), min_size=2, max_size=2),
 )
 def test_a_rule_reported_shadowed_selects_nothing_more(
     selectors: list[tuple[dict[str, Any] | None, ...]], scopes: list[str]
@@ -600,6 +600,6 @@ def test_a_rule_reported_shadowed_selects_nothing_more(
         rules.append(rule(name, "Always", spec, **extra))
     if not any(m.startswith("PreemptionConfig hero rule narrow:") for m in shadowed(*rules)):
         return
-    assert lint_checks.SCOPE_RANK[scopes[1]] <= lint_checks.SCOPE_RANK[scopes[0]]
+    assert lint_rules.SCOPE_RANK[scopes[1]] <= lint_rules.SCOPE_RANK[scopes[0]]
     for narrow, wide in zip(selectors[1], selectors[0], strict=True):
         assert _implies(narrow, wide), (narrow, wide)

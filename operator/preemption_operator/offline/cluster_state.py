@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from .api.kinds import WATCHED
-from .k8s.api import ApiError, KubeApi, load_config
+from ..api.kinds import WATCHED
+from ..k8s.api import ApiError, KubeApi, load_config
 from .manifests import Manifest, ManifestError
 
 

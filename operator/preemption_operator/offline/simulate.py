@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .api.meta import format_time
-from .api.v1beta2 import Workload
-from .engine import CycleResult, Engine, QueueState, changes
-from .engine import workload_status as wl_status
-from .engine.cache import Cache
-from .engine.fair_sharing import OFF, FairSharing
-from .engine.scheduler import Explanation
-from .engine.workload import WorkloadInfo
+from ..api.meta import format_time
+from ..api.v1beta2 import Workload
+from ..engine import CycleResult, Engine, QueueState, changes
+from ..engine import workload_status as wl_status
+from ..engine.cache import Cache
+from ..engine.fair_sharing import OFF, FairSharing
+from ..engine.scheduler import Explanation
+from ..engine.workload import WorkloadInfo
 
 
 @dataclass

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from .api import kinds
-from .api.objects import ObjectError, is_read, object_ref, parse_object
-from .api.v1alpha1 import PreemptionConfig
-from .api.v1beta2 import ClusterQueue, Workload
+from ..api import kinds
+from ..api.objects import ObjectError, is_read, object_ref, parse_object
+from ..api.v1alpha1 import PreemptionConfig
+from ..api.v1beta2 import ClusterQueue, Workload
 
 NAMESPACED = ("Workload", "LocalQueue", "Job")
 ARRIVING = ("pending.yaml", "pending.yml")
@@ -99,8 +99,8 @@ def _class_values(manifests: list[Manifest]) -> dict[tuple[str, str], int]:
 def _job_workload(manifest: Manifest, classes: dict[tuple[str, str], int]) -> dict[str, Any] | None:
     """The Workload the operator would make for a queued job (None: not an integrated kind, or
     not queued). Without a UID, its namespace/name stands in, as elsewhere in `simulate`."""
-    from .jobs.framework import INTEGRATIONS
-    from .jobs.reconciler import ComposeError, Settings, new_workload
+    from ..jobs.framework import INTEGRATIONS
+    from ..jobs.reconciler import ComposeError, Settings, new_workload
 
     body = manifest.body
     integration = INTEGRATIONS.get((str(body.get("apiVersion")), str(body.get("kind"))))
@@ -126,8 +126,8 @@ def _unusable(obj: Any, fair_sharing: bool | None = None) -> str | None:
     Workload without a queue (Kueue ignores it), a selector that does not build (the operator
     marks the ClusterQueue inactive, or the PreemptionConfig Valid=False), and with `fair_sharing`
     False a DRS quota value (Valid=False, FairSharingRequired). None: not judged (lint's own finding)."""
-    from .engine.configurable import fair_sharing_required, validate
-    from .engine.selectors import NOTHING, SelectorError, build
+    from ..engine.configurable import fair_sharing_required, validate
+    from ..engine.selectors import NOTHING, SelectorError, build
 
     if isinstance(obj, Workload) and not obj.spec.queue_name:
         return "spec.queueName: required: a Workload without a queue is never scheduled"

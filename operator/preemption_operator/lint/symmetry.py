@@ -19,8 +19,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION
-from .engine.quota import QuotaNode
+from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION
+from ..engine.quota import QuotaNode
 
 _IDENTITY = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
 BOOKKEEPING = ("kubectl.kubernetes.io/last-applied-configuration",)

@@ -1,34 +1,27 @@
-"""`preemption-operator lint`: findings about a preemption setup (queues, cohorts, flavors,
-PreemptionConfigs and priority classes; not the workloads), pure: objects in, findings out.
-
-Checks: references to missing objects, PreemptionConfigs no ClusterQueue uses, selectors that do
-not build, rules that key on what a namespace user can write, selectors no workload can satisfy,
-rules another rule always covers, rules the protections leave without victims (lint_checks.py),
-and two or three workloads that evict each other in turn (flapping.py: each one found by the
-scheduler itself, with the objects that reproduce it; when none is found, what was quantified
-over is the proof). docs/lint.md describes every check."""
+"""`lint(objects)`, which runs every check, and the reference checks: references to missing
+objects, PreemptionConfigs no ClusterQueue uses, selectors that do not build, configs that need
+fair sharing, rules keyed on what a namespace user can write. The other checks are in rules.py
+and flapping.py."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from . import flapping, lint_checks
-from .api import v1alpha1, v1beta2
-from .engine.configurable import fair_sharing_required, validate
-from .engine.workload import PRIORITY_BOOST_ANNOTATION
+from ..api import v1alpha1, v1beta2
+from ..engine.configurable import fair_sharing_required, validate
+from ..engine.workload import PRIORITY_BOOST_ANNOTATION
+from . import flapping, rules
+from .findings import Report
 
-Severity = Literal["error", "warning", "info"]
-SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error")
 CHECKS = (
     "MissingReference",
     "UnusedPreemptionConfig",
     "InvalidSelector",
     "FairSharingRequired",
     "UserWritableKey",
-    *lint_checks.CODES,
+    *rules.CODES,
     "FlappingPair",
     "FlappingCycle",
 )
@@ -36,40 +29,9 @@ NOT_CHECKED: tuple[str, ...] = ()
 """Checks the output names as not done yet; kept (empty) in the JSON so that consumers need not change."""
 
 
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    severity: Severity
-    message: str
-    objects: tuple[str, ...]
-    witness: str | None = None
-
-
-@dataclass
-class Report:
-    findings: list[Finding] = field(default_factory=list)
-
-    proof: dict[str, Any] | None = None
-
-    def add(self, code: str, severity: Severity, message: str, *objects: str, witness: str | None = None) -> None:
-        self.findings.append(Finding(code, severity, message, tuple(objects), witness))
-
-    def at_or_above(self, severity: Severity) -> list[Finding]:
-        floor = SEVERITIES.index(severity)
-        return [f for f in self.findings if SEVERITIES.index(f.severity) >= floor]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "findings": [{**asdict(f), "objects": list(f.objects)} for f in self.findings],
-            "checks": list(CHECKS),
-            "notChecked": list(NOT_CHECKED),
-            "proof": self.proof,
-        }
-
-
 def lint(objects: Iterable[Any], witness: Path | None = None, *, fair_sharing: bool | None = None) -> Report:
     objects = list(objects)
-    report = Report()
+    report = Report(checks=CHECKS, not_checked=NOT_CHECKED)
     by_kind: dict[str, dict[str, Any]] = {}
     for obj in objects:
         by_kind.setdefault(type(obj).__name__, {})[obj.metadata.name] = obj
@@ -121,7 +83,7 @@ def lint(objects: Iterable[Any], witness: Path | None = None, *, fair_sharing: b
             for problem in fair_sharing_required(config):
                 report.add("FairSharingRequired", "error", problem, where)
         _user_writable(report, name, config, classes)
-    lint_checks.run(report, objects)
+    rules.run(report, objects)
     _flapping(report, objects, witness)
     return report
 
@@ -207,33 +169,3 @@ def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig,
                     "which Workload owners can set; mode Base reads only the priority class",
                     where,
                 )
-
-
-def proof_summary(proof: dict[str, Any] | None) -> str:
-    """The proof in a few lines: what was quantified over, and the verdict."""
-    if proof is None:
-        return "flapping: not analysed"
-    labels = "; ".join(f"{k}: {', '.join(v)}" for k, v in proof["labels"].items()) or "none read by the rules"
-    lines = [
-        "flapping: "
-        + (
-            "no two or three workloads can evict each other in turn (proof below)"
-            if proof["flapFree"]
-            else "see the Flapping findings"
-            if not proof["skipped"]
-            else "not proven: " + "; ".join(proof["skipped"])
-        ),
-        f"  quantified over: {proof['clusterQueues']} ClusterQueue(s); priority classes: "
-        + (", ".join(proof["priorityClasses"]) or "none")
-        + f"; effective priorities {proof['effectivePriorities'][0]}..{proof['effectivePriorities'][-1]} "
-        f"({len(proof['effectivePriorities'])} values); labels: {labels}",
-        f"  quota: {proof['quotaStates']}",
-        f"  time: {proof['time']}",
-        f"  {proof['shapes']} workload shapes, {proof['shapePairs']} pairs in {proof['queuePairs']} queue pair(s), "
-        f"{proof['shapePairsKeptByFilter']} kept by the filter; {proof['queueTriples']} queue triple(s) "
-        f"({proof['equivalentQueuePairs']} pair(s) and {proof['equivalentQueueTriples']} triple(s) more decided "
-        "by an equivalent one), "
-        f"{proof['shapeTriplesKeptByFilter']} shape triples kept; {proof['engineCycles']} scheduling cycles run",
-        f"  not modelled: {', '.join(proof['notModelled'])}",
-    ]
-    return "\n".join(lines)
