@@ -514,7 +514,7 @@ def parse_runner_log(path: Path) -> dict[str, Any]:
 
 # Who preempted whom, as each controller logs it: the operator's "preempted <victim> for
 # <preemptor>" line; Kueue's PreemptedWorkload event on the preemptor (logged at V(2)).
-_OURS_PREEMPTED = re.compile(r"controller\.loop: preempted \S+/(\S+) for \S+/(\S+):")
+_OURS_PREEMPTED = re.compile(r"controller\.(?:decisions|loop): preempted \S+/(\S+) for \S+/(\S+):")
 _KUEUE_PREEMPTED = re.compile(
     r'"object": \{"name":"([^"]+)".*"reason": "PreemptedWorkload".*Preempted workload \S+/(\S+) \('
 )

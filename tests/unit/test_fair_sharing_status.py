@@ -98,7 +98,7 @@ def _status(h: Harness, kind: kinds.Kind, name: str) -> dict[str, Any]:
 
 async def test_the_operator_writes_shares_on_queues_and_cohorts() -> None:
     h = Harness(lending_tree(), fair_sharing=ON)
-    await h.loop._queue_statuses(datetime.now(UTC))
+    await h.s.publisher.publish(datetime.now(UTC))
     assert _status(h, kinds.ClusterQueue, "mine")["fairSharing"] == {"weightedShare": 300}
     assert _status(h, kinds.ClusterQueue, "lender")["fairSharing"] == {"weightedShare": 0}
     assert _status(h, kinds.Cohort, "org") == {"fairSharing": {"weightedShare": 0}}
@@ -122,13 +122,13 @@ async def test_the_operator_writes_shares_on_queues_and_cohorts() -> None:
         == 0.0
     )
     writes = len(h.api.history)
-    await h.loop._queue_statuses(datetime.now(UTC))
+    await h.s.publisher.publish(datetime.now(UTC))
     assert len(h.api.history) == writes  # nothing changed: nothing sent
 
 
 async def test_with_fair_sharing_off_no_share_is_written_and_cohorts_are_left_alone() -> None:
     h = Harness(lending_tree())
-    await h.loop._queue_statuses(datetime.now(UTC))
+    await h.s.publisher.publish(datetime.now(UTC))
     assert "fairSharing" not in _status(h, kinds.ClusterQueue, "mine")
     assert _status(h, kinds.Cohort, "org") == {}
     text = "\n".join(str(m.name) for m in h.metrics.registry.collect() for _ in m.samples)

@@ -139,8 +139,8 @@ async def test_the_operator_posts_no_event_and_counts_nothing() -> None:
 
     from prometheus_client import generate_latest
 
-    from preemption_operator.controller.loop import SchedulingLoop
     from preemption_operator.controller.metrics import Metrics
+    from preemption_operator.controller.scheduling import Scheduling
     from preemption_operator.engine.cache import Cache
     from preemption_operator.k8s.writer import StatusWriter
     from unit.fake_api import FakeApi
@@ -155,11 +155,11 @@ async def test_the_operator_posts_no_event_and_counts_nothing() -> None:
     for body in objects():
         api.put(body)
     metrics = Metrics()
-    loop = SchedulingLoop(Cache(), StatusWriter(api, fence=lambda: True), Events(), metrics, lambda: True)  # type: ignore[arg-type]
+    s = Scheduling.build(Cache(), StatusWriter(api, fence=lambda: True), Events(), metrics, lambda: True)  # type: ignore[arg-type]
     for body in list(api.objects.values()):
-        loop.feeder.ingest(body["kind"], copy.deepcopy(body))
-    await loop.cycle()
-    await loop.writes.idle()
+        s.feeder.ingest(body["kind"], copy.deepcopy(body))
+    s.loop.cycle()
+    await s.decisions.idle()
     going = api.objects["/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/going"]
     assert "admission" not in going["status"]
     assert [r for r in recorded if r[0] == "going"] == []

@@ -224,21 +224,21 @@ def test_the_fingerprint_reads_the_setup_only() -> None:
 def test_only_setup_changes_start_an_analysis() -> None:
     h = Harness([])
     changes: list[int] = []
-    h.loop.feeder.setup_changed = lambda: changes.append(1)
+    h.s.feeder.setup_changed = lambda: changes.append(1)
     docs = example()
     for d in docs:
         if d["kind"] in ("Namespace", "LocalQueue", "Workload"):
-            h.loop.feeder.ingest(d["kind"], copy.deepcopy(d))
+            h.s.feeder.ingest(d["kind"], copy.deepcopy(d))
     assert changes == []
     config = next(d for d in docs if d["kind"] == "PreemptionConfig")
-    h.loop.feeder.ingest("PreemptionConfig", copy.deepcopy(config))
+    h.s.feeder.ingest("PreemptionConfig", copy.deepcopy(config))
     assert changes == [1]
     written = copy.deepcopy(config)
     written["metadata"]["resourceVersion"] = "2"
     written["status"] = {"ruleCount": 1}  # our own status write: nothing lint reads
-    h.loop.feeder.ingest("PreemptionConfig", written)
+    h.s.feeder.ingest("PreemptionConfig", written)
     assert changes == [1]
-    h.loop.feeder.forget("PreemptionConfig", written)
+    h.s.feeder.forget("PreemptionConfig", written)
     assert changes == [1, 1]
 
 
@@ -422,14 +422,14 @@ async def _analyse_here(wires: list[Obj]) -> LintResult:
 
 async def test_the_loop_writes_the_conditions_and_posts_each_flap_once() -> None:
     h = Harness(example())
-    h.loop.linter.analyse = _analyse_here
+    h.s.linter.analyse = _analyse_here
     h.loop._was_leading = True  # a term taken over: a verdict's Warnings go out at once
     await h.step()
-    await h.loop._queue_statuses(datetime.now(UTC))
+    await h.s.publisher.publish(datetime.now(UTC))
     status = h.api.objects[CONFIG_PATH]["status"]
     assert condition(status, "FlapFree")["reason"] == "Analysing"
-    await h.loop.linter.lint_once()
-    await h.loop._queue_statuses(datetime.now(UTC))
+    await h.s.linter.lint_once()
+    await h.s.publisher.publish(datetime.now(UTC))
     status = h.api.objects[CONFIG_PATH]["status"]
     assert (condition(status, "FlapFree")["status"], condition(status, "FlapFree")["reason"]) == (
         "False",
@@ -447,9 +447,9 @@ async def test_the_loop_writes_the_conditions_and_posts_each_flap_once() -> None
 
     fixed = next(d for d in example(fixed=True) if d["kind"] == "PreemptionConfig")
     fixed["metadata"]["resourceVersion"] = str(h.api.version + 1)
-    h.loop.feeder.ingest("PreemptionConfig", h.api.put(fixed))
-    await h.loop.linter.lint_once()
-    await h.loop._queue_statuses(datetime.now(UTC))
+    h.s.feeder.ingest("PreemptionConfig", h.api.put(fixed))
+    await h.s.linter.lint_once()
+    await h.s.publisher.publish(datetime.now(UTC))
     status = h.api.objects[CONFIG_PATH]["status"]
     assert (condition(status, "FlapFree")["status"], condition(status, "FlapFree")["reason"]) == ("True", "NoFlapFound")
-    assert h.loop.posted == set()
+    assert h.s.notices.posted == set()

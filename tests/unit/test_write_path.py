@@ -18,8 +18,8 @@ from builders import NOW, admitted, cluster_queue, parse, pending, scenario, wor
 from preemption_operator.api import kinds
 from preemption_operator.api.quantity import parse_quantity
 from preemption_operator.controller.faults import Faults
-from preemption_operator.controller.loop import SchedulingLoop
 from preemption_operator.controller.metrics import Metrics
+from preemption_operator.controller.scheduling import Scheduling
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.changes import StatusChange
 from preemption_operator.engine.fair_sharing import OFF, FairSharing
@@ -40,7 +40,7 @@ class Events:
 
 
 class Harness:
-    """A SchedulingLoop wired to a FakeApi; `sync()` plays the informers (delivers the API's
+    """The scheduling rooms wired to a FakeApi; `sync()` plays the informers (delivers the API's
     current objects to the cache)."""
 
     def __init__(
@@ -58,20 +58,19 @@ class Harness:
         self.events = Events()
         self.metrics = Metrics()
         self.writer = StatusWriter(self.api, fence=leading)  # type: ignore[arg-type]
-        self.loop = SchedulingLoop(
-            self.cache, self.writer, self.events, self.metrics, leading, faults=faults, rounds=64
-        )
+        self.s = Scheduling.build(self.cache, self.writer, self.events, self.metrics, leading, faults=faults, rounds=64)
+        self.loop = self.s.loop
         self.sync()
 
     async def step(self) -> Any:
         """One cycle, then its writes (the loop itself does not wait for them)."""
-        result = await self.loop.cycle()
-        await self.loop.writes.idle()
+        result = self.loop.cycle()
+        await self.s.decisions.idle()
         return result
 
     def sync(self) -> None:
         for body in list(self.api.objects.values()):
-            self.loop.feeder.ingest(body["kind"], copy.deepcopy(body))
+            self.s.feeder.ingest(body["kind"], copy.deepcopy(body))
 
     def workload(self, name: str) -> Obj:
         return self.api.objects[f"{WL}/{name}"]
@@ -115,18 +114,17 @@ async def test_a_failed_write_gives_its_quota_back_and_in_flight_writes_keep_the
     hold = h.api.hold("PATCH", f"{WL}/w1/status")
     hold2 = h.api.hold("PATCH", f"{WL}/w2/status")
     h.api.fail("PATCH", f"{WL}/w3/status", code=403)
-    first = asyncio.create_task(h.loop.cycle())
+    h.loop.cycle()
     while hold.waiting == 0 or hold2.waiting == 0:
         await asyncio.sleep(0)
     for _ in range(20):  # let the failed write finish and be forgotten
         await asyncio.sleep(0)
     assert h.cache.assumed == {"default/w1", "default/w2"}
-    second = await h.loop.cycle()
+    second = h.loop.cycle()
     assert [a.workload.name for a in second.admitted] == ["w3"]  # one cpu was free, no more
     hold.gate.set()
     hold2.gate.set()
-    await first
-    await h.loop.writes.idle()
+    await h.s.decisions.idle()
     assert h.admitted() == {"w1", "w2", "w3"}
     assert h.most_cpu_ever("cq") <= 3
     assert h.metrics.failed_writes.labels(outcome="failed")._value.get() == 1
@@ -150,9 +148,9 @@ async def test_a_write_that_took_effect_before_its_error_keeps_its_quota() -> No
 async def test_a_write_nobody_can_confirm_holds_its_quota_until_a_read_says(monkeypatch: pytest.MonkeyPatch) -> None:
     """The answer is lost and the API cannot be read either: the admission may have taken
     effect, so it keeps its quota (no cycle admits into it) until a read says what happened."""
-    import preemption_operator.controller.loop as loop_module
+    import preemption_operator.controller.decisions as decisions_module
 
-    monkeypatch.setattr(loop_module, "VERIFY_START", 0.01)
+    monkeypatch.setattr(decisions_module, "VERIFY_START", 0.01)
     h = Harness(scenario([cluster_queue("cq", 2)], pending("w1", "cq", 2), pending("w2", "cq", 2)))
     h.api.fail("PATCH", f"{WL}/w1/status", code=0, after=True)
     h.api.fail("GET", f"{WL}/w1", code=0, times=6)
@@ -160,7 +158,7 @@ async def test_a_write_nobody_can_confirm_holds_its_quota_until_a_read_says(monk
     assert h.metrics.failed_writes.labels(outcome="unknown")._value.get() == 1
     assert h.cache.assumed == {"default/w1"}
     assert not (await h.step()).admitted  # w1 may hold the quota
-    while h.loop._verifying:
+    while h.s.decisions._verifying:
         await asyncio.sleep(0.01)
     assert not h.cache.assumed
     assert _reserved(h.cache.objects["Workload"]["default/w1"].to_wire())  # the read told
@@ -171,15 +169,15 @@ async def test_a_write_nobody_can_confirm_holds_its_quota_until_a_read_says(monk
 async def test_a_write_that_did_not_take_effect_is_decided_again_once_a_read_says(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import preemption_operator.controller.loop as loop_module
+    import preemption_operator.controller.decisions as decisions_module
 
-    monkeypatch.setattr(loop_module, "VERIFY_START", 0.01)
+    monkeypatch.setattr(decisions_module, "VERIFY_START", 0.01)
     h = Harness(scenario([cluster_queue("cq", 2)], pending("w1", "cq", 2), pending("w2", "cq", 2)))
     h.api.fail("PATCH", f"{WL}/w1/status", code=0)
     h.api.fail("GET", f"{WL}/w1", code=0, times=6)
     await h.step()
     assert h.cache.assumed == {"default/w1"} and h.admitted() == set()
-    while h.loop._verifying:
+    while h.s.decisions._verifying:
         await asyncio.sleep(0.01)
     assert not h.cache.assumed
     third = await h.step()
@@ -193,16 +191,15 @@ async def test_a_victim_whose_admission_is_on_its_way_is_evicted_after_it() -> N
     from its answer, so the preemptor never shares the victim's quota."""
     h = Harness(scenario([cluster_queue("cq", 2, within="LowerPriority")], pending("low", "cq", 2, priority=0)))
     hold = h.api.hold("PATCH", f"{WL}/low/status", limit=1)
-    first = asyncio.create_task(h.loop.cycle())
+    h.loop.cycle()
     while hold.waiting == 0:
         await asyncio.sleep(0)
-    await first
     h.api.put(pending("high", "cq", 2, priority=10).obj())
     h.sync()
-    second = await h.loop.cycle()
+    second = h.loop.cycle()
     assert [p.victim.name for p in second.preempted] == ["low"]
     hold.gate.set()
-    await h.loop.writes.idle()
+    await h.s.decisions.idle()
     h.sync()
     await h.step()
     assert h.admitted() == {"high"}
@@ -216,23 +213,23 @@ async def test_an_older_write_ending_keeps_a_newer_decisions_assumption() -> Non
     big = admitted("big", "cq", 2)
     h = Harness(scenario([cluster_queue("cq", 2)], big, pending("w", "cq", 2), pending("x", "cq", 2)))
     reason = h.api.hold("PATCH", f"{WL}/w/status", limit=1)
-    first = asyncio.create_task(h.loop.cycle())
+    h.loop.cycle()
     while reason.waiting == 0:
         await asyncio.sleep(0)
-    await first  # w and x get a pending reason; w's is in flight
+    # w and x got a pending reason; w's is in flight
     h.api.remove("Workload", "big", "default")
-    h.loop.feeder.forget("Workload", {"metadata": {"name": "big", "namespace": "default"}})
+    h.s.feeder.forget("Workload", {"metadata": {"name": "big", "namespace": "default"}})
     admission = h.api.hold("PATCH", f"{WL}/w/status", limit=1)
-    second = await h.loop.cycle()
+    second = h.loop.cycle()
     assert [a.workload.name for a in second.admitted] == ["w"]
     reason.gate.set()
     while admission.waiting == 0:  # the reason was written; the admission is on its way
         await asyncio.sleep(0)
     assert "default/w" in h.cache.assumed
-    third = await h.loop.cycle()
+    third = h.loop.cycle()
     assert not third.admitted
     admission.gate.set()
-    await h.loop.writes.idle()
+    await h.s.decisions.idle()
     assert h.admitted() == {"w"} and h.most_cpu_ever("cq") == 2
 
 
@@ -273,15 +270,14 @@ async def test_an_eviction_in_flight_keeps_its_quota_and_is_not_repeated() -> No
     )
     h = Harness(objects)
     hold = h.api.hold("PATCH", f"{WL}/low/status")
-    first = asyncio.create_task(h.loop.cycle())
+    h.loop.cycle()
     while hold.waiting == 0:
         await asyncio.sleep(0)
     assert h.cache.evicting == {"default/low"}
-    second = await h.loop.cycle()
+    second = h.loop.cycle()
     assert not second.preempted and not second.admitted  # low is being evicted: wait, do not evict again
     hold.gate.set()
-    await first
-    await h.loop.writes.idle()
+    await h.s.decisions.idle()
     third = await h.step()
     assert [a.workload.name for a in third.admitted] == ["high"]
     low = h.workload("low")
@@ -538,9 +534,9 @@ async def test_a_failing_status_write_does_not_lose_the_wake_up() -> None:
     writer_update = h.writer.update_status
     h.writer.update_status = broken  # type: ignore[method-assign]
     await h.step()  # the decision writes fail too, but nothing escapes
-    await h.loop._queue_statuses(datetime.now(UTC))  # nor from the queue statuses
+    await h.s.publisher.publish(datetime.now(UTC))  # nor from the queue statuses
     h.writer.update_status = writer_update  # type: ignore[method-assign]
-    assert h.loop._wake_deadline < float("inf")
+    assert h.s.wakeups.deadline < float("inf")
 
 
 def test_wake_ups_are_one_deadline_not_one_timer_each() -> None:
@@ -549,10 +545,10 @@ def test_wake_ups_are_one_deadline_not_one_timer_each() -> None:
     h = Harness(four_in_three())
     now = datetime.now(UTC)
     for minutes in range(100, 0, -1):
-        h.loop._wake_at(now + timedelta(seconds=minutes))
-    first = h.loop._wake_deadline
-    h.loop._wake_at(now + timedelta(seconds=50))
-    assert h.loop._wake_deadline == first  # a later moment does not move the earliest one
+        h.s.wakeups.wake_at(now + timedelta(seconds=minutes))
+    first = h.s.wakeups.deadline
+    h.s.wakeups.wake_at(now + timedelta(seconds=50))
+    assert h.s.wakeups.deadline == first  # a later moment does not move the earliest one
 
 
 async def test_notices_are_posted_once_and_forgotten_when_fixed() -> None:
@@ -564,12 +560,12 @@ async def test_notices_are_posted_once_and_forgotten_when_fixed() -> None:
     assert len(warnings) == 1
     fixed = copy.deepcopy(h.api.objects["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq"])
     fixed["metadata"]["annotations"] = {}
-    h.loop.feeder.ingest("ClusterQueue", h.api.put(fixed))
+    h.s.feeder.ingest("ClusterQueue", h.api.put(fixed))
     await h.step()
-    assert h.loop.posted == set()
+    assert h.s.notices.posted == set()
     broken = copy.deepcopy(fixed)
     broken["metadata"]["annotations"] = {"preemption-operator.io/preemption-policy": "bogus"}
-    h.loop.feeder.ingest("ClusterQueue", h.api.put(broken))
+    h.s.feeder.ingest("ClusterQueue", h.api.put(broken))
     await h.step()
     assert len([r for r in h.events.recorded if r[1] == "InvalidPreemptionPolicy"]) == 2  # broken again: told again
 
@@ -583,12 +579,12 @@ async def test_metric_series_go_with_their_cluster_queue() -> None:
     from datetime import UTC, datetime
 
     await h.step()
-    await h.loop._queue_statuses(datetime.now(UTC))
+    await h.s.publisher.publish(datetime.now(UTC))
     assert 'cluster_queue="gone"' in generate_latest(h.metrics.registry).decode()
     h.api.remove("ClusterQueue", "gone")
-    h.loop.feeder.forget("ClusterQueue", {"metadata": {"name": "gone"}})
+    h.s.feeder.forget("ClusterQueue", {"metadata": {"name": "gone"}})
     await h.step()
-    await h.loop._queue_statuses(datetime.now(UTC))
+    await h.s.publisher.publish(datetime.now(UTC))
     text = generate_latest(h.metrics.registry).decode()
     assert [line for line in text.splitlines() if "gone" in line] == []
     assert 'cluster_queue="kept"' in text
@@ -606,13 +602,13 @@ async def test_the_heartbeat_moves_only_when_a_pass_completes() -> None:
 
     h.loop.engine.cycle = broken  # type: ignore[method-assign]
     h.loop.heartbeat = 0.0
-    task = asyncio.create_task(h.loop.run(synced))
+    task = asyncio.create_task(h.s.run(synced))
     h.loop.poke()
     for _ in range(50):
         await asyncio.sleep(0)
     assert h.loop.heartbeat == 0.0
     del h.loop.engine.cycle  # the class's own again
-    h.loop._wake_deadline = 0.0
+    h.s.wakeups.deadline = 0.0
     h.loop.poke()
     for _ in range(200):
         await asyncio.sleep(0.001)
@@ -635,16 +631,16 @@ async def test_a_new_leader_decides_only_after_a_fresh_list() -> None:
 
     original = h.loop.cycle
 
-    async def cycle() -> Any:
+    def cycle() -> Any:
         order.append("cycle")
-        return await original()
+        return original()
 
     h.loop.relist = relist
     h.loop.cycle = cycle  # type: ignore[method-assign]
     h.loop.coalesce_seconds = 0
     synced = asyncio.Event()
     synced.set()
-    task = asyncio.create_task(h.loop.run(synced))
+    task = asyncio.create_task(h.s.run(synced))
     h.loop.poke()
     for _ in range(20):
         await asyncio.sleep(0)
@@ -669,7 +665,7 @@ async def test_the_loop_yields_between_busy_cycles() -> None:
     cycles = 0
     others_at_first = 0
 
-    async def busy_cycle() -> Any:
+    def busy_cycle() -> Any:
         nonlocal cycles, others_at_first
         cycles += 1
         if cycles == 1:
@@ -692,7 +688,7 @@ async def test_the_loop_yields_between_busy_cycles() -> None:
     side = asyncio.create_task(other())
     await asyncio.sleep(0)
     with contextlib.suppress(asyncio.CancelledError):
-        await h.loop.run(synced)
+        await h.s.run(synced)
     side.cancel()
     assert cycles > 200
     assert others - others_at_first >= 100  # the other task ran between the busy cycles
@@ -712,7 +708,7 @@ async def test_decisions_of_a_term_that_ended_are_never_written() -> None:
     h.loop.coalesce_seconds = 0
     synced = asyncio.Event()
     synced.set()
-    task = asyncio.create_task(h.loop.run(synced))
+    task = asyncio.create_task(h.s.run(synced))
     h.loop.poke()
     while hold.waiting == 0:
         await asyncio.sleep(0.001)
@@ -721,7 +717,7 @@ async def test_decisions_of_a_term_that_ended_are_never_written() -> None:
     h.loop.poke()
     for _ in range(50):
         await asyncio.sleep(0.001)
-    assert "default/new" not in h.cache.assumed and h.loop.writes.queued == 0
+    assert "default/new" not in h.cache.assumed and h.s.decisions.queue.queued == 0
     hold.gate.set()  # the drain sent before the term ended lands
     leading["now"] = True
     for _ in range(50):

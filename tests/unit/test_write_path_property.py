@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import preemption_operator.controller.loop as loop_module
+import preemption_operator.controller.decisions as decisions_module
 import preemption_operator.k8s.writer as writer_module
 from builders import cluster_queue, pending, scenario
 from preemption_operator.api.quantity import parse_quantity
@@ -91,7 +91,7 @@ async def _run(seed: int, steps: int, rate: float) -> None:
     for _ in range(steps):
         roll = rng.random()
         if roll < 0.3:
-            tasks.append(asyncio.create_task(h.loop.cycle()))
+            h.loop.cycle()
         elif roll < 0.5:
             for _ in range(rng.randint(1, 8)):
                 await asyncio.sleep(0)
@@ -122,12 +122,12 @@ async def _run(seed: int, steps: int, rate: float) -> None:
     h.api.chaos = None
     await asyncio.gather(*tasks)
     for _ in range(5):
-        await h.loop.writes.idle()
-        while h.loop._verifying:
+        await h.s.decisions.idle()
+        while h.s.decisions._verifying:
             await asyncio.sleep(0)
         h.sync()
         await h.step()
-    await h.loop.writes.stop()
+    await h.s.decisions.queue.stop()
     assert _most_ever(h.api.history) <= COHORT_CPU, f"over-admitted (seed {seed})"
     assert not h.cache.assumed, f"assumptions left behind: {sorted(h.cache.assumed)} (seed {seed})"
     assert h.api.count("PATCH", f"{WL}/*") > 0
@@ -137,6 +137,6 @@ async def _run(seed: int, steps: int, rate: float) -> None:
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(50, 200), rate=st.sampled_from((0.0, 0.2, 0.5)))
 def test_no_stored_state_over_admits_whatever_the_api_answers(seed: int, steps: int, rate: float) -> None:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loop_module, "VERIFY_START", 0.0)
+        mp.setattr(decisions_module, "VERIFY_START", 0.0)
         mp.setattr(writer_module, "AMBIGUOUS_PAUSE", 0.0)
         asyncio.run(_run(seed, steps, rate))

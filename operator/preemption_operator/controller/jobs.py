@@ -34,9 +34,9 @@ from ..jobs.reconciler import (
     plan,
 )
 from ..k8s.api import ApiError, KubeApi
+from ..k8s.events import EventSink
 from ..k8s.writer import Outcome, StatusWriter
 from .feeder import CacheFeeder
-from .loop import EventSink
 
 log = logging.getLogger(__name__)
 

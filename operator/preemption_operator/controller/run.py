@@ -33,8 +33,8 @@ from . import http
 from .faults import Faults
 from .jobs import JobController
 from .leader import LeaderElector, default_identity
-from .loop import SchedulingLoop
 from .metrics import Metrics
+from .scheduling import Scheduling
 from .webhooks import WebhookSettings
 from .webhooks import serve as serve_webhooks
 
@@ -140,7 +140,7 @@ async def operate(
 
     job_kinds = integration_kinds(integrations)
     # Without election there is no earlier leader whose last writes a fresh list must catch.
-    loop = SchedulingLoop(
+    scheduling = Scheduling.build(
         cache,
         writer,
         recorder,
@@ -150,12 +150,13 @@ async def operate(
         faults=faults,
         job_stops=(lambda wl: wl.owner in job_kinds) if job_kinds else (lambda wl: False),
     )
+    loop, feeder = scheduling.loop, scheduling.feeder
     jobs: JobController | None = None
     if job_kinds:
         jobs = JobController(
             api,
             cache,
-            loop.feeder,
+            feeder,
             writer,
             recorder,
             leading,
@@ -166,11 +167,11 @@ async def operate(
         )
         # The job controller follows Workloads too: it sees each one after the cache has it.
         informers.extend(
-            Informer(api, kind, Tee(loop.feeder, jobs) if kind is kinds.Workload else loop.feeder) for kind in WATCHED
+            Informer(api, kind, Tee(feeder, jobs) if kind is kinds.Workload else feeder) for kind in WATCHED
         )
         informers.extend(Informer(api, INTEGRATIONS[k].kind, jobs) for k in job_kinds)
     else:
-        informers.extend(Informer(api, kind, loop.feeder) for kind in WATCHED)
+        informers.extend(Informer(api, kind, feeder) for kind in WATCHED)
     synced = asyncio.Event()
 
     def alive() -> bool:
@@ -209,7 +210,7 @@ async def operate(
     tasks: list[asyncio.Task[Any]] = [
         asyncio.create_task(informer.run(), name=f"informer-{informer.kind.plural}") for informer in informers
     ]
-    loop_task = asyncio.create_task(loop.run(synced), name="scheduling-loop")
+    loop_task = asyncio.create_task(scheduling.run(synced), name="scheduling-loop")
     tasks.append(loop_task)
     tasks.append(asyncio.create_task(recorder.run(), name="events"))
     if jobs is not None:

@@ -32,13 +32,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import httpx2 as httpx
 
-from ..api.kinds import Kind
+from ..api import kinds
 from ..api.meta import format_time
 from .api import ApiError
 
 log = logging.getLogger(__name__)
 
-EVENT = Kind("Event", "", "v1", "events", namespaced=True)
+EVENT = kinds.Event
 
 MAX_LRU_ENTRIES = 4096
 AGGREGATE_AFTER = 10  # distinct messages in one group before they are combined
@@ -55,6 +55,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+class EventSink(Protocol):
+    """What the controller records Events through (the EventRecorder, or a test's list)."""
+
+    def record(self, obj: dict[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str) -> None:
+        """Never blocks, never raises."""
 
 
 class EventApi(Protocol):

@@ -1,0 +1,167 @@
+"""The queue-status publisher: ClusterQueue, Cohort, LocalQueue and PreemptionConfig statuses, and
+the queue gauges, at most once a second (as Kueue batches them) after any cycle: current within
+a second of the queues settling. The statuses themselves are computed by queue_status (pure);
+only those that change are written, a few at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ..api import kinds
+from ..engine.cache import Cache
+from ..k8s.writer import Outcome, StatusWriter
+from . import queue_status
+from .feeder import CacheFeeder
+from .linter import LintResult
+from .metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+INTERVAL_SECONDS = 1.0
+PARALLELISM = 4
+
+StatusWrite = tuple[kinds.Kind, str, str | None, Callable[[dict[str, Any]], dict[str, Any] | None], dict[str, Any]]
+"""(kind, name, namespace, current object -> new status, current object)."""
+
+
+class QueueStatusPublisher:
+    def __init__(
+        self,
+        cache: Cache,
+        writer: StatusWriter,
+        feeder: CacheFeeder,
+        metrics: Metrics,
+        leading: Callable[[], bool],
+        lint: Callable[[], LintResult | None],
+        parked: Callable[[], Mapping[str, set[str]]],
+    ) -> None:
+        """`lint`: the last analysis of the setup; `parked`: the scheduler's inadmissible workloads."""
+        self.cache = cache
+        self.writer = writer
+        self.feeder = feeder
+        self.metrics = metrics
+        self.leading = leading
+        self.lint = lint
+        self.parked = parked
+        self._due = asyncio.Event()
+        self._pending_queues: set[str] = set()
+
+    def due(self) -> None:
+        """Something changed (a cycle, an analysis): publish within the interval."""
+        self._due.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._due.wait()
+            self._due.clear()
+            started = time.monotonic()
+            if self.leading():
+                try:
+                    await self.publish(datetime.now(UTC).replace(microsecond=0))
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a status for people must never stop scheduling
+                    log.exception("writing queue statuses failed")
+            await asyncio.sleep(max(0.0, INTERVAL_SECONDS - (time.monotonic() - started)))
+
+    async def publish(self, now: datetime) -> None:
+        """Every queue's status; only those that change are written, a few at a time."""
+        snapshot = self.cache.snapshot(now)
+        writes: list[StatusWrite] = []
+        unreadable = {key: n.message for (kind, key), n in self.feeder.invalid.items() if kind == "PreemptionConfig"}
+        queue_shares, cohort_shares = queue_status.weighted_shares(snapshot)
+        for name, cq in snapshot.cluster_queues.items():
+            obj = self.cache.objects["ClusterQueue"].get(name)
+            if obj is None:
+                continue
+            pending = len(snapshot.pending.get(name, []))
+
+            def cq_status(
+                current: dict[str, Any],
+                cq: Any = cq,
+                pending: int = pending,
+                share: float | None = queue_shares.get(name),
+            ) -> dict[str, Any]:
+                generation = current["metadata"].get("generation")
+                return queue_status.cluster_queue_status(
+                    cq,
+                    pending,
+                    current.get("status"),
+                    now,
+                    generation,
+                    snapshot.preemption_configs,
+                    unreadable,
+                    share,
+                    snapshot.fair_sharing.enabled,
+                )
+
+            writes.append((kinds.ClusterQueue, name, None, cq_status, obj.to_wire()))
+        for name, cohort in list(self.cache.objects["Cohort"].items()):
+
+            def co_status(current: dict[str, Any], share: float | None = cohort_shares.get(name)) -> dict[str, Any]:
+                return queue_status.cohort_status(share, current.get("status"))
+
+            writes.append((kinds.Cohort, name, None, co_status, cohort.to_wire()))
+        counts = queue_status.local_queue_counts(snapshot)
+        for lq in list(self.cache.objects["LocalQueue"].values()):
+            lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
+
+            def lq_status(current: dict[str, Any], lq_counts: tuple[int, int] = lq_counts) -> dict[str, Any]:
+                return queue_status.local_queue_status(lq_counts, current.get("status"))
+
+            writes.append((kinds.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire()))
+        users = queue_status.config_users(snapshot)
+        lint = self.lint()
+        for name, config in list(self.cache.objects["PreemptionConfig"].items()):
+
+            def pc_status(current: dict[str, Any], config: Any = config, name: str = name) -> dict[str, Any]:
+                return queue_status.preemption_config_status(
+                    config, users.get(name, []), current.get("status"), now, lint, snapshot.fair_sharing.enabled
+                )
+
+            writes.append((kinds.PreemptionConfig, name, None, pc_status, config.to_wire()))
+        # Unchanged ones cost no request: compute first, send only what differs.
+        changed = [w for w in writes if (new := w[3](w[4])) is not None and new != (w[4].get("status") or {})]
+        limit = asyncio.Semaphore(PARALLELISM)
+
+        async def bounded(write: StatusWrite) -> None:
+            async with limit:
+                await self._write(*write)
+
+        await asyncio.gather(*(bounded(w) for w in changed))
+        counts_now = {name: len(queue) for name, queue in snapshot.pending.items()}
+        for name in self._pending_queues | set(counts_now):
+            self.metrics.pending.labels(cluster_queue=name).set(counts_now.get(name, 0))
+        self._pending_queues = set(counts_now)
+        self.metrics.queue_gauges(queue_status.queue_figures(snapshot, self.parked()))
+        cohort_of = {name: cq.cohort or "" for name, cq in snapshot.cluster_queues.items()}
+        self.metrics.weighted_shares(
+            {name: (cohort_of[name], share) for name, share in queue_shares.items()},
+            {name: share for name, share in cohort_shares.items() if name in self.cache.objects["Cohort"]},
+        )
+        self.metrics.forget_cluster_queues(set(snapshot.cluster_queues))
+
+    async def _write(
+        self,
+        kind: kinds.Kind,
+        name: str,
+        namespace: str | None,
+        compute: Callable[[dict[str, Any]], dict[str, Any] | None],
+        current: dict[str, Any],
+    ) -> None:
+        try:
+            result = await self.writer.update_status(kind, name, namespace, compute, current)
+        except Exception as exc:  # a status for people must never stop scheduling
+            log.warning("status of %s %s not written: %r", kind.name, name, exc)
+            return
+        if result.outcome is Outcome.GONE:
+            self.feeder.gone(kind.name, f"{namespace}/{name}" if namespace else name)
+        elif result.body is not None:
+            self.feeder.ingest(kind.name, result.body)
+        elif result.outcome is Outcome.FAILED:
+            log.warning("status of %s %s not written: %s", kind.name, name, result.error)
