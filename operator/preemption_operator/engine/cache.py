@@ -1,8 +1,10 @@
 """The in-memory cluster state that snapshots are cut from.
 
 Objects come in one at a time (from the operator's watches or from YAML files); the cache keeps
-them parsed and indexed — admitted workloads per ClusterQueue, pending ones per LocalQueue, quota
-usage per node — so that a snapshot costs O(ClusterQueues + cohorts), not O(workloads).
+them parsed and indexed — admitted workloads per ClusterQueue, pending ones per LocalQueue (the
+queue manager, queues.py), quota usage per node — so that a snapshot costs what the ClusterQueues,
+cohorts and pending workloads cost, not what the admitted workloads cost: a cycle clones only the
+cohort trees it touches.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
 from .fair_sharing import OFF, FairSharing, parse_weight
 from .notices import Notice
-from .ordering import queue_order
 from .protection import annotation_problems, class_problems
+from .queues import QueueManager
 from .quota import QuotaNode, ResourceQuota, compute_subtree
 from .selectors import NOTHING, SelectorError, build
 from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot, Trees
@@ -123,15 +125,13 @@ class Cache:
         self._by_class: dict[tuple[str, str], set[str]] = {}
         """Workloads per priority class they name, so a class change rebuilds only those."""
         self._tree: _Tree | None = None
-        self._pending_by_queue: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
+        self.queues = QueueManager()
+        """Pending workloads per LocalQueue, routed to ClusterQueues for each snapshot; drains."""
         self._versions: dict[tuple[str, str], int] = {}
         self._tombstones: dict[tuple[str, str], int] = {}
         """Deleted objects and the resourceVersion they were deleted at: older versions (a late
         write answer, a list racing a watch) must not bring them back."""
         self._listed_at: dict[str, int] = {}
-        self._draining_local_queues: set[str] = set()
-        self._deactivated: set[str] = set()
-        """Workloads holding quota although `spec.active` is false: the next cycle evicts them."""
         self._tas: TasState | None = None
         self.notices: dict[tuple[str, str], list[Notice]] = {}
         """Problems found in objects as they came in (kind, name) -> notices; they stay until fixed."""
@@ -178,10 +178,7 @@ class Cache:
         previous = self.objects[kind].get(key)
         self.objects[kind][key] = obj
         if kind == "LocalQueue":
-            if obj.spec.stop_policy == "HoldAndDrain":
-                self._draining_local_queues.add(key)
-            else:
-                self._draining_local_queues.discard(key)
+            self.queues.local_queue(key, obj)
         self._check(kind, key, obj)
         if previous is not None and not _differs(kind, previous, obj):
             return Change.STORED
@@ -237,7 +234,7 @@ class Cache:
         if known:
             self._tombstones[(kind, key)] = max(known)
         if kind == "LocalQueue":
-            self._draining_local_queues.discard(key)
+            self.queues.local_queue(key, None)
         self.notices.pop((kind, key), None)
         if kind == "Workload":
             self._unreadable.pop(key, None)
@@ -414,7 +411,7 @@ class Cache:
             return
         if info.cluster_queue is not None:
             if not info.active and info.key not in self._unreadable:
-                self._deactivated.add(info.key)
+                self.queues.deactivated.add(info.key)
             if self._tas is not None:
                 self._tas.add(info)
             if self._tree is not None:
@@ -425,13 +422,13 @@ class Cache:
                 else:
                     self._tree.orphans[info.key] = info.cluster_queue
         elif info.key not in self._unreadable:
-            self._pending_by_queue.setdefault((info.namespace, info.queue_name), {})[info.key] = info
+            self.queues.add_pending(info)
 
     def _remove_workload(self, key: str) -> None:
         info = self.infos.pop(key, None)
         if info is None:
             return
-        self._deactivated.discard(key)
+        self.queues.deactivated.discard(key)
         if self._tas is not None:
             self._tas.discard(info.key)
         if info.cluster_queue is not None:
@@ -441,12 +438,7 @@ class Cache:
                 if cq is not None and cq.workloads.pop(key, None) is not None:
                     cq.node.remove(info.usage)
         else:
-            queue_key = (info.namespace, info.queue_name)
-            queue = self._pending_by_queue.get(queue_key)
-            if queue is not None:
-                queue.pop(key, None)
-                if not queue:
-                    del self._pending_by_queue[queue_key]
+            self.queues.remove_pending(info)
 
     # -- the quota tree -------------------------------------------------------------------------
 
@@ -579,66 +571,23 @@ class Cache:
     # -- snapshots ------------------------------------------------------------------------------
 
     def snapshot(self, now: datetime) -> Snapshot:
+        """A snapshot for one pass: quota trees cloned lazily (copy-on-read), pending workloads
+        routed to their ClusterQueues (the queue manager: its cost grows with the pending
+        workloads), and the admitted ones to drain."""
         tree = self.tree()
         trees = Trees(tree.cluster_queues, tree.cohorts)
-        queue_names = tree.cluster_queues
         namespaces = {name: dict(ns.metadata.labels or {}) for name, ns in self.objects["Namespace"].items()}
-        pending: dict[str, list[WorkloadInfo]] = {}
-        unqueued: list[tuple[WorkloadInfo, str, str]] = []
         local_queues = self.objects["LocalQueue"]
-        for (namespace, queue_name), infos in self._pending_by_queue.items():
-            if not infos or not queue_name:
-                continue  # no queue: not Kueue's to schedule, and no status is written (as Kueue)
-            lq = local_queues.get(f"{namespace}/{queue_name}")
-            # Kueue's reasons and messages (its granular ones, the default since v0.20).
-            for info in infos.values():
-                if not info.active:
-                    unqueued.append((info, "Deactivated", "The workload is deactivated"))
-                    continue
-                if lq is None:
-                    unqueued.append((info, "Misconfigured", f"LocalQueue {queue_name} doesn't exist"))
-                    continue
-                if lq.spec.stop_policy != "None":
-                    unqueued.append((info, "Suspended", f"LocalQueue {queue_name} is inactive"))
-                    continue
-                cq_name = lq.spec.cluster_queue
-                if cq_name not in queue_names:
-                    unqueued.append((info, "Misconfigured", f"ClusterQueue {cq_name} doesn't exist"))
-                    continue
-                if not queue_names[cq_name].namespace_selector.matches(namespaces.get(namespace, {})):
-                    unqueued.append((info, "Misconfigured", "workload namespace doesn't match ClusterQueue selector"))
-                    continue
-                pending.setdefault(cq_name, []).append(info)
-        for infos_list in pending.values():
-            infos_list.sort(key=queue_order)
-        evicting = self.evicting | self.admitting  # neither is drained until its write is done
-        drains = [
-            (self.infos[key], "Deactivated", "The workload is deactivated")
-            for key in sorted(self._deactivated)
-            if key not in evicting
-        ]
-        for name in tree.draining:  # queues stopped with HoldAndDrain: rare, kept in a list
-            cq = tree.cluster_queues[name]
-            drained = sorted(k for k in cq.workloads if k not in self._deactivated and k not in evicting)
-            drains += [(cq.workloads[k], "ClusterQueueStopped", "The ClusterQueue is stopped") for k in drained]
-        for key in sorted(self._draining_local_queues):
-            lq = local_queues.get(key)
-            target = tree.cluster_queues.get(lq.spec.cluster_queue) if lq is not None else None
-            if target is None or target.stop_policy == "HoldAndDrain":
-                continue
-            drains += [
-                (wl, "LocalQueueStopped", "The LocalQueue is stopped")
-                for _, wl in sorted(target.workloads.items())
-                if f"{wl.namespace}/{wl.queue_name}" == key
-                and wl.key not in self._deactivated
-                and wl.key not in evicting
-            ]
-        unqueued.sort(key=lambda item: item[0].key)
+        routed = self.queues.route(local_queues, tree.cluster_queues, namespaces)
+        # Neither an eviction nor an admission being written is drained until its write is done.
+        drains = self.queues.drains(
+            tree.cluster_queues, tree.draining, local_queues, self.infos, self.evicting | self.admitting
+        )
         return Snapshot(
             now=now,
             trees=trees,
-            pending=pending,
-            unqueued=unqueued,
+            pending=routed.pending,
+            unqueued=routed.unqueued,
             drains=drains,
             workloads=self.infos,
             flavors=dict(self.objects["ResourceFlavor"]),

@@ -1,0 +1,146 @@
+"""The queue manager (Kueue's pkg/queue): which pending workloads wait in which ClusterQueue, in
+what order, and which admitted ones must give their quota back because they were deactivated
+or their queue stopped.
+
+Pending workloads are kept per LocalQueue as they come and go; a snapshot routes each LocalQueue
+once (does it exist, is it stopped, does its ClusterQueue exist and admit its namespace) and
+orders each ClusterQueue's workloads: its cost grows with the pending workloads, not with the
+admitted ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..api import v1beta2
+from .ordering import queue_order
+from .snapshot import ClusterQueueInfo
+from .workload import WorkloadInfo
+
+Unqueued = tuple[WorkloadInfo, str, str]
+"""A pending workload no ClusterQueue can take, with Kueue's reason and message."""
+Drain = tuple[WorkloadInfo, str, str]
+"""An admitted workload that must give its quota back, with the Evicted reason and message."""
+
+
+@dataclass
+class Routed:
+    pending: dict[str, list[WorkloadInfo]] = field(default_factory=dict)
+    """Pending workloads per ClusterQueue, in queue order."""
+    unqueued: list[Unqueued] = field(default_factory=list)
+
+
+class QueueManager:
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
+        """Pending workloads by (namespace, LocalQueue)."""
+        self._draining: set[str] = set()
+        """LocalQueues (namespace/name) stopped with HoldAndDrain."""
+        self.deactivated: set[str] = set()
+        """Workloads holding quota although `spec.active` is false: the next cycle evicts them."""
+
+    # -- what comes and goes
+
+    def add_pending(self, info: WorkloadInfo) -> None:
+        self._pending.setdefault((info.namespace, info.queue_name), {})[info.key] = info
+
+    def remove_pending(self, info: WorkloadInfo) -> None:
+        queue_key = (info.namespace, info.queue_name)
+        queue = self._pending.get(queue_key)
+        if queue is not None:
+            queue.pop(info.key, None)
+            if not queue:
+                del self._pending[queue_key]
+
+    def local_queue(self, key: str, lq: v1beta2.LocalQueue | None) -> None:
+        """A LocalQueue changed (None: deleted)."""
+        if lq is not None and lq.spec.stop_policy == "HoldAndDrain":
+            self._draining.add(key)
+        else:
+            self._draining.discard(key)
+
+    # -- a snapshot's view
+
+    def route(
+        self,
+        local_queues: Mapping[str, v1beta2.LocalQueue],
+        cluster_queues: Mapping[str, ClusterQueueInfo],
+        namespaces: Mapping[str, Mapping[str, str]],
+    ) -> Routed:
+        """Each pending workload to its ClusterQueue, or unqueued with Kueue's reason (its granular
+        ones, the default since v0.20). A workload naming no queue is not Kueue's to schedule:
+        it gets no status at all."""
+        routed = Routed()
+        for (namespace, queue_name), infos in self._pending.items():
+            if not infos or not queue_name:
+                continue
+            problem = _problem(namespace, queue_name, local_queues, cluster_queues, namespaces)
+            target = None if problem else local_queues[f"{namespace}/{queue_name}"].spec.cluster_queue
+            for info in infos.values():
+                if not info.active:
+                    routed.unqueued.append((info, "Deactivated", "The workload is deactivated"))
+                elif problem is not None:
+                    routed.unqueued.append((info, *problem))
+                else:
+                    assert target is not None
+                    routed.pending.setdefault(target, []).append(info)
+        for infos_list in routed.pending.values():
+            infos_list.sort(key=queue_order)
+        routed.unqueued.sort(key=lambda item: item[0].key)
+        return routed
+
+    def drains(
+        self,
+        cluster_queues: Mapping[str, ClusterQueueInfo],
+        stopped: list[str],
+        local_queues: Mapping[str, v1beta2.LocalQueue],
+        workloads: Mapping[str, WorkloadInfo],
+        evicting: frozenset[str],
+    ) -> list[Drain]:
+        """Admitted workloads to evict: deactivated ones, and those of a ClusterQueue (`stopped`)
+        or LocalQueue stopped with HoldAndDrain. None is drained while a write about it is in
+        flight (`evicting`: evictions and admissions)."""
+        drains = [
+            (workloads[key], "Deactivated", "The workload is deactivated")
+            for key in sorted(self.deactivated)
+            if key not in evicting
+        ]
+        for name in stopped:  # queues stopped with HoldAndDrain: rare, kept in a list
+            cq = cluster_queues[name]
+            drained = sorted(k for k in cq.workloads if k not in self.deactivated and k not in evicting)
+            drains += [(cq.workloads[k], "ClusterQueueStopped", "The ClusterQueue is stopped") for k in drained]
+        for key in sorted(self._draining):
+            lq = local_queues.get(key)
+            target = cluster_queues.get(lq.spec.cluster_queue) if lq is not None else None
+            if target is None or target.stop_policy == "HoldAndDrain":
+                continue
+            drains += [
+                (wl, "LocalQueueStopped", "The LocalQueue is stopped")
+                for _, wl in sorted(target.workloads.items())
+                if f"{wl.namespace}/{wl.queue_name}" == key
+                and wl.key not in self.deactivated
+                and wl.key not in evicting
+            ]
+        return drains
+
+
+def _problem(
+    namespace: str,
+    queue_name: str,
+    local_queues: Mapping[str, v1beta2.LocalQueue],
+    cluster_queues: Mapping[str, ClusterQueueInfo],
+    namespaces: Mapping[str, Mapping[str, str]],
+) -> tuple[str, str] | None:
+    """Why the workloads of a LocalQueue reach no ClusterQueue (Kueue's reason and message)."""
+    lq = local_queues.get(f"{namespace}/{queue_name}")
+    if lq is None:
+        return "Misconfigured", f"LocalQueue {queue_name} doesn't exist"
+    if lq.spec.stop_policy != "None":
+        return "Suspended", f"LocalQueue {queue_name} is inactive"
+    cq_name = lq.spec.cluster_queue
+    if cq_name not in cluster_queues:
+        return "Misconfigured", f"ClusterQueue {cq_name} doesn't exist"
+    if not cluster_queues[cq_name].namespace_selector.matches(namespaces.get(namespace, {})):
+        return "Misconfigured", "workload namespace doesn't match ClusterQueue selector"
+    return None
