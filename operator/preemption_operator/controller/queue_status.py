@@ -10,7 +10,7 @@ from typing import Any
 
 from ..api.quantity import format_amount
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
-from ..engine.configurable import fair_sharing_required, validate
+from ..engine.configurable import usability
 from ..engine.fair_sharing import dominant_resource_share, weighted_share_status
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
 from ..engine.workload_status import get_condition, set_condition
@@ -35,8 +35,6 @@ def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, A
 
 
 CONFIG_CONDITION = "PreemptionConfigReady"
-FAIR_SHARING_REQUIRED = "FairSharingRequired"
-"""Valid=False: a selector's quota value compares shares, and the operator runs without fair sharing."""
 
 
 def preemption_config_condition(
@@ -56,7 +54,7 @@ def preemption_config_condition(
     config = configs.get(name)
     if config is None:
         return "False", "ConfigNotFound", f"PreemptionConfig {name} not found: only classic preemption applies"
-    errors = validate(config) or ([] if fair_sharing else fair_sharing_required(config))
+    errors = usability(config, fair_sharing).problems
     if errors:
         return "False", "InvalidConfig", f"PreemptionConfig {name} is invalid: {'; '.join(errors)}"
     return "True", "Ready", f"PreemptionConfig {name}: {len(config.rules)} rule(s)"
@@ -161,15 +159,12 @@ def preemption_config_status(
     """`lint`: the operator's last analysis of the setup (None: none yet); `fair_sharing`: whether
     the operator runs with it (a DRS quota value cannot be used without)."""
     status = copy.deepcopy(current or {})
-    errors = validate(config)
-    needs_fair = [] if fair_sharing else fair_sharing_required(config)
+    usable = usability(config, fair_sharing)
     generation = config.metadata.generation
     status["ruleCount"] = len(config.rules)
     status["clusterQueues"] = cluster_queues
-    if errors:
-        set_condition(status, "Valid", "False", "InvalidSelector", "; ".join(errors), now, generation)
-    elif needs_fair:
-        set_condition(status, "Valid", "False", FAIR_SHARING_REQUIRED, "; ".join(needs_fair), now, generation)
+    if usable.reason is not None:
+        set_condition(status, "Valid", "False", usable.reason, "; ".join(usable.problems), now, generation)
     else:
         set_condition(status, "Valid", "True", "Valid", "All rules and selectors build", now, generation)
     name = config.metadata.name

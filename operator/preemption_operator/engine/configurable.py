@@ -336,6 +336,35 @@ def fair_sharing_required(config: PreemptionConfig) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True)
+class Usability:
+    """Whether a PreemptionConfig can be used, decided once for the operator's conditions, lint
+    and offline input: what does not build, and what needs fair sharing while it is off."""
+
+    invalid: tuple[str, ...] = ()
+    """Selectors and operators that do not build (InvalidSelector)."""
+    needs_fair_sharing: tuple[str, ...] = ()
+    """Quota values that compare shares, with fair sharing off (FairSharingRequired)."""
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """What keeps it from being used; what does not build comes first and alone."""
+        return self.invalid or self.needs_fair_sharing
+
+    @property
+    def reason(self) -> str | None:
+        if self.invalid:
+            return "InvalidSelector"
+        return "FairSharingRequired" if self.needs_fair_sharing else None
+
+
+def usability(config: PreemptionConfig, fair_sharing: bool | None) -> Usability:
+    """`fair_sharing`: whether the engine runs with it; None when that is not known (the
+    operator's lint: the config's Valid condition says it)."""
+    needs = fair_sharing_required(config) if fair_sharing is False else []
+    return Usability(tuple(validate(config)), tuple(needs))
+
+
 def _needs_fair_sharing(config: PreemptionConfig, rule: PreemptionRule, index: int, quota: str) -> str:
     return (
         f'preemptionConfig "{config.name}" rule "{rule.name}" candidateSelectors[{index}].quota: {quota} compares '

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api import v1alpha1, v1beta2
-from ..engine.configurable import fair_sharing_required, validate
+from ..engine.configurable import usability
 from ..engine.workload import PRIORITY_BOOST_ANNOTATION
 from . import flapping, rules
 from .findings import Report
@@ -77,11 +77,12 @@ def lint(objects: Iterable[Any], witness: Path | None = None, *, fair_sharing: b
         where = f"PreemptionConfig/{name}"
         if name not in used:
             report.add("UnusedPreemptionConfig", "info", f"no ClusterQueue uses PreemptionConfig {name}", where)
-        for problem in validate(config):
+        # fair_sharing None (the operator's lint): the config's Valid condition says it already.
+        usable = usability(config, fair_sharing)
+        for problem in usable.invalid:
             report.add("InvalidSelector", "error", problem, where)
-        if fair_sharing is False:  # None (the operator's lint): its Valid condition says it already
-            for problem in fair_sharing_required(config):
-                report.add("FairSharingRequired", "error", problem, where)
+        for problem in usable.needs_fair_sharing:
+            report.add("FairSharingRequired", "error", problem, where)
         _user_writable(report, name, config, classes)
     rules.run(report, objects)
     _flapping(report, objects, witness)

@@ -126,7 +126,7 @@ def _unusable(obj: Any, fair_sharing: bool | None = None) -> str | None:
     Workload without a queue (Kueue ignores it), a selector that does not build (the operator
     marks the ClusterQueue inactive, or the PreemptionConfig Valid=False), and with `fair_sharing`
     False a DRS quota value (Valid=False, FairSharingRequired). None: not judged (lint's own finding)."""
-    from ..engine.configurable import fair_sharing_required, validate
+    from ..engine.configurable import usability
     from ..engine.selectors import NOTHING, SelectorError, build
 
     if isinstance(obj, Workload) and not obj.spec.queue_name:
@@ -137,7 +137,7 @@ def _unusable(obj: Any, fair_sharing: bool | None = None) -> str | None:
         except SelectorError as exc:
             return f"spec.namespaceSelector: {exc}"
     if isinstance(obj, PreemptionConfig):
-        errors = validate(obj) or (fair_sharing_required(obj) if fair_sharing is False else [])
+        errors = usability(obj, fair_sharing).problems
         if errors:
             return "; ".join(errors)
     return None
