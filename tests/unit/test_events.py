@@ -26,6 +26,8 @@ from preemption_operator.k8s.events import (
 KUEUE = "kueue.x-k8s.io/v1beta2"
 PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events(?:/(?P<name>[^/]+))?$")
 
+pytestmark = pytest.mark.looptime  # timeouts and drains run on fake time
+
 
 class FakeApi:
     """Events in memory; every request is recorded; `failures` are raised by the next requests."""

@@ -12,11 +12,12 @@ import pytest
 
 from builders import cluster_queue, pending
 from preemption_operator.api.kinds import ClusterQueue, Kind, Workload
-from preemption_operator.k8s import informer as informer_module
 from preemption_operator.k8s.informer import Informer
 from unit.fake_api import FakeApi
 
 WL = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+
+pytestmark = pytest.mark.looptime  # backoffs, retries and polls run on fake time
 
 
 class Recorder:
@@ -51,18 +52,13 @@ async def running(api: FakeApi, kind: Kind = Workload, **kwargs: Any) -> AsyncIt
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def until(check: Callable[[], bool]) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.002)
-    raise AssertionError("condition not reached")
-
-
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(informer_module, "BACKOFF_START", 0.001)
-    monkeypatch.setattr(informer_module, "MISSING_KIND_RETRY_SECONDS", 0.01)
+async def until(check: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Polls on the event loop's (fake) clock."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
 
 
 async def test_list_then_watch_from_the_lists_version() -> None:

@@ -18,8 +18,10 @@ from builders import NOW, admitted, cluster_queue, parse, pending, scenario, wor
 from preemption_operator.api import kinds
 from preemption_operator.api.quantity import parse_quantity
 from preemption_operator.controller.faults import Faults
+from preemption_operator.controller.linter import LintResult, analyse_setup
 from preemption_operator.controller.metrics import Metrics
 from preemption_operator.controller.scheduling import Scheduling
+from preemption_operator.controller.wakeups import Wakeups
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.changes import StatusChange
 from preemption_operator.engine.fair_sharing import OFF, FairSharing
@@ -37,6 +39,11 @@ class Events:
 
     def record(self, obj: Obj, kind: str, api_version: str, type_: str, reason: str, message: str) -> None:
         self.recorded.append((obj["metadata"].get("name", ""), reason, message))
+
+
+async def analyse_here(wires: list[Obj]) -> LintResult:
+    """lint in this process (the operator runs it in a child process)."""
+    return analyse_setup(wires)
 
 
 class Harness:
@@ -58,7 +65,9 @@ class Harness:
         self.events = Events()
         self.metrics = Metrics()
         self.writer = StatusWriter(self.api, fence=leading)  # type: ignore[arg-type]
-        self.s = Scheduling.build(self.cache, self.writer, self.events, self.metrics, leading, faults=faults, rounds=64)
+        self.s = Scheduling.build(
+            self.cache, self.writer, self.events, self.metrics, leading, faults=faults, rounds=64, analyse=analyse_here
+        )
         self.loop = self.s.loop
         self.sync()
 
@@ -145,12 +154,10 @@ async def test_a_write_that_took_effect_before_its_error_keeps_its_quota() -> No
     assert [r for _, r, _ in h.events.recorded].count("QuotaReserved") == 1
 
 
-async def test_a_write_nobody_can_confirm_holds_its_quota_until_a_read_says(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.looptime
+async def test_a_write_nobody_can_confirm_holds_its_quota_until_a_read_says() -> None:
     """The answer is lost and the API cannot be read either: the admission may have taken
     effect, so it keeps its quota (no cycle admits into it) until a read says what happened."""
-    import preemption_operator.controller.decisions as decisions_module
-
-    monkeypatch.setattr(decisions_module, "VERIFY_START", 0.01)
     h = Harness(scenario([cluster_queue("cq", 2)], pending("w1", "cq", 2), pending("w2", "cq", 2)))
     h.api.fail("PATCH", f"{WL}/w1/status", code=0, after=True)
     h.api.fail("GET", f"{WL}/w1", code=0, times=6)
@@ -158,27 +165,23 @@ async def test_a_write_nobody_can_confirm_holds_its_quota_until_a_read_says(monk
     assert h.metrics.failed_writes.labels(outcome="unknown")._value.get() == 1
     assert h.cache.assumed == {"default/w1"}
     assert not (await h.step()).admitted  # w1 may hold the quota
-    while h.s.decisions._verifying:
-        await asyncio.sleep(0.01)
+    await asyncio.sleep(60)  # the reads back, with their backoff
+    assert not h.s.decisions._verifying
     assert not h.cache.assumed
     assert _reserved(h.cache.objects["Workload"]["default/w1"].to_wire())  # the read told
     assert not (await h.step()).admitted
     assert h.admitted() == {"w1"} and h.most_cpu_ever("cq") == 2
 
 
-async def test_a_write_that_did_not_take_effect_is_decided_again_once_a_read_says(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import preemption_operator.controller.decisions as decisions_module
-
-    monkeypatch.setattr(decisions_module, "VERIFY_START", 0.01)
+@pytest.mark.looptime
+async def test_a_write_that_did_not_take_effect_is_decided_again_once_a_read_says() -> None:
     h = Harness(scenario([cluster_queue("cq", 2)], pending("w1", "cq", 2), pending("w2", "cq", 2)))
     h.api.fail("PATCH", f"{WL}/w1/status", code=0)
     h.api.fail("GET", f"{WL}/w1", code=0, times=6)
     await h.step()
     assert h.cache.assumed == {"default/w1"} and h.admitted() == set()
-    while h.s.decisions._verifying:
-        await asyncio.sleep(0.01)
+    await asyncio.sleep(60)  # the reads back, with their backoff
+    assert not h.s.decisions._verifying
     assert not h.cache.assumed
     third = await h.step()
     assert [a.workload.name for a in third.admitted] == ["w1"]
@@ -384,6 +387,7 @@ async def _write(api: FakeApi, fence: Callable[[], bool] = lambda: True, current
         (0, Outcome.UNKNOWN),
     ],
 )
+@pytest.mark.looptime
 async def test_the_writer_classifies_every_answer(code: int, outcome: Outcome) -> None:
     api = FakeApi()
     api.put(pending("w1", "cq").obj())
@@ -413,6 +417,7 @@ async def test_an_error_before_the_write_is_retried_from_a_fresh_read() -> None:
     assert [m for m, _ in api.requests] == ["GET", "PATCH", "GET", "PATCH"]
 
 
+@pytest.mark.looptime
 async def test_the_writer_retries_throttling_and_conflicts() -> None:
     api = FakeApi()
     stale = api.put(pending("w1", "cq").obj())
@@ -542,13 +547,18 @@ async def test_a_failing_status_write_does_not_lose_the_wake_up() -> None:
 def test_wake_ups_are_one_deadline_not_one_timer_each() -> None:
     from datetime import UTC, datetime, timedelta
 
-    h = Harness(four_in_three())
-    now = datetime.now(UTC)
-    for minutes in range(100, 0, -1):
-        h.s.wakeups.wake_at(now + timedelta(seconds=minutes))
-    first = h.s.wakeups.deadline
-    h.s.wakeups.wake_at(now + timedelta(seconds=50))
-    assert h.s.wakeups.deadline == first  # a later moment does not move the earliest one
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    wakeups = Wakeups(clock=lambda: 1000.0, wall=lambda: now)
+    for seconds in range(100, 0, -1):
+        wakeups.wake_at(now + timedelta(seconds=seconds))
+    assert wakeups.deadline == 1000.0 + 1 + 0.5  # the earliest, half a second after it is due
+    wakeups.wake_at(now + timedelta(seconds=50))
+    assert wakeups.deadline == 1001.5  # a later moment does not move the earliest one
+    wakeups.wake_at(now + timedelta(hours=1))
+    assert wakeups.deadline == 1001.5
+    capped = Wakeups(clock=lambda: 0.0, wall=lambda: now, cap_seconds=30)
+    capped.wake_at(now + timedelta(hours=1))
+    assert capped.deadline == 30  # no timer sleeps past the periodic resync
 
 
 async def test_notices_are_posted_once_and_forgotten_when_fixed() -> None:
@@ -590,8 +600,10 @@ async def test_metric_series_go_with_their_cluster_queue() -> None:
     assert 'cluster_queue="kept"' in text
 
 
+@pytest.mark.looptime
 async def test_the_heartbeat_moves_only_when_a_pass_completes() -> None:
-    """Liveness reads the heartbeat: a loop whose every cycle fails must look dead."""
+    """Liveness reads the heartbeat: a loop whose every cycle fails must look dead, and alive
+    again once a pass completes (on the event loop's clock, faked here)."""
     h = Harness(four_in_three())
     synced = asyncio.Event()
     synced.set()
@@ -601,24 +613,19 @@ async def test_the_heartbeat_moves_only_when_a_pass_completes() -> None:
         raise RuntimeError("a bug")
 
     h.loop.engine.cycle = broken  # type: ignore[method-assign]
-    h.loop.heartbeat = 0.0
     task = asyncio.create_task(h.s.run(synced))
     h.loop.poke()
-    for _ in range(50):
-        await asyncio.sleep(0)
-    assert h.loop.heartbeat == 0.0
+    await asyncio.sleep(10)  # failed cycles retry every second meanwhile
+    assert h.loop.heartbeat is not None
+    assert not h.loop.alive(liveness_seconds=5)
     del h.loop.engine.cycle  # the class's own again
-    h.s.wakeups.deadline = 0.0
-    h.loop.poke()
-    for _ in range(200):
-        await asyncio.sleep(0.001)
-        if h.loop.heartbeat:
-            break
+    await asyncio.sleep(2)  # the next retry is a pass
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    assert h.loop.heartbeat > 0.0
+    assert h.loop.alive(liveness_seconds=5)
 
 
+@pytest.mark.looptime
 async def test_a_new_leader_decides_only_after_a_fresh_list() -> None:
     """The previous leader's last writes may still be on their way through the watch: a replica
     that becomes the leader lists everything again before its first cycle."""
@@ -642,15 +649,11 @@ async def test_a_new_leader_decides_only_after_a_fresh_list() -> None:
     synced.set()
     task = asyncio.create_task(h.s.run(synced))
     h.loop.poke()
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await asyncio.sleep(1)
     assert order == []  # a standby decides nothing
     leading["now"] = True
     h.loop.poke()
-    for _ in range(200):
-        await asyncio.sleep(0.001)
-        if "cycle" in order:
-            break
+    await asyncio.sleep(1)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert order[:2] == ["relist", "cycle"]
@@ -694,6 +697,7 @@ async def test_the_loop_yields_between_busy_cycles() -> None:
     assert others - others_at_first >= 100  # the other task ran between the busy cycles
 
 
+@pytest.mark.looptime
 async def test_decisions_of_a_term_that_ended_are_never_written() -> None:
     """A leader decided `new`'s admission (waiting for its batch's eviction), then lost the lease;
     another leader may have handed that quota out meanwhile. When this replica leads again, the
@@ -710,18 +714,16 @@ async def test_decisions_of_a_term_that_ended_are_never_written() -> None:
     synced.set()
     task = asyncio.create_task(h.s.run(synced))
     h.loop.poke()
-    while hold.waiting == 0:
-        await asyncio.sleep(0.001)
+    await asyncio.sleep(1)
+    assert hold.waiting == 1
     assert "default/new" in h.cache.assumed  # admitted, waiting for old's drain
     leading["now"] = False
     h.loop.poke()
-    for _ in range(50):
-        await asyncio.sleep(0.001)
+    await asyncio.sleep(1)
     assert "default/new" not in h.cache.assumed and h.s.decisions.queue.queued == 0
     hold.gate.set()  # the drain sent before the term ended lands
     leading["now"] = True
-    for _ in range(50):
-        await asyncio.sleep(0.001)
+    await asyncio.sleep(1)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     patches = [p for m, p in h.api.requests if m == "PATCH" and p.endswith("/new/status")]

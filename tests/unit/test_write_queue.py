@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from builders import NOW, admitted, cache_of, cluster_queue, cohort, one_cycle, pending, scenario
 from preemption_operator.controller.write_queue import WriteQueue
 from preemption_operator.engine import changes
 from preemption_operator.engine.changes import StatusChange, same_in_substance, status_changes
 from preemption_operator.engine.scheduler import Eviction, QueueState, Scheduler
 from preemption_operator.k8s.writer import Outcome, WriteResult
+
+pytestmark = pytest.mark.looptime  # waits run on fake time
 
 
 class Writer:

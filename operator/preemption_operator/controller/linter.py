@@ -31,6 +31,7 @@ from ..engine.notices import Notice
 from ..lint import Finding, Proof, lint
 from ..lint.flapping import NOW
 from .metrics import Metrics
+from .wakeups import loop_time
 
 log = logging.getLogger(__name__)
 
@@ -261,11 +262,11 @@ class Linter:
 
     async def _quiet(self) -> None:
         """Returns once no change came for `debounce_seconds`, or `max_delay_seconds` after the first."""
-        deadline = time.monotonic() + self.max_delay_seconds
+        deadline = loop_time() + self.max_delay_seconds
         while True:
             self._due.clear()
-            await asyncio.sleep(max(0.0, min(self.debounce_seconds, deadline - time.monotonic())))
-            if not self._due.is_set() or time.monotonic() >= deadline:
+            await asyncio.sleep(max(0.0, min(self.debounce_seconds, deadline - loop_time())))
+            if not self._due.is_set() or loop_time() >= deadline:
                 self._due.clear()  # what came meanwhile is in the setup read next
                 return
 

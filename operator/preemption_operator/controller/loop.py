@@ -27,7 +27,7 @@ from ..engine.workload import WorkloadInfo
 from .decisions import RETRY_START, DecisionWriter
 from .metrics import Metrics
 from .notices import NoticePoster
-from .wakeups import Wakeups
+from .wakeups import Wakeups, loop_time
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class SchedulingLoop:
         resync_seconds: float = RESYNC_SECONDS,
         rounds: int = ROUNDS_PER_CYCLE,
         job_stops: Callable[[WorkloadInfo], bool] = lambda wl: False,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = loop_time,
     ) -> None:
         """`relist`: a fresh list of every kind (a new leader starts from it); `term_started`:
         this replica took the lead; `cycled`: a cycle ended (statuses are due); `job_stops`: which
@@ -87,13 +87,18 @@ class SchedulingLoop:
         """Cycles decided since this replica last took the lead. The job controller gives a
         stopped job's quota back only after one: that cycle has seen the preemptors waiting for
         it (QueueState starts empty with each term), so the quota goes to them."""
-        self.heartbeat = clock()
-        """When the loop last completed a pass (a cycle, or a standby's check): liveness reads it."""
+        self.heartbeat: float | None = None
+        """When the loop last completed a pass (a cycle, or a standby's check), on `clock`;
+        None before it started: liveness reads it."""
         self.busy = False
         self._was_leading = False
 
     def poke(self) -> None:
         self.wakeups.poke()
+
+    def alive(self, liveness_seconds: float) -> bool:
+        """Whether a pass completed within `liveness_seconds` (or the loop has not started yet)."""
+        return self.heartbeat is None or self.clock() - self.heartbeat < liveness_seconds
 
     def in_term(self) -> bool:
         """Leading, and the term taken over (its fresh list read)."""
@@ -103,6 +108,7 @@ class SchedulingLoop:
 
     async def run(self, synced: asyncio.Event) -> None:
         await synced.wait()
+        self.heartbeat = self.clock()
         resync_at = self.clock() + self.resync_seconds
         wake = self.wakeups
         while True:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +18,7 @@ from . import queue_status
 from .feeder import CacheFeeder
 from .linter import LintResult
 from .metrics import Metrics
+from .wakeups import loop_time
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class QueueStatusPublisher:
         while True:
             await self._due.wait()
             self._due.clear()
-            started = time.monotonic()
+            started = loop_time()
             if self.leading():
                 try:
                     await self.publish(datetime.now(UTC).replace(microsecond=0))
@@ -67,7 +67,7 @@ class QueueStatusPublisher:
                     raise
                 except Exception:  # a status for people must never stop scheduling
                     log.exception("writing queue statuses failed")
-            await asyncio.sleep(max(0.0, INTERVAL_SECONDS - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, INTERVAL_SECONDS - (loop_time() - started)))
 
     async def publish(self, now: datetime) -> None:
         """Every queue's status; only those that change are written, a few at a time."""

@@ -177,7 +177,7 @@ async def operate(
     def alive() -> bool:
         if not synced.is_set():
             return True  # the first list of a big cluster may take a while; readiness says so
-        return time.monotonic() - loop.heartbeat < liveness_seconds and not any(t.done() for t in services)
+        return loop.alive(liveness_seconds) and not any(t.done() for t in services)
 
     if elector is not None:
         metrics.replica_role = "follower"

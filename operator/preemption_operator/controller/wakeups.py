@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+
+
+def loop_time() -> float:
+    """The running event loop's clock: what asyncio's sleeps and timeouts measure (monotonic;
+    the tests' fake time under looptime). Every timer of the controller reads it."""
+    return asyncio.get_running_loop().time()
 
 
 class Wakeups:
     def __init__(
         self,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = loop_time,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         cap_seconds: float = 30.0,
     ) -> None:
