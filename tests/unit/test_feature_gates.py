@@ -1,0 +1,52 @@
+"""Kueue's --feature-gates parse as Kubernetes components parse them, and a gate that cannot change
+what this operator does says so."""
+
+from __future__ import annotations
+
+import pytest
+
+from preemption_operator.controller.feature_gates import KUEUE_GATES, gate_warnings, parse_feature_gates
+
+
+def test_kueue_gate_names_and_go_booleans_parse() -> None:
+    assert parse_feature_gates("ConfigurablePreemptions=true, TopologyAwareScheduling=False,PartialAdmission=1") == {
+        "ConfigurablePreemptions": True,
+        "TopologyAwareScheduling": False,
+        "PartialAdmission": True,
+    }
+    assert parse_feature_gates("") == {}
+    assert "ConfigurablePreemptions" in KUEUE_GATES and "ElasticJobsViaWorkloadSlices" in KUEUE_GATES
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ConfigurablePreemption=true", "unrecognized feature gate: ConfigurablePreemption"),
+        ("PartialAdmission", "missing bool value for PartialAdmission"),
+        (
+            "PartialAdmission=yes",
+            'invalid value of PartialAdmission=yes, err: strconv.ParseBool: parsing "yes": invalid syntax',
+        ),
+    ],
+)
+def test_bad_gates_are_refused_with_the_words_of_kubernetes(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
+        parse_feature_gates(text)
+
+
+def test_a_gate_set_against_how_the_operator_works_is_named() -> None:
+    warnings = gate_warnings(
+        {
+            "ConfigurablePreemptions": False,
+            "FlavorFungibilityPreserveScanProgress": True,
+            "MultiKueue": True,
+            "PartialAdmission": True,
+        }
+    )
+    assert warnings == [
+        "feature gate ConfigurablePreemptions=false has no effect: PreemptionConfig rules apply to every "
+        "ClusterQueue that names one",
+        "feature gate FlavorFungibilityPreserveScanProgress=true has no effect: every flavor search starts at "
+        "the first flavor",
+        "feature gate MultiKueue has no effect here: this operator does not implement it",
+    ]
