@@ -24,7 +24,7 @@ times from the watch cache (one watch request from the resourceVersion before th
 every event.
 
 Clients: httpx2 as the operator's KubeApi uses it in commit ffef45c (lightkube's kubeconfig
-adapter, HTTP/1.1, msgspec; copied here), the same with HTTP/2, aiohttp configured as kopf's APIContext configures it (TCPConnector(limit=0),
+adapter, HTTP/1.1, msgspec; copied here), the same with HTTP/2, aiohttp configured as Python operator frameworks configure it (TCPConnector(limit=0),
 the cluster CA and credentials from the kubeconfig, msgspec for JSON), and kubernetes_asyncio
 (CustomObjectsApi / CoreV1Api, its own JSON handling). Codecs: msgspec, orjson and json (stdlib).
 
@@ -208,7 +208,7 @@ class HttpxBytesWatch(HttpxClient):
 
 
 async def decoded_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
-    """JSON lines from a byte stream (kopf's iter_jsonlines), each decoded with msgspec."""
+    """JSON lines from a byte stream, each decoded with msgspec."""
     buffer = b""
     async for chunk in chunks:
         buffer += chunk
@@ -223,7 +223,7 @@ async def decoded_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str,
 
 
 class AiohttpClient(Client):
-    """aiohttp as kopf's APIContext sets it up: one ClientSession, TCPConnector(limit=0) with the
+    """aiohttp as Python operator frameworks set it up: one ClientSession, TCPConnector(limit=0) with the
     cluster CA (and client certificate, when the kubeconfig has one), the bearer token as a default
     header; the body encoded and the answer decoded with msgspec, as KubeApi did."""
 
@@ -765,7 +765,7 @@ def report(args: argparse.Namespace, found: dict[str, Any], load: tuple[str, str
         "Clients: **httpx2 h1 (KubeApi@ffef45c)**: the requests of the operator's KubeApi as of commit ffef45c "
         "(the operator's client when this was written), copied into this script (lightkube's kubeconfig adapter makes the httpx2 client, HTTP/1.1, default limits; msgspec "
         "encodes and decodes; a watch reads aiter_lines()); **httpx2 h2**: the same with http2=True given to the "
-        "adapter; **aiohttp**: one aiohttp ClientSession set up as kopf's APIContext sets it up "
+        "adapter; **aiohttp**: one aiohttp ClientSession set up as Python operator frameworks set it up "
         "(TCPConnector(limit=0) with the cluster CA from the kubeconfig, the bearer token as a default header), "
         "msgspec for JSON; **kubernetes_asyncio**: load_kube_config, CustomObjectsApi."
         "patch_namespaced_custom_object_status, CoreV1Api.create_namespaced_event (its answer deserialized into a "

@@ -1,8 +1,8 @@
 """Informers: list a kind, then watch it from the list's resourceVersion, as client-go does.
 
-Why not kopf's watches: a kopf event handler sees objects one at a time and cannot tell when a
-re-list starts or ends, so an object deleted while the watch was down (an API-server restart, a
-410 Gone) is never reported and stays in the cache for good. Here every list *replaces* the
+Why not an operator framework's per-object event handlers: a handler that sees objects one at a
+time cannot tell when a re-list starts or ends, so an object deleted while the watch was down (an
+API-server restart, a 410 Gone) is never reported and stays in the cache for good. Here every list *replaces* the
 kind's contents in the cache (what is missing from it was deleted), the watch resumes from the
 last resourceVersion seen (bookmarks included), a 410 Gone or a stale stream forces a re-list,
 and a periodic re-list reconciles whatever drift is left.
