@@ -177,13 +177,14 @@ def run(
     from .controller import run as operator
     from .controller.faults import Faults, FaultSpecError
     from .controller.webhooks import WebhookSettings
+    from .jobs import framework as job_framework
     from .k8s.api import load_config
 
     logs.configure(log_format, verbose)
     sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     frameworks = tuple(name.strip() for name in integrations.split(",") if name.strip())
     try:
-        operator.integration_kinds(frameworks)
+        job_framework.enabled(frameworks)
         config = load_config()
         faults = Faults.from_env()
     except (ConfigError, FaultSpecError, ValueError) as exc:

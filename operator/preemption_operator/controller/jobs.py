@@ -19,7 +19,7 @@ from typing import Any
 from ..api import kinds
 from ..api.kinds import Kind
 from ..engine.cache import Cache
-from ..jobs.framework import INTEGRATIONS, GenericJob
+from ..jobs.framework import INTEGRATIONS, GenericJob, Integration
 from ..jobs.reconciler import (
     ComposeError,
     CreateWorkload,
@@ -63,7 +63,7 @@ class JobController:
         leading: Callable[[], bool],
         *,
         settings: Settings | None = None,
-        kinds: Iterable[Kind] | None = None,
+        integrations: Iterable[Integration] | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         scheduled: Callable[[], bool] = lambda: True,
         closing: Callable[[str], bool] = lambda namespace: False,
@@ -80,10 +80,9 @@ class JobController:
         """Whether the scheduling loop has decided a cycle this term (see SchedulingLoop.term_cycles)."""
         self.closing = closing
         """Whether a namespace is being deleted: nothing new can be made there."""
-        self.kinds = {
-            kind.name: kind for kind in (kinds if kinds is not None else (c.kind for c in INTEGRATIONS.values()))
-        }
-        self._by_kind = {cls.kind.name: cls for cls in INTEGRATIONS.values() if cls.kind.name in self.kinds}
+        chosen = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
+        self.kinds = {integration.kind.name: integration.kind for integration in chosen}
+        self._by_kind = {integration.kind.name: integration.job for integration in chosen}
         self.jobs: dict[JobKey, dict[str, Any]] = {}
         self._uids: dict[str, JobKey] = {}
         """Job UID -> job, for Workloads whose owner reference names it."""

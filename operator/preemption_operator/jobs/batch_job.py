@@ -1,14 +1,18 @@
-"""batch/v1 Job on the job framework: one pod set, `main`, of min(parallelism, completions) pods."""
+"""batch/v1 Job on the job framework (Kueue's `batch/job`): one pod set, `main`, of
+min(parallelism, completions) pods; its webhooks create a queued Job suspended and keep a running
+one's queue and, under partial admission, its parallelism (Kueue's
+pkg/controller/jobs/job/job_webhook.go, v0.19.2)."""
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..api.kinds import Kind
-from . import podsets
-from .framework import QUEUE_LABEL, Finished, JobPatch, PodSetInfo, integrate
+from . import podsets, webhook
+from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, register
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 """Partial admission: the fewest pods the Job can run with (Kueue's annotation)."""
@@ -26,13 +30,13 @@ NOT_COPIED_LABELS = ("job-name", "controller-uid", "batch.kubernetes.io/controll
 """Left out of the Workload's copy of the template, as Kueue leaves them out."""
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 """The pod label that numbers a Job's pods: its pod set's index for topology-aware scheduling."""
+MIN_PARALLELISM_FIELD = f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]"
 
 
 def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-@integrate
 class BatchJob:
     kind: ClassVar[Kind] = Kind("Job", "batch", "v1", "jobs", True)
 
@@ -151,3 +155,41 @@ class BatchJob:
                 unmark["spec"] = spec
         patches.append(JobPatch(unmark))
         return patches
+
+
+def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A Job being created is suspended when it names a queue: it must not start before admission."""
+    if not BatchJob(obj).queue_name() or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return []
+    if (obj.get("spec") or {}).get("suspend") is True:
+        return []
+    return [{"op": "add", "path": "/spec/suspend", "value": True}]
+
+
+def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:
+    """Kueue's field errors for a Job being created (`old` None) or updated."""
+    job = BatchJob(obj)
+    errors = webhook.queue_name_errors(obj)
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(MIN_PARALLELISM_ANNOTATION)
+    if raw is not None:
+        if not re.fullmatch(r"[+-]?[0-9]+", raw):
+            errors.append(webhook.invalid(MIN_PARALLELISM_FIELD, raw, f'strconv.Atoi: parsing "{raw}": invalid syntax'))
+        elif not 0 < int(raw) < job.pods_count():
+            errors.append(
+                webhook.invalid(MIN_PARALLELISM_FIELD, raw, f"should be between 0 and {job.pods_count() - 1}")
+            )
+    if old is None:
+        return errors
+    errors += webhook.queue_change_errors(obj, old, job.is_suspended())
+    if (
+        BatchJob(old).partial() is not None
+        and (old.get("spec") or {}).get("suspend") is not True
+        and (old.get("spec") or {}).get("parallelism") != (obj.get("spec") or {}).get("parallelism")
+    ):
+        errors.append(
+            "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"
+        )
+    return errors
+
+
+INTEGRATION = register(Integration("batch/job", BatchJob, mutate, validate))

@@ -8,7 +8,7 @@ that implements `GenericJob` and registers itself in `INTEGRATIONS`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -95,16 +95,62 @@ class GenericJob(Protocol):
         `originals` (the Workload's copy) has them."""
 
 
-INTEGRATIONS: dict[tuple[str, str], type[GenericJob]] = {}
-"""(apiVersion, kind) -> integration. Filled by the integration modules when imported."""
+Mutate = Callable[[Mapping[str, Any]], list[dict[str, Any]]]
+"""An object being created -> the JSON patch operations its mutating webhook answers with."""
+Validate = Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[str]]
+"""An object being created (old None) or updated, and the old one -> its field errors."""
 
 
-def integrate(cls: type[GenericJob]) -> type[GenericJob]:
-    INTEGRATIONS[(cls.kind.api_version, cls.kind.name)] = cls
-    return cls
+@dataclass(frozen=True)
+class Integration:
+    """One job integration, as the registry holds it (Kueue's IntegrationCallbacks): everything
+    the operator derives from it (flag, watches, webhooks, RBAC) comes from here."""
+
+    framework: str
+    """Its name in Kueue's `integrations.frameworks` (`batch/job`): what `--integrations` takes."""
+    job: type[GenericJob]
+    """Its view of a job; `job.kind` is where its objects live."""
+    mutate: Mutate
+    """Its mutating webhook, called on create."""
+    validate: Validate
+    """Its validating webhook, called on create and update."""
+    job_stops: bool = True
+    """Whether an evicted Workload it owns keeps its quota until the job has stopped (its pods are
+    gone; the job controller then gives the quota back). False: the quota comes back at eviction,
+    as for a bare Workload."""
+
+    @property
+    def kind(self) -> Kind:
+        return self.job.kind
 
 
-def stops_through_job(owner: tuple[str, str] | None) -> bool:
-    """Whether a Workload owned by `owner` ((apiVersion, kind) of its controller) is stopped by a
-    job integration, which then gives its quota back."""
-    return owner is not None and owner in INTEGRATIONS
+INTEGRATIONS: dict[str, Integration] = {}
+"""Framework name -> integration. Filled by the integration modules as they are imported
+(importing the package imports them all)."""
+
+
+def register(integration: Integration) -> Integration:
+    if integration.framework in INTEGRATIONS:
+        raise ValueError(f"duplicate framework name {integration.framework!r}")
+    INTEGRATIONS[integration.framework] = integration
+    return integration
+
+
+def enabled(names: Iterable[str]) -> tuple[Integration, ...]:
+    """The integrations named (as `--integrations` names them); ValueError names an unknown one."""
+    names = tuple(names)
+    unknown = [name for name in names if name not in INTEGRATIONS]
+    if unknown:
+        raise ValueError(f"unknown integration {unknown[0]!r}: known are {', '.join(sorted(INTEGRATIONS))}")
+    return tuple(INTEGRATIONS[name] for name in dict.fromkeys(names))
+
+
+def of_kind(api_version: str, kind: str) -> Integration | None:
+    """The integration whose objects have this apiVersion and kind."""
+    return next((i for i in INTEGRATIONS.values() if (i.kind.api_version, i.kind.name) == (api_version, kind)), None)
+
+
+def stopping_owners(integrations: Iterable[Integration]) -> frozenset[tuple[str, str]]:
+    """(apiVersion, kind) of the jobs whose evicted Workloads keep their quota until the job has
+    stopped: what the scheduling loop is told of a Workload's controller owner."""
+    return frozenset((i.kind.api_version, i.kind.name) for i in integrations if i.job_stops)

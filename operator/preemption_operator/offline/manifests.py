@@ -99,15 +99,15 @@ def _class_values(manifests: list[Manifest]) -> dict[tuple[str, str], int]:
 def _job_workload(manifest: Manifest, classes: dict[tuple[str, str], int]) -> dict[str, Any] | None:
     """The Workload the operator would make for a queued job (None: not an integrated kind, or
     not queued). Without a UID, its namespace/name stands in, as elsewhere in `simulate`."""
-    from ..jobs.framework import INTEGRATIONS
+    from ..jobs.framework import of_kind
     from ..jobs.reconciler import ComposeError, Settings, new_workload
 
     body = manifest.body
-    integration = INTEGRATIONS.get((str(body.get("apiVersion")), str(body.get("kind"))))
+    integration = of_kind(str(body.get("apiVersion")), str(body.get("kind")))
     meta = body.get("metadata")
     if integration is None or not isinstance(meta, dict):
         return None
-    job = integration(
+    job = integration.job(
         {**body, "metadata": {**meta, "uid": meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"}}
     )
     if not job.queue_name():
