@@ -1,4 +1,4 @@
-"""The `preemption-operator` command: `run`, `simulate` and `crds`."""
+"""The `preemption-operator` command: `run`, `simulate`, `lint`, `explain`, and the generators `crds` and `rbac`."""
 
 from __future__ import annotations
 
@@ -48,6 +48,30 @@ def crds(output_dir: Path, check: bool) -> None:
         return
     for path in crdgen.write_all(output_dir):
         click.echo(f"wrote {path}")
+
+
+@cli.command()
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("config/rbac/cluster_role.yaml"),
+    show_default=True,
+    help="The ClusterRole file to write (the Helm chart's: charts/preemption-operator/templates/clusterrole.yaml).",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the file differs from what the operator needs.")
+def rbac(output: Path, check: bool) -> None:
+    """Generate the operator's ClusterRole from what it does and the job integrations it knows."""
+    from .controller import rbac as cluster_role
+
+    want = cluster_role.render()
+    if check:
+        if not output.is_file() or output.read_text() != want:
+            click.echo(f"stale ClusterRole in {output}; run `preemption-operator rbac --output {output}`", err=True)
+            sys.exit(1)
+        click.echo(f"{output}: up to date")
+        return
+    output.write_text(want)
+    click.echo(f"wrote {output}")
 
 
 def fair_sharing_options(command: Any) -> Any:
