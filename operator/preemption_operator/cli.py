@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,56 +22,61 @@ def cli() -> None:
     """A Kueue-compatible preemption engine: admits workloads against quota, chooses victims, explains why."""
 
 
+def generator_options(option: str, default: Path, help: str) -> Callable[[Any], Any]:
+    """The options of a command that generates files: where they go (a folder when `option` is
+    --output-dir) and --check."""
+    folder = option == "--output-dir"
+
+    def add(command: Any) -> Any:
+        command = click.option(
+            "--check", is_flag=True, help="Write nothing; exit 1 if what is there differs from what would be written."
+        )(command)
+        place = click.Path(file_okay=not folder, dir_okay=folder, path_type=Path)
+        return click.option(option, type=place, default=default, show_default=True, help=help)(command)
+
+    return add
+
+
+def _check(files: dict[Path, str], where: Path, command: str) -> None:
+    """Says whether generated files are what would be written now; exits 1 if not."""
+    stale = [str(path) for path, text in files.items() if not path.is_file() or path.read_text() != text]
+    if stale:
+        click.echo(f"stale: {', '.join(stale)}; run `{command}`", err=True)
+        sys.exit(1)
+    click.echo(f"{where}: up to date")
+
+
 @cli.command()
-@click.option(
-    "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("crds"),
-    show_default=True,
-    help="Folder to write the CRD files to.",
-)
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the folder differs from the models.")
+@generator_options("--output-dir", Path("crds"), "Folder to write the CRD files to.")
 def crds(output_dir: Path, check: bool) -> None:
     """Generate the CustomResourceDefinitions from the API models."""
     from .api import crdgen, kinds
 
     if check:
-        stale = [
-            crdgen.file_name(model)
-            for model in kinds.CRDS
-            if not (output_dir / crdgen.file_name(model)).is_file()
-            or (output_dir / crdgen.file_name(model)).read_text() != crdgen.render(model)
-        ]
-        if stale:
-            click.echo(f"stale CRDs in {output_dir}: {', '.join(stale)}; run `preemption-operator crds`", err=True)
-            sys.exit(1)
-        click.echo(f"{output_dir}: up to date")
+        _check(
+            {output_dir / crdgen.file_name(m): crdgen.render(m) for m in kinds.CRDS},
+            output_dir,
+            f"preemption-operator crds --output-dir {output_dir}",
+        )
         return
     for path in crdgen.write_all(output_dir):
         click.echo(f"wrote {path}")
 
 
 @cli.command()
-@click.option(
+@generator_options(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("config/rbac/cluster_role.yaml"),
-    show_default=True,
-    help="The ClusterRole file to write (the Helm chart's: charts/preemption-operator/templates/clusterrole.yaml).",
+    Path("config/rbac/cluster_role.yaml"),
+    "The ClusterRole file to write (the Helm chart's: charts/preemption-operator/templates/clusterrole.yaml).",
 )
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the file differs from what the operator needs.")
 def rbac(output: Path, check: bool) -> None:
     """Generate the operator's ClusterRole from what it does and the job integrations it knows."""
     from .controller import rbac as cluster_role
 
-    want = cluster_role.render()
     if check:
-        if not output.is_file() or output.read_text() != want:
-            click.echo(f"stale ClusterRole in {output}; run `preemption-operator rbac --output {output}`", err=True)
-            sys.exit(1)
-        click.echo(f"{output}: up to date")
+        _check({output: cluster_role.render()}, output, f"preemption-operator rbac --output {output}")
         return
-    output.write_text(want)
+    output.write_text(cluster_role.render())
     click.echo(f"wrote {output}")
 
 

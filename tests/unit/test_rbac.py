@@ -73,4 +73,4 @@ def test_the_check_command_finds_a_stale_file_and_the_generator_fixes_it(tmp_pat
     target.write_text(target.read_text().replace('"patch"]', '"patch", "delete"]'))
     result = runner.invoke(cli, ["rbac", "--check", "--output", str(target)])
     assert result.exit_code == 1
-    assert f"stale ClusterRole in {target}" in result.output
+    assert f"stale: {target}; run `preemption-operator rbac --output {target}`" in result.output
