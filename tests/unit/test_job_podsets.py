@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from preemption_operator.jobs.framework import PodSetInfo
-from preemption_operator.jobs.podsets import merge, patch_to, restore, topology_request
+from preemption_operator.jobs.podsets import from_pod_set, merge, patch_to, restore, topology_request
 from unit.fake_api import merge as apply
 
 SPOT = {"key": "spot", "operator": "Exists"}
@@ -41,17 +41,7 @@ def admission(**fields: Any) -> PodSetInfo:
 
 def original_of(tpl: dict[str, Any]) -> PodSetInfo:
     """What the Workload keeps of a template before it ran."""
-    meta, pod = tpl.get("metadata") or {}, tpl.get("spec") or {}
-    return PodSetInfo(
-        name="main",
-        count=2,
-        node_selector=dict(pod.get("nodeSelector") or {}),
-        tolerations=tuple(pod.get("tolerations") or ()),
-        labels=dict(meta.get("labels") or {}),
-        annotations=dict(meta.get("annotations") or {}),
-        scheduling_gates=tuple(pod.get("schedulingGates") or ()),
-        affinity=pod.get("affinity") or None,
-    )
+    return from_pod_set({"name": "main", "count": 2, "template": copy.deepcopy(tpl)})
 
 
 # -- merge ---------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Pod templates and what admission puts into them, for every integration: the merge patch that
-starts a pod set (Kueue's podset.Merge), the one that puts it back (podset.RestorePodSpec), and the
-pod set's topology request (jobframework's PodSetTopologyRequest). Each answer is a JSON merge
-patch (RFC 7386) of one pod template, so an integration only says where its templates are."""
+starts a pod set (Kueue's podset.Merge), the one that puts it back (podset.RestorePodSpec) from
+what the Workload kept (podset.FromPodSet), and the pod set's topology request (jobframework's
+PodSetTopologyRequest). Patches are JSON merge patches (RFC 7386) of one pod template, so an
+integration only says where its templates are."""
 
 from __future__ import annotations
 
@@ -30,6 +31,22 @@ def topology_request(template: Mapping[str, Any], pod_index_label: str) -> dict[
         return None
     request["podIndexLabel"] = pod_index_label
     return request
+
+
+def from_pod_set(pod_set: Mapping[str, Any]) -> PodSetInfo:
+    """A Workload's pod set (wire form) as restoring puts it back (Kueue's podset.FromPodSet)."""
+    template = pod_set.get("template") or {}
+    meta, pod = template.get("metadata") or {}, template.get("spec") or {}
+    return PodSetInfo(
+        name=str(pod_set.get("name", "main")),
+        count=int(pod_set.get("count", 1)),
+        node_selector=dict(pod.get("nodeSelector") or {}),
+        tolerations=tuple(pod.get("tolerations") or ()),
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        scheduling_gates=tuple(pod.get("schedulingGates") or ()),
+        affinity=pod.get("affinity") or None,
+    )
 
 
 def merge(template: Mapping[str, Any], info: PodSetInfo) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..engine import workload_status as wl_status
 from ..engine.placement import decode_assignment
+from . import podsets
 from .framework import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, Finished, GenericJob, JobPatch, PodSetInfo
 from .names import workload_name
 
@@ -186,23 +187,7 @@ def admitted_infos(workload: Mapping[str, Any], flavors: Mapping[str, Flavor]) -
 
 def original_infos(workload: Mapping[str, Any]) -> list[PodSetInfo]:
     """The pod sets as the job had them before it ran: the Workload keeps the originals."""
-    infos = []
-    for ps in (workload.get("spec") or {}).get("podSets") or []:
-        template = ps.get("template") or {}
-        meta, pod = template.get("metadata") or {}, template.get("spec") or {}
-        infos.append(
-            PodSetInfo(
-                name=str(ps.get("name", "main")),
-                count=int(ps.get("count", 1)),
-                node_selector=dict(pod.get("nodeSelector") or {}),
-                tolerations=tuple(pod.get("tolerations") or ()),
-                labels=dict(meta.get("labels") or {}),
-                annotations=dict(meta.get("annotations") or {}),
-                scheduling_gates=tuple(pod.get("schedulingGates") or ()),
-                affinity=pod.get("affinity") or None,
-            )
-        )
-    return infos
+    return [podsets.from_pod_set(ps) for ps in (workload.get("spec") or {}).get("podSets") or []]
 
 
 def _equivalent(job: GenericJob, workload: Mapping[str, Any], reserved: bool) -> bool:
