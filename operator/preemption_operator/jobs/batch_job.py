@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ..api.kinds import Kind
 from . import podsets, webhook
-from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, register
+from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 """Partial admission: the fewest pods the Job can run with (Kueue's annotation)."""
@@ -58,6 +58,9 @@ class BatchJob:
     @property
     def _template(self) -> Mapping[str, Any]:
         return self._spec.get("template") or {}
+
+    def workload_name(self) -> str:
+        return owned_workload_name(self.kind, self._meta)
 
     def queue_name(self) -> str:
         return str((self._meta.get("labels") or {}).get(QUEUE_LABEL) or "")

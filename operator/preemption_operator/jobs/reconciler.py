@@ -14,7 +14,6 @@ from ..engine import workload_status as wl_status
 from ..engine.placement import decode_assignment
 from . import podsets
 from .framework import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, Finished, GenericJob, JobPatch, PodSetInfo
-from .names import workload_name
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
@@ -95,8 +94,9 @@ def _condition(status: Mapping[str, Any], kind: str) -> bool:
 
 
 def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, str], int | None]) -> dict[str, Any]:
-    """The Workload for a job: Kueue's name, the job as controller owner, the job's pod sets and
-    priority. `priority(kind, name)` gives a priority class's value (None: unknown yet)."""
+    """The Workload for a job: the name its integration gives it, the object that stands for the
+    job as controller owner, the job's pod sets and priority. `priority(kind, name)` gives a
+    priority class's value (None: unknown yet)."""
     meta = job.obj.get("metadata") or {}
     kind = job.kind
     name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
@@ -120,7 +120,7 @@ def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, s
         "apiVersion": WORKLOAD_API_VERSION,
         "kind": "Workload",
         "metadata": {
-            "name": workload_name(kind.name, kind.group, name, uid),
+            "name": job.workload_name(),
             "namespace": meta.get("namespace"),
             "labels": labels,
             "ownerReferences": [
