@@ -114,7 +114,6 @@ class JobController:
         self._queued: set[WorkloadKey] = set()
         self._failures: dict[WorkloadKey, int] = {}
         self._orphans: set[str] = set()
-        self.steps = 0
 
     def key_of(self, kind: Kind, obj: dict[str, Any]) -> WorkloadKey:
         """The job an object of an integrated kind belongs to."""
@@ -313,7 +312,6 @@ class JobController:
             return None
         if step is not None:
             await self._carry_out(key, job, bodies, step)
-            self.steps += 1
         return step
 
     async def _carry_out(self, key: WorkloadKey, job: GenericJob, bodies: list[dict[str, Any]], step: Step) -> None:
