@@ -1,7 +1,8 @@
 """Issue 24, item 4: the job seam is keyed by the Workload, so a job may be several objects (as a
 pod group is). A tiny integration, registered only here, makes a job of every pair of objects
 that share a label: the job controller makes one Workload for the pair, starts both objects when
-it is admitted, and keeps the Workload while any object of the pair is left."""
+it is admitted, and keeps the Workload while any object of the pair is left; `simulate` reads the
+pair as that one Workload too."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from preemption_operator.jobs.framework import (
 )
 from preemption_operator.jobs.reconciler import CreateWorkload, PatchJob
 from preemption_operator.k8s.writer import StatusWriter
+from preemption_operator.offline import manifests
+from preemption_operator.offline.manifests import Manifest
 from unit import fake_api
 from unit.fake_api import FakeApi
 from unit.test_job_controller import Events, Waker, condition
@@ -113,19 +116,18 @@ def half(name: str, pair: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+@pytest.fixture(autouse=True)
+def registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(INTEGRATIONS, PAIRS.framework, PAIRS)
     monkeypatch.setitem(fake_api.KINDS, HALF.name, HALF)
-    return FakeApi()
 
 
 def stored(api: FakeApi, name: str) -> dict[str, Any]:
     return api.objects[HALF.path(name, NS)]
 
 
-async def test_two_objects_reconcile_into_one_workload_and_start_together(api: FakeApi) -> None:
-    cache, events = Cache(), Events()
+async def test_two_objects_reconcile_into_one_workload_and_start_together() -> None:
+    api, cache, events = FakeApi(), Cache(), Events()
     feeder = CacheFeeder(cache, Waker())
     controller = JobController(
         api, cache, feeder, StatusWriter(api), events, lambda: True, integrations=[INTEGRATION, PAIRS]
@@ -168,8 +170,8 @@ async def test_two_objects_reconcile_into_one_workload_and_start_together(api: F
     ]
 
 
-async def test_the_workload_stays_while_any_object_of_its_job_is_left(api: FakeApi) -> None:
-    cache = Cache()
+async def test_the_workload_stays_while_any_object_of_its_job_is_left() -> None:
+    api, cache = FakeApi(), Cache()
     feeder = CacheFeeder(cache, Waker())
     controller = JobController(api, cache, feeder, StatusWriter(api), Events(), lambda: True, integrations=[PAIRS])  # type: ignore[arg-type]
     a, b = api.put(half("a", "duo")), api.put(half("b", "duo"))
@@ -188,3 +190,9 @@ async def test_the_workload_stays_while_any_object_of_its_job_is_left(api: FakeA
     controller.event(HALF, "DELETED", b)
     await controller._delete_orphans()
     assert path not in api.objects
+
+
+def test_simulate_reads_the_objects_of_a_job_as_its_one_workload() -> None:
+    halves = [half("a", "duo"), half("c", "solo"), half("b", "duo")]
+    workloads = manifests.parse([Manifest("pairs.yaml", body) for body in halves])
+    assert [(w.metadata.name, w.spec.pod_sets[0].count) for w in workloads] == [("pair-duo", 2), ("pair-solo", 1)]
