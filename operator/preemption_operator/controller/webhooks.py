@@ -5,7 +5,7 @@ integration has a mutating and a validating webhook, at Kueue's paths, for its o
 
 In a cluster the API server reaches the webhooks through a Service; for a local run
 (`--webhook-url https://127.0.0.1:9443`) at that URL. Only objects carrying a queue-name label
-are sent, so Jobs of other users never depend on this operator being up."""
+are sent, so other users' objects of those kinds never depend on this operator being up."""
 
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ def configurations(
                 }
             ]
         },
-        # Only queued objects: other Jobs never wait on this operator.
+        # Only queued objects: other objects of these kinds never wait on this operator.
         "objectSelector": {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]},
     }
 
