@@ -33,10 +33,12 @@ def test_the_flag_refuses_an_unknown_integration_before_anything_runs() -> None:
     assert "error: unknown integration 'kubeflow.org/mpijob': known are batch/job" in result.output
 
 
-def test_a_framework_name_is_registered_once() -> None:
+def test_a_framework_name_and_a_kind_are_registered_once() -> None:
     with pytest.raises(ValueError, match="duplicate framework name 'batch/job'"):
         register(dataclasses.replace(INTEGRATION))
-    assert INTEGRATIONS["batch/job"] is INTEGRATION
+    with pytest.raises(ValueError, match="batch/v1 Job is integrated already, as 'batch/job'"):
+        register(dataclasses.replace(INTEGRATION, framework="example.com/job"))
+    assert INTEGRATIONS == {"batch/job": INTEGRATION}
 
 
 def test_only_integrations_that_stop_their_jobs_keep_an_evicted_workloads_quota() -> None:

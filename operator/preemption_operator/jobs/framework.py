@@ -173,8 +173,12 @@ INTEGRATIONS: dict[str, Integration] = {}
 
 
 def register(integration: Integration) -> Integration:
+    """Adds an integration under its framework name; a name, or a kind, has one integration."""
     if integration.framework in INTEGRATIONS:
         raise ValueError(f"duplicate framework name {integration.framework!r}")
+    kind = integration.kind
+    if (other := of_kind(kind.api_version, kind.name)) is not None:
+        raise ValueError(f"{kind.api_version} {kind.name} is integrated already, as {other.framework!r}")
     INTEGRATIONS[integration.framework] = integration
     return integration
 
