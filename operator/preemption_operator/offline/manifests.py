@@ -19,7 +19,8 @@ from ..api.v1beta2 import ClusterQueue, Workload
 if TYPE_CHECKING:
     from ..jobs.framework import Integration
 
-NAMESPACED = ("Workload", "LocalQueue", "Job")
+NAMESPACED = ("Workload", "LocalQueue")
+"""Kueue's kinds that live in a namespace (an integrated kind says so itself)."""
 ARRIVING = ("pending.yaml", "pending.yml")
 """Files whose objects `simulate` adds once the rest has settled."""
 
@@ -219,6 +220,8 @@ def check(manifests: list[Manifest], paths: Iterable[str | Path]) -> None:
     """What `simulate` and `explain` refuse before reading any object: no object at all, one object
     defined twice (two scenarios merged by accident), a kind Kueue's group does not have, a
     namespaced object without a namespace."""
+    from ..jobs.framework import of_kind
+
     if not manifests:
         raise ManifestError(f"no Kubernetes objects in {', '.join(str(p) for p in paths)}")
     seen: dict[tuple[str, str, str, str], str] = {}
@@ -233,7 +236,11 @@ def check(manifests: list[Manifest], paths: Iterable[str | Path]) -> None:
             close = difflib.get_close_matches(kind, kinds.GROUP_KINDS, n=1)
             hint = f"did you mean {close[0]}?" if close else f"its kinds are {', '.join(kinds.GROUP_KINDS)}"
             raise ManifestError(f"{where}: unknown kind {kind!r} in {kinds.GROUP} ({hint})")
-        if kind in NAMESPACED and group in (kinds.GROUP, "batch") and not meta.get("namespace"):
+        integration = of_kind(str(body.get("apiVersion") or ""), kind)
+        namespaced = (group == kinds.GROUP and kind in NAMESPACED) or (
+            integration is not None and integration.kind.namespaced
+        )
+        if namespaced and not meta.get("namespace"):
             raise ManifestError(f"{where}: metadata.namespace: required: a {kind} lives in a namespace")
         key = (group, kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if key in seen:
