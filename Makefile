@@ -1,5 +1,5 @@
 # Entry points; the scripts in hack/ do the work.
-.PHONY: test crds envtest e2e chaos bench kind kueue-harness
+.PHONY: test crds rbac envtest e2e chaos bench kind kueue-harness
 
 test:  ## everything CI checks: lint, types, CRDs, unit and e2e tests
 	hack/test.sh
@@ -7,6 +7,10 @@ test:  ## everything CI checks: lint, types, CRDs, unit and e2e tests
 crds:  ## regenerate crds/ (and the Helm chart's copy) from the API models
 	preemption-operator crds
 	preemption-operator crds --output-dir charts/preemption-operator/crds
+
+rbac:  ## regenerate the operator's ClusterRole (and the Helm chart's copy) from what it does and the job integrations
+	preemption-operator rbac
+	preemption-operator rbac --output charts/preemption-operator/templates/clusterrole.yaml
 
 envtest:  ## build or reuse kube-apiserver, etcd and kubectl; prints their folder
 	hack/setup-envtest.sh

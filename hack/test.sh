@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's whole check, as CI runs it: install into .venv, lint, type-check, verify the
-# generated CRDs, build or reuse the control-plane binaries, and run every test layer.
+# generated CRDs and ClusterRole, build or reuse the control-plane binaries, and run every test layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +28,10 @@ mypy
 log "generated CRDs are up to date (crds/ and the Helm chart's)"
 preemption-operator crds --check
 preemption-operator crds --check --output-dir charts/preemption-operator/crds
+
+log "generated ClusterRole is up to date (config/ and the Helm chart's)"
+preemption-operator rbac --check
+preemption-operator rbac --check --output charts/preemption-operator/templates/clusterrole.yaml
 
 log "shell scripts (shellcheck, from the test extras)"
 shellcheck hack/*.sh .ci/run benchmarks/kueue-harness/operator/minimalkueue

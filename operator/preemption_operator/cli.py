@@ -1,8 +1,9 @@
-"""The `preemption-operator` command: `run`, `simulate` and `crds`."""
+"""The `preemption-operator` command: `run`, `simulate`, `lint`, `explain`, and the generators `crds` and `rbac`."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,33 +22,62 @@ def cli() -> None:
     """A Kueue-compatible preemption engine: admits workloads against quota, chooses victims, explains why."""
 
 
+def generator_options(option: str, default: Path, help: str) -> Callable[[Any], Any]:
+    """The options of a command that generates files: where they go (a folder when `option` is
+    --output-dir) and --check."""
+    folder = option == "--output-dir"
+
+    def add(command: Any) -> Any:
+        command = click.option(
+            "--check", is_flag=True, help="Write nothing; exit 1 if what is there differs from what would be written."
+        )(command)
+        place = click.Path(file_okay=not folder, dir_okay=folder, path_type=Path)
+        return click.option(option, type=place, default=default, show_default=True, help=help)(command)
+
+    return add
+
+
+def _check(files: dict[Path, str], where: Path, command: str) -> None:
+    """Says whether generated files are what would be written now; exits 1 if not."""
+    stale = [str(path) for path, text in files.items() if not path.is_file() or path.read_text() != text]
+    if stale:
+        click.echo(f"stale: {', '.join(stale)}; run `{command}`", err=True)
+        sys.exit(1)
+    click.echo(f"{where}: up to date")
+
+
 @cli.command()
-@click.option(
-    "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("crds"),
-    show_default=True,
-    help="Folder to write the CRD files to.",
-)
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the folder differs from the models.")
+@generator_options("--output-dir", Path("crds"), "Folder to write the CRD files to.")
 def crds(output_dir: Path, check: bool) -> None:
     """Generate the CustomResourceDefinitions from the API models."""
     from .api import crdgen, kinds
 
     if check:
-        stale = [
-            crdgen.file_name(model)
-            for model in kinds.CRDS
-            if not (output_dir / crdgen.file_name(model)).is_file()
-            or (output_dir / crdgen.file_name(model)).read_text() != crdgen.render(model)
-        ]
-        if stale:
-            click.echo(f"stale CRDs in {output_dir}: {', '.join(stale)}; run `preemption-operator crds`", err=True)
-            sys.exit(1)
-        click.echo(f"{output_dir}: up to date")
+        _check(
+            {output_dir / crdgen.file_name(m): crdgen.render(m) for m in kinds.CRDS},
+            output_dir,
+            f"preemption-operator crds --output-dir {output_dir}",
+        )
         return
     for path in crdgen.write_all(output_dir):
         click.echo(f"wrote {path}")
+
+
+@cli.command()
+@generator_options(
+    "--output",
+    Path("config/rbac/cluster_role.yaml"),
+    "The ClusterRole file to write (the Helm chart's: charts/preemption-operator/templates/clusterrole.yaml).",
+)
+def rbac(output: Path, check: bool) -> None:
+    """Generate the operator's ClusterRole from what it does and the job integrations it knows."""
+    from .controller import rbac as cluster_role
+
+    if check:
+        _check({output: cluster_role.render()}, output, f"preemption-operator rbac --output {output}")
+        return
+    output.write_text(cluster_role.render())
+    click.echo(f"wrote {output}")
 
 
 def fair_sharing_options(command: Any) -> Any:
@@ -177,13 +207,14 @@ def run(
     from .controller import run as operator
     from .controller.faults import Faults, FaultSpecError
     from .controller.webhooks import WebhookSettings
+    from .jobs import framework as job_framework
     from .k8s.api import load_config
 
     logs.configure(log_format, verbose)
     sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     frameworks = tuple(name.strip() for name in integrations.split(",") if name.strip())
     try:
-        operator.integration_kinds(frameworks)
+        job_framework.enabled(frameworks)
         config = load_config()
         faults = Faults.from_env()
     except (ConfigError, FaultSpecError, ValueError) as exc:

@@ -661,9 +661,11 @@ def job_workload(doc: Doc) -> dict[str, Any]:
     folder = Path(doc.source).parts[1]
     beside = [Manifest(d.source, d.body) for d in EXAMPLES if Path(d.source).parts[1] == folder]
     classes = manifests._class_values(beside)
-    workload = manifests._job_workload(Manifest(doc.source, doc.body), classes)
-    assert workload is not None, f"{doc}: a Job in an example must be queued"
-    return workload
+    manifest = Manifest(doc.source, doc.body)
+    jobs = manifests._jobs([manifest])
+    assert jobs, f"{doc}: a Job in an example must be queued"
+    ((integration, _),) = jobs.values()
+    return manifests._job_workload(integration, [manifest], classes)
 
 
 JOBS = [doc for doc in EXAMPLES if doc.body["kind"] == "Job"]

@@ -143,7 +143,7 @@ async def test_a_stop_cut_short_by_a_conflict_is_finished_and_told_once() -> Non
     controller, events, _, _ = setup(api)
     # The job controller writes the Job's status between our patches: the start-time patch conflicts.
     api.fail("PATCH", f"{JOB.path('train', NS)}/status", code=409)
-    key = ("Job", NS, "train")
+    key = controller.key_of(JOB, running_job())
     try:
         await controller.reconcile(key)
         raise AssertionError("the conflict did not surface")
@@ -167,7 +167,7 @@ async def test_a_stop_cut_short_by_a_conflict_is_finished_and_told_once() -> Non
 async def test_the_quota_comes_back_only_once_the_pods_are_gone() -> None:
     api = FakeApi()
     controller, _, waker, cache = setup(api)
-    key = ("Job", NS, "train")
+    key = controller.key_of(JOB, running_job())
     for _ in range(3):
         await controller.reconcile(key)  # suspend, start time, restore: done in one go here
     job = copy.deepcopy(stored_job(api))
@@ -225,7 +225,7 @@ async def test_a_stale_job_is_read_again_after_a_conflict() -> None:
     newer = copy.deepcopy(stored_job(api))
     newer["status"]["ready"] = 2
     api.put(newer)  # not told to the controller
-    key = ("Job", NS, "train")
+    key = controller.key_of(JOB, running_job())
     with pytest.raises(ApiError, match="409"):
         await controller.reconcile(key)
     assert events.seen == []
@@ -237,13 +237,13 @@ async def test_a_stale_job_is_read_again_after_a_conflict() -> None:
 async def test_an_answer_older_than_the_watch_does_not_replace_it() -> None:
     api = FakeApi()
     controller, _, _, _ = setup(api)
-    key = ("Job", NS, "train")
-    old = copy.deepcopy(controller.jobs[key])
+    key = controller.key_of(JOB, running_job())
+    old = copy.deepcopy(controller.jobs[key]["train"])
     newer = copy.deepcopy(old)
     newer["metadata"]["resourceVersion"] = str(int(old["metadata"]["resourceVersion"]) + 5)
     controller.event(JOB, "MODIFIED", newer)
     controller._keep(key, old)
-    assert controller.jobs[key]["metadata"]["resourceVersion"] == newer["metadata"]["resourceVersion"]
+    assert controller.jobs[key]["train"]["metadata"]["resourceVersion"] == newer["metadata"]["resourceVersion"]
 
 
 async def test_no_workload_is_made_for_a_job_the_watch_has_not_yet_reported_gone() -> None:
@@ -256,8 +256,9 @@ async def test_no_workload_is_made_for_a_job_the_watch_has_not_yet_reported_gone
     job["spec"]["suspend"] = True
     job["status"] = {}
     controller.replace(JOB, [copy.deepcopy(job)], "1")  # known to the controller, but not to the API
-    assert await controller.reconcile(("Job", NS, "train")) is not None
+    key = controller.key_of(JOB, job)
+    assert await controller.reconcile(key) is not None
     assert api.count("POST", "*/workloads") == 0
     api.put(job)
-    await controller.reconcile(("Job", NS, "train"))
+    await controller.reconcile(key)
     assert api.count("POST", "*/workloads") == 1

@@ -2,11 +2,14 @@
 step `jobs.reconciler.plan` gives for each job (create its Workload, start or stop the job,
 give the quota back once it has stopped, finish the Workload).
 
-Level-triggered: a job is reconciled whenever it or its Workload changes, one step at a time,
-from the objects as the watches show them; a failed step is retried with backoff. Only the
-leader acts. Workloads are never annotated or given finalizers: the Workload's controller owner
-reference says whose it is, and deleting a job deletes its Workload (the garbage collector would
-too, where one runs)."""
+A job is keyed by the Workload it maps to (WorkloadKey): its integration names that Workload for
+each of its objects, so the objects that name the same one are one job (a pod group's Pods),
+reconciled together. Level-triggered: a job is reconciled whenever one of its objects or its
+Workload changes, one step at a time, from the objects as the watches show them; a failed step is
+retried with backoff. Only the leader acts. Workloads are never annotated or given finalizers:
+the integration tells from a Workload whose it is (a job of one object: its controller owner
+reference), and deleting a job deletes its Workload (the garbage collector would too, where one
+runs)."""
 
 from __future__ import annotations
 
@@ -14,12 +17,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..api import kinds
 from ..api.kinds import Kind
 from ..engine.cache import Cache
-from ..jobs.framework import INTEGRATIONS, GenericJob
+from ..jobs.framework import INTEGRATIONS, GenericJob, Integration
 from ..jobs.reconciler import (
     ComposeError,
     CreateWorkload,
@@ -43,8 +46,22 @@ log = logging.getLogger(__name__)
 WORKERS = 4
 RETRY_START, RETRY_MAX = 0.5, 30.0
 
-JobKey = tuple[str, str, str]
-"""(integration kind name, namespace, name)."""
+
+class WorkloadKey(NamedTuple):
+    """A job, by the Workload it maps to: the unit the controller reconciles (a job of several
+    objects is reconciled once for all of them)."""
+
+    kind: str
+    """The kind of its objects (one integration's)."""
+    namespace: str
+    name: str
+    """Its Workload's name, as its integration gives it (GenericJob.workload_name)."""
+
+
+ORPHANS = WorkloadKey("", "", "")
+"""Queued to delete the Workloads whose jobs are gone."""
+Member = tuple[str, str, str]
+"""One object of a job: (kind, namespace, name)."""
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +80,7 @@ class JobController:
         leading: Callable[[], bool],
         *,
         settings: Settings | None = None,
-        kinds: Iterable[Kind] | None = None,
+        integrations: Iterable[Integration] | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         scheduled: Callable[[], bool] = lambda: True,
         closing: Callable[[str], bool] = lambda namespace: False,
@@ -80,24 +97,28 @@ class JobController:
         """Whether the scheduling loop has decided a cycle this term (see SchedulingLoop.term_cycles)."""
         self.closing = closing
         """Whether a namespace is being deleted: nothing new can be made there."""
-        self.kinds = {
-            kind.name: kind for kind in (kinds if kinds is not None else (c.kind for c in INTEGRATIONS.values()))
-        }
-        self._by_kind = {cls.kind.name: cls for cls in INTEGRATIONS.values() if cls.kind.name in self.kinds}
-        self.jobs: dict[JobKey, dict[str, Any]] = {}
-        self._uids: dict[str, JobKey] = {}
-        """Job UID -> job, for Workloads whose owner reference names it."""
-        self._owned: dict[str, str] = {}
-        """Workload key -> the UID of the job that owns it."""
-        self._workloads: dict[str, set[str]] = {}
-        """Job UID -> the Workloads it owns (one, unless something else made a second)."""
+        chosen = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
+        self.integrations = {integration.kind.name: integration for integration in chosen}
+        """Kind name -> the integration of that kind."""
+        self.jobs: dict[WorkloadKey, dict[str, dict[str, Any]]] = {}
+        """Each job's objects, by name."""
+        self._members: dict[Member, WorkloadKey] = {}
+        """Object -> the job it belongs to."""
+        self._owned: dict[str, WorkloadKey] = {}
+        """Workload key -> the job it belongs to."""
+        self._workloads: dict[WorkloadKey, set[str]] = {}
+        """Job -> its Workloads (one, unless something else made a second)."""
         self._listed: set[str] = set()
         """Kinds whose first list has come (until then a Workload's job may only be unseen)."""
-        self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
-        self._queued: set[JobKey] = set()
-        self._failures: dict[JobKey, int] = {}
+        self._queue: asyncio.Queue[WorkloadKey] = asyncio.Queue()
+        self._queued: set[WorkloadKey] = set()
+        self._failures: dict[WorkloadKey, int] = {}
         self._orphans: set[str] = set()
-        self.steps = 0
+
+    def key_of(self, kind: Kind, obj: dict[str, Any]) -> WorkloadKey:
+        """The job an object of an integrated kind belongs to."""
+        name = self.integrations[kind.name].job(obj).workload_name()
+        return WorkloadKey(kind.name, str(_meta(obj).get("namespace") or ""), name)
 
     # -- informer handlers ---------------------------------------------------------------------
 
@@ -108,100 +129,110 @@ class JobController:
             for body in items:
                 self._workload(body)
             return
-        listed = {self._job_key(kind, body): body for body in items}
-        for key in [k for k in self.jobs if k[0] == kind.name and k not in listed]:
-            self._job_gone(key)
-        for key, body in listed.items():
-            self._job(key, body)
+        listed = {_member(kind, body) for body in items}
+        for member in [m for m in self._members if m[0] == kind.name and m not in listed]:
+            self._member_gone(member)
+        for body in items:
+            self._member_seen(kind, body)
         self._listed.add(kind.name)
         self._collect_orphans()
 
     def event(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> None:
         if kind.name == kinds.Workload.name:
             if event_type == "DELETED":
-                uid = self._disown(_key(obj))
-                if uid is not None and uid in self._uids:
-                    self._enqueue(self._uids[uid])  # recreated if its job still wants it
+                job = self._disown(_key(obj))
+                if job is not None and job in self.jobs:
+                    self._enqueue(job)  # recreated if its job still wants it
             else:
                 self._workload(obj)
             return
-        key = self._job_key(kind, obj)
         if event_type == "DELETED":
-            self._job_gone(key)
+            self._member_gone(_member(kind, obj))
         else:
-            self._job(key, obj)
+            self._member_seen(kind, obj)
 
-    def workload_written(self, body: dict[str, Any]) -> None:
-        """The scheduling loop wrote a Workload (its answer, ahead of the watch)."""
-        self._workload(body)
-
-    def _job_key(self, kind: Kind, obj: dict[str, Any]) -> JobKey:
-        meta = _meta(obj)
-        return (kind.name, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-    def _job(self, key: JobKey, body: dict[str, Any]) -> None:
-        uid = str(_meta(body).get("uid") or "")
-        queued = bool(self._by_kind[key[0]](body).queue_name())
-        if not queued and key not in self.jobs:
+    def _member_seen(self, kind: Kind, body: dict[str, Any]) -> None:
+        member = _member(kind, body)
+        job = self.key_of(kind, body)
+        held = self._members.get(member)
+        if held is None and not self.integrations[kind.name].job(body).queue_name():
             return  # not submitted to a queue: not ours
-        self._keep(key, body)
-        if uid:
-            self._uids[uid] = key
-        self._enqueue(key)
+        if held is not None and held != job:
+            self._member_gone(member)  # made again under the same name: another job
+        self._members[member] = job
+        self._keep(job, body)
+        self._enqueue(job)
 
-    def _keep(self, key: JobKey, body: dict[str, Any]) -> None:
-        """Stores a job unless what is stored is newer: a write's answer may come after the watch
-        delivered a later version, and a write from an old version can only conflict."""
-        held = self.jobs.get(key)
+    def _keep(self, job: WorkloadKey, body: dict[str, Any]) -> None:
+        """Stores an object of a job unless what is stored is newer: a write's answer may come
+        after the watch delivered a later version, and a write from an old version can only
+        conflict. An object the watch has meanwhile reported gone stays gone."""
+        name = str(_meta(body).get("name") or "")
+        if self._members.get((job.kind, job.namespace, name)) != job:
+            return
+        objects = self.jobs.setdefault(job, {})
+        held = objects.get(name)
         if held is not None and _version(held) > _version(body) and _meta(held).get("uid") == _meta(body).get("uid"):
             return
-        self.jobs[key] = body
+        objects[name] = body
 
-    def _job_gone(self, key: JobKey) -> None:
-        body = self.jobs.pop(key, None)
-        if body is None:
+    def _member_gone(self, member: Member) -> None:
+        job = self._members.pop(member, None)
+        if job is None:
             return
-        uid = str(_meta(body).get("uid") or "")
-        self._uids.pop(uid, None)
-        self._orphans.update(self._workloads.get(uid, ()))
-        self._enqueue(("", "", ""))
+        objects = self.jobs.get(job, {})
+        objects.pop(member[2], None)
+        if objects:
+            self._enqueue(job)  # the rest of the job carries on
+            return
+        self.jobs.pop(job, None)
+        self._orphans.update(self._workloads.get(job, ()))
+        self._enqueue(ORPHANS)
 
     def _workload(self, body: dict[str, Any]) -> None:
-        owner = next((r for r in _meta(body).get("ownerReferences") or [] if r.get("controller")), None)
-        if owner is None or owner.get("kind") not in self.kinds:
+        job = self._job_of(body)
+        if job is None:
             return
-        uid, key = str(owner.get("uid") or ""), _key(body)
+        key = _key(body)
         self._disown(key)
-        self._owned[key] = uid
-        self._workloads.setdefault(uid, set()).add(key)
-        job = self._uids.get(uid)
-        if job is not None:
+        self._owned[key] = job
+        self._workloads.setdefault(job, set()).add(key)
+        if job in self.jobs:
             self._enqueue(job)
-        elif owner.get("kind") in self._listed:
+        elif job.kind in self._listed:
             self._orphans.add(key)
-            self._enqueue(("", "", ""))
+            self._enqueue(ORPHANS)
 
-    def _disown(self, key: str) -> str | None:
-        uid = self._owned.pop(key, None)
-        if uid is not None:
-            owned = self._workloads.get(uid)
+    def _job_of(self, workload: dict[str, Any]) -> WorkloadKey | None:
+        """The job a Workload belongs to, as the integrations say (None: no job's)."""
+        namespace = str(_meta(workload).get("namespace") or "")
+        for kind, integration in self.integrations.items():
+            name = integration.job_of(workload)
+            if name is not None:
+                return WorkloadKey(kind, namespace, name)
+        return None
+
+    def _disown(self, key: str) -> WorkloadKey | None:
+        job = self._owned.pop(key, None)
+        if job is not None:
+            owned = self._workloads.get(job)
             if owned is not None:
                 owned.discard(key)
                 if not owned:
-                    del self._workloads[uid]
-        return uid
+                    del self._workloads[job]
+        return job
 
     def _collect_orphans(self) -> None:
-        for key, uid in self._owned.items():
-            if uid not in self._uids:
+        for key, job in self._owned.items():
+            if job not in self.jobs and job.kind in self._listed:
                 self._orphans.add(key)
         if self._orphans:
-            self._enqueue(("", "", ""))
+            self._enqueue(ORPHANS)
 
-    def _enqueue(self, key: JobKey) -> None:
-        if key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
+    def _enqueue(self, job: WorkloadKey) -> None:
+        if job not in self._queued:
+            self._queued.add(job)
+            self._queue.put_nowait(job)
 
     # -- workers ---------------------------------------------------------------------------
 
@@ -215,8 +246,8 @@ class JobController:
 
     def resume(self) -> None:
         """This replica now leads: every job gets another look."""
-        for key in list(self.jobs):
-            self._enqueue(key)
+        for job in list(self.jobs):
+            self._enqueue(job)
         self._collect_orphans()
 
     async def _worker(self) -> None:
@@ -226,7 +257,7 @@ class JobController:
             if not self.leading():
                 continue  # resume() looks again once this replica leads
             try:
-                if key == ("", "", ""):
+                if key == ORPHANS:
                     await self._delete_orphans()
                 else:
                     await self.reconcile(key)
@@ -238,12 +269,11 @@ class JobController:
                 self._failures[key] = failures
                 pause = min(RETRY_MAX, RETRY_START * 2 ** (failures - 1))
                 level = logging.WARNING if not isinstance(exc, ApiError) or exc.code != 409 else logging.DEBUG
-                log.log(level, "%s %s/%s: %s (retrying in %.1fs)", key[0], key[1], key[2], exc, pause)
+                log.log(level, "%s %s/%s: %s (retrying in %.1fs)", *key, exc, pause)
                 asyncio.get_running_loop().call_later(pause, self._enqueue, key)
 
-    def workload_of(self, job: dict[str, Any]) -> dict[str, Any] | None:
-        uid = str(_meta(job).get("uid") or "")
-        for key in sorted(self._workloads.get(uid, ())):
+    def workload_of(self, job: WorkloadKey) -> dict[str, Any] | None:
+        for key in sorted(self._workloads.get(job, ())):
             obj = self.cache.objects["Workload"].get(key)
             if obj is not None:
                 wire: dict[str, Any] = obj.to_wire()
@@ -263,15 +293,16 @@ class JobController:
         value = getattr(obj, "value", None)
         return value if isinstance(value, int) else None
 
-    async def reconcile(self, key: JobKey) -> Step | None:
-        body = self.jobs.get(key)
-        if body is None:
+    async def reconcile(self, key: WorkloadKey) -> Step | None:
+        objects = self.jobs.get(key)
+        if not objects:
             return None
-        if self.closing(key[1]):
+        if self.closing(key.namespace):
             return None  # its jobs go with it
-        job = self._by_kind[key[0]](body)
+        bodies = [objects[name] for name in sorted(objects)]
+        job = self.integrations[key.kind].load(bodies)
         try:
-            step = plan(job, self.workload_of(body), self._flavors(), self.now(), self.settings, self._priority)
+            step = plan(job, self.workload_of(key), self._flavors(), self.now(), self.settings, self._priority)
         except ComposeError as exc:
             self._event(job, JobEvent("Warning", "ErrWorkloadCompose", str(exc)))
             raise
@@ -280,13 +311,14 @@ class JobController:
             asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, key)
             return None
         if step is not None:
-            await self._carry_out(job, step)
-            self.steps += 1
+            await self._carry_out(key, job, bodies, step)
         return step
 
-    async def _carry_out(self, job: GenericJob, step: Step) -> None:
+    async def _carry_out(self, key: WorkloadKey, job: GenericJob, bodies: list[dict[str, Any]], step: Step) -> None:
+        """Carries out a step planned from these objects of the job: its patches are guarded by
+        their resourceVersions, so a step planned from an old version conflicts."""
         meta = _meta(dict(job.obj))
-        name, namespace = str(meta.get("name")), str(meta.get("namespace"))
+        name, namespace = str(meta.get("name")), key.namespace
         if isinstance(step, CreateWorkload):
             # The watch may not have told yet that the job is gone (its Workload was deleted with
             # it): a Workload made now would belong to nobody. One read settles it.
@@ -307,20 +339,23 @@ class JobController:
             self.feeder.ingest("Workload", created)
             self._workload(created)
         elif isinstance(step, PatchJob):
-            version = meta.get("resourceVersion")
-            key = (job.kind.name, namespace, name)
+            versions = {str(_meta(body).get("name")): _meta(body).get("resourceVersion") for body in bodies}
             for index, patch in enumerate(step.patches):
-                body = {**patch.body, "metadata": {**(patch.body.get("metadata") or {}), "resourceVersion": version}}
-                path = job.kind.path(name, namespace, "status" if patch.status else None)
+                target = patch.name or name
+                body = {
+                    **patch.body,
+                    "metadata": {**(patch.body.get("metadata") or {}), "resourceVersion": versions.get(target)},
+                }
+                path = job.kind.path(target, namespace, "status" if patch.status else None)
                 try:
                     answer = await self.api.patch_merge(path, body)
                 except ApiError as exc:
                     if exc.code == 409:
                         # Its own controller wrote it meanwhile: read it, so the retry starts
                         # from what is there (a watch may have nothing newer to deliver).
-                        self._keep(key, await self.api.get(job.kind.path(name, namespace)))
+                        self._keep(key, await self.api.get(job.kind.path(target, namespace)))
                     raise
-                version = _meta(answer).get("resourceVersion")
+                versions[target] = _meta(answer).get("resourceVersion")
                 self._keep(key, answer)
                 if index == 0:
                     # Told once the job changed: the rest of a stop may need another try (a
@@ -330,7 +365,7 @@ class JobController:
                             self._event(job, event)
             return
         else:
-            workload = self.workload_of(dict(job.obj))
+            workload = self.workload_of(key)
             if workload is None:
                 return
             wl_meta = _meta(workload)
@@ -360,8 +395,8 @@ class JobController:
 
     async def _delete_orphans(self) -> None:
         for key in list(self._orphans):
-            uid = self._owned.get(key)
-            if uid is None or uid in self._uids:
+            job = self._owned.get(key)
+            if job is None or job in self.jobs:
                 self._orphans.discard(key)
                 continue
             namespace, _, name = key.rpartition("/")
@@ -387,3 +422,8 @@ def _version(body: dict[str, Any]) -> int:
 def _key(body: dict[str, Any]) -> str:
     meta = _meta(body)
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _member(kind: Kind, body: dict[str, Any]) -> Member:
+    meta = _meta(body)
+    return (kind.name, str(meta.get("namespace") or ""), str(meta.get("name") or ""))

@@ -21,7 +21,7 @@ from ..api import kinds
 from ..api.kinds import WATCHED
 from ..engine.cache import Cache
 from ..engine.fair_sharing import OFF, FairSharing
-from ..jobs.framework import INTEGRATIONS
+from ..jobs import framework as job_framework
 from ..jobs.reconciler import Settings
 from ..k8s.api import KubeApi
 from ..k8s.events import EventRecorder
@@ -42,17 +42,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 SHUTDOWN_SECONDS = 10.0
-FRAMEWORKS = {"batch/job": ("batch/v1", "Job")}
-"""Kueue's integration names (its `integrations.frameworks`) -> the kind each one runs."""
 DEFAULT_INTEGRATIONS = ("batch/job",)
-
-
-def integration_kinds(names: tuple[str, ...]) -> frozenset[tuple[str, str]]:
-    """The (apiVersion, kind) of each named integration; ValueError names an unknown one."""
-    unknown = [name for name in names if name not in FRAMEWORKS]
-    if unknown:
-        raise ValueError(f"unknown integration {unknown[0]!r}: known are {', '.join(sorted(FRAMEWORKS))}")
-    return frozenset(FRAMEWORKS[name] for name in names)
 
 
 def in_cluster() -> bool:
@@ -138,7 +128,8 @@ async def operate(
     async def relist() -> None:
         await asyncio.gather(*(informer.relist() for informer in informers))
 
-    job_kinds = integration_kinds(integrations)
+    enabled = job_framework.enabled(integrations)
+    stopping = job_framework.stopping_owners(enabled)
     # Without election there is no earlier leader whose last writes a fresh list must catch.
     scheduling = Scheduling.build(
         cache,
@@ -148,11 +139,11 @@ async def operate(
         leading,
         relist=relist if leader_election else None,
         faults=faults,
-        job_stops=(lambda wl: wl.owner in job_kinds) if job_kinds else (lambda wl: False),
+        job_stops=lambda wl: wl.owner in stopping,
     )
     loop, feeder = scheduling.loop, scheduling.feeder
     jobs: JobController | None = None
-    if job_kinds:
+    if enabled:
         jobs = JobController(
             api,
             cache,
@@ -161,7 +152,7 @@ async def operate(
             recorder,
             leading,
             settings=Settings(label_keys_to_copy=label_keys_to_copy),
-            kinds=[INTEGRATIONS[k].kind for k in job_kinds],
+            integrations=enabled,
             scheduled=lambda: loop.term_cycles > 0,
             closing=closing,
         )
@@ -169,7 +160,7 @@ async def operate(
         informers.extend(
             Informer(api, kind, Tee(feeder, jobs) if kind is kinds.Workload else feeder) for kind in WATCHED
         )
-        informers.extend(Informer(api, INTEGRATIONS[k].kind, jobs) for k in job_kinds)
+        informers.extend(Informer(api, integration.kind, jobs) for integration in enabled)
     else:
         informers.extend(Informer(api, kind, feeder) for kind in WATCHED)
     synced = asyncio.Event()
@@ -225,13 +216,13 @@ async def operate(
     runner = await http.serve(http.make_app(metrics, alive, ready), host, port)
     log.info("serving /metrics, /healthz and /readyz on %s:%d", host, port)
     hooks: list[Any] = []
-    if webhooks is not None and job_kinds:
+    if webhooks is not None and enabled:
 
         async def webhook_server() -> None:
             pause = 1.0
             while True:
                 try:
-                    hooks.append(await serve_webhooks(api, webhooks))
+                    hooks.append(await serve_webhooks(api, webhooks, enabled))
                     return
                 except asyncio.CancelledError:
                     raise
@@ -241,7 +232,7 @@ async def operate(
                     pause = min(30.0, pause * 2)
 
         tasks.append(asyncio.create_task(webhook_server(), name="webhooks"))
-    elif job_kinds:
+    elif enabled:
         log.info("no admission webhooks: create queued Jobs with spec.suspend: true (see README)")
     waiter = asyncio.create_task(stop.wait(), name="stop")
     done, _ = await asyncio.wait([waiter, *services], return_when=asyncio.FIRST_COMPLETED)

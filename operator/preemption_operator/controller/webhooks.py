@@ -1,10 +1,11 @@
 """The admission webhooks for jobs: their HTTPS server, their certificate (kept in a Secret that
 every replica shares, so no cert-manager is needed) and their registration (the operator owns
-its Mutating- and ValidatingWebhookConfiguration and keeps their caBundle current).
+its Mutating- and ValidatingWebhookConfiguration and keeps their caBundle current). Each enabled
+integration has a mutating and a validating webhook, at Kueue's paths, for its own kind.
 
 In a cluster the API server reaches the webhooks through a Service; for a local run
 (`--webhook-url https://127.0.0.1:9443`) at that URL. Only objects carrying a queue-name label
-are sent, so Jobs of other users never depend on this operator being up."""
+are sent, so other users' objects of those kinds never depend on this operator being up."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import logging
 import os
 import ssl
 import tempfile
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from aiohttp import web
 
 from ..api.kinds import Kind
 from ..jobs import webhook
-from ..jobs.framework import QUEUE_LABEL
+from ..jobs.framework import QUEUE_LABEL, Integration
 from ..k8s.api import ApiError, KubeApi
 from ..k8s.certs import ServingCert, issue
 
@@ -38,7 +40,6 @@ ValidatingConfiguration = Kind(
     "ValidatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False
 )
 CONFIGURATION_NAME = "preemption-operator"
-MUTATE_JOB, VALIDATE_JOB = "/mutate-batch-v1-job", "/validate-batch-v1-job"
 MAX_BODY = 3 * 1024 * 1024  # the API server's own request limit
 
 
@@ -137,7 +138,14 @@ async def certificate(api: KubeApi, settings: WebhookSettings) -> ServingCert:
 # -- registration ------------------------------------------------------------------------------
 
 
-def configurations(settings: WebhookSettings, ca: bytes) -> list[tuple[Kind, dict[str, Any]]]:
+def path(kind: Kind, mutating: bool) -> str:
+    """Where a kind's webhook is served, as Kueue (controller-runtime) names it: /mutate-batch-v1-job."""
+    return f"/{'mutate' if mutating else 'validate'}-{kind.group.replace('.', '-')}-{kind.version}-{kind.name.lower()}"
+
+
+def configurations(
+    settings: WebhookSettings, ca: bytes, integrations: Iterable[Integration]
+) -> list[tuple[Kind, dict[str, Any]]]:
     common: dict[str, Any] = {
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
@@ -153,29 +161,38 @@ def configurations(settings: WebhookSettings, ca: bytes) -> list[tuple[Kind, dic
                 }
             ]
         },
-        # Only queued objects: other Jobs never wait on this operator.
+        # Only queued objects: other objects of these kinds never wait on this operator.
         "objectSelector": {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]},
     }
 
-    def rules(operations: list[str]) -> list[dict[str, Any]]:
-        return [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": operations, "resources": ["jobs"]}]
+    kinds = [integration.kind for integration in integrations]
 
-    def body(kind: Kind, name: str, path: str, operations: list[str]) -> dict[str, Any]:
+    def hook(kind: Kind, mutating: bool) -> dict[str, Any]:
+        operations = ["CREATE"] if mutating else ["CREATE", "UPDATE"]
+        rule = {
+            "apiGroups": [kind.group],
+            "apiVersions": [kind.version],
+            "operations": operations,
+            "resources": [kind.plural],
+        }
         return {
-            "apiVersion": kind.api_version,
-            "kind": kind.name,
+            "name": f"{'m' if mutating else 'v'}{kind.name.lower()}.preemption-operator.dev",
+            "clientConfig": settings.client_config(path(kind, mutating), ca),
+            "rules": [rule],
+            **common,
+        }
+
+    def body(configuration: Kind, mutating: bool) -> dict[str, Any]:
+        return {
+            "apiVersion": configuration.api_version,
+            "kind": configuration.name,
             "metadata": {"name": CONFIGURATION_NAME, "labels": {"app.kubernetes.io/name": "preemption-operator"}},
-            "webhooks": [
-                {"name": name, "clientConfig": settings.client_config(path, ca), "rules": rules(operations), **common}
-            ],
+            "webhooks": [hook(kind, mutating) for kind in kinds],
         }
 
     return [
-        (MutatingConfiguration, body(MutatingConfiguration, "mjob.preemption-operator.dev", MUTATE_JOB, ["CREATE"])),
-        (
-            ValidatingConfiguration,
-            body(ValidatingConfiguration, "vjob.preemption-operator.dev", VALIDATE_JOB, ["CREATE", "UPDATE"]),
-        ),
+        (MutatingConfiguration, body(MutatingConfiguration, True)),
+        (ValidatingConfiguration, body(ValidatingConfiguration, False)),
     ]
 
 
@@ -192,8 +209,8 @@ def _differs(want: dict[str, Any], have: dict[str, Any]) -> bool:
     return not covered(want["webhooks"], have.get("webhooks"))
 
 
-async def register(api: KubeApi, settings: WebhookSettings, ca: bytes) -> None:
-    for kind, body in configurations(settings, ca):
+async def register(api: KubeApi, settings: WebhookSettings, ca: bytes, integrations: Iterable[Integration]) -> None:
+    for kind, body in configurations(settings, ca, integrations):
         path = kind.path(CONFIGURATION_NAME)
         for _ in range(5):
             try:
@@ -238,48 +255,48 @@ def _ssl_context(cert: ServingCert) -> ssl.SSLContext:
     return context
 
 
-def make_app() -> web.Application:
-    async def handle(request: web.Request, mutating: bool) -> web.Response:
-        try:
-            body = json.loads(await request.read())
-            if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
-                raise ValueError("not an AdmissionReview")
-        except ValueError as exc:
-            return web.json_response({"error": f"bad request: {exc}"}, status=400)
-        answer = webhook.review(body, mutating)
-        if not answer["response"]["allowed"]:
-            request_ = body["request"]
-            log.info(
-                "refused %s of Job %s/%s: %s",
-                request_.get("operation"),
-                request_.get("namespace"),
-                request_.get("name"),
-                answer["response"]["status"]["message"],
-            )
-        return web.json_response(answer)
+def make_app(integrations: Iterable[Integration]) -> web.Application:
+    def handler(integration: Integration, mutating: bool) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handle(request: web.Request) -> web.Response:
+            try:
+                body = json.loads(await request.read())
+                if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
+                    raise ValueError("not an AdmissionReview")
+            except ValueError as exc:
+                return web.json_response({"error": f"bad request: {exc}"}, status=400)
+            answer = webhook.review(body, integration, mutating)
+            if not answer["response"]["allowed"]:
+                request_ = body["request"]
+                log.info(
+                    "refused %s of %s %s/%s: %s",
+                    request_.get("operation"),
+                    integration.kind.name,
+                    request_.get("namespace"),
+                    request_.get("name"),
+                    answer["response"]["status"]["message"],
+                )
+            return web.json_response(answer)
 
-    async def mutate(request: web.Request) -> web.Response:
-        return await handle(request, True)
-
-    async def validate(request: web.Request) -> web.Response:
-        return await handle(request, False)
+        return handle
 
     app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_post(MUTATE_JOB, mutate)
-    app.router.add_post(VALIDATE_JOB, validate)
+    for integration in integrations:
+        for mutating in (True, False):
+            app.router.add_post(path(integration.kind, mutating), handler(integration, mutating))
     return app
 
 
-async def serve(api: KubeApi, settings: WebhookSettings) -> web.AppRunner:
+async def serve(api: KubeApi, settings: WebhookSettings, integrations: Iterable[Integration]) -> web.AppRunner:
     """Certificate, server, then registration: the API server is pointed at the webhooks only
     once they answer."""
+    integrations = tuple(integrations)
     cert = await certificate(api, settings)
-    runner = web.AppRunner(make_app(), access_log=None)
+    runner = web.AppRunner(make_app(integrations), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port, ssl_context=_ssl_context(cert))
     try:
         await site.start()
-        await register(api, settings, cert.ca)
+        await register(api, settings, cert.ca, integrations)
     except BaseException:
         with contextlib.suppress(Exception):
             await runner.cleanup()

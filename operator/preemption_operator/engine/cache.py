@@ -142,10 +142,6 @@ class Cache:
         version = _version(resource_version)
         return version is not None and self._versions.get((kind, key)) == version
 
-    def is_stale(self, obj: Any) -> bool:
-        """Whether `obj` is not newer than what the cache holds or has seen deleted."""
-        return self._is_stale(obj.kind, _key(obj.metadata), obj.metadata.resource_version)
-
     def _is_stale(self, kind: str, key: str, resource_version: str | None) -> bool:
         version = _version(resource_version)
         if version is None:

@@ -35,7 +35,6 @@ DRS_QUOTA = {
     "DRSAllStrategies": fs.STRATEGIES,
 }
 """The quota values that ask a fair preemption strategy (Kueue's S2-a, S2-b, either)."""
-TIERS = ("Always", "InsufficientQuota", "QuotaFeasibleAndInsufficientTopology")
 _INT32 = re.compile(r"[+-]?[0-9]+")
 
 WorkloadTest = Callable[[WorkloadInfo], str | None]

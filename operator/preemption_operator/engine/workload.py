@@ -36,10 +36,6 @@ class PodSetRequest:
         pods = self.count if count is None else count
         return {resource: amount * pods for resource, amount in self.per_pod.items()}
 
-    @property
-    def wants_topology(self) -> bool:
-        return bool(self.required_topology or self.preferred_topology or self.unconstrained_topology)
-
 
 @dataclass(frozen=True)
 class PodSetUsage:

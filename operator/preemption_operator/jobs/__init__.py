@@ -1,5 +1,6 @@
-"""Job integrations: what turns a job object (batch/v1 Job first) into a Workload and back.
+"""Job integrations: what turns a job (one object, as a batch/v1 Job is, or several) into a
+Workload and back.
 
-Importing the package registers every integration (framework.INTEGRATIONS)."""
+Importing the package registers every integration (framework.INTEGRATIONS): one module each."""
 
 from . import batch_job as batch_job

@@ -1,13 +1,18 @@
-"""batch/v1 Job on the job framework: one pod set, `main`, of min(parallelism, completions) pods."""
+"""batch/v1 Job on the job framework (Kueue's `batch/job`): one pod set, `main`, of
+min(parallelism, completions) pods; its webhooks create a queued Job suspended and keep a running
+one's queue and, under partial admission, its parallelism (Kueue's
+pkg/controller/jobs/job/job_webhook.go, v0.19.2)."""
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..api.kinds import Kind
-from .framework import QUEUE_LABEL, Finished, JobPatch, PodSetInfo, integrate
+from . import podsets, webhook
+from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 """Partial admission: the fewest pods the Job can run with (Kueue's annotation)."""
@@ -23,35 +28,15 @@ JOB_MANAGED_LABELS = (
 """Template labels the job controller owns: restoring keeps their current values."""
 NOT_COPIED_LABELS = ("job-name", "controller-uid", "batch.kubernetes.io/controller-uid")
 """Left out of the Workload's copy of the template, as Kueue leaves them out."""
-
-
-REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-def topology_request(template: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The pod set's topology request from its template's annotations, as Kueue reads them."""
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
-    request: dict[str, Any] = {}
-    if annotations.get(REQUIRED_TOPOLOGY):
-        request["required"] = annotations[REQUIRED_TOPOLOGY]
-    elif annotations.get(PREFERRED_TOPOLOGY):
-        request["preferred"] = annotations[PREFERRED_TOPOLOGY]
-    elif annotations.get(UNCONSTRAINED_TOPOLOGY) == "true":
-        request["unconstrained"] = True
-    else:
-        return None
-    request["podIndexLabel"] = COMPLETION_INDEX
-    return request
+"""The pod label that numbers a Job's pods: its pod set's index for topology-aware scheduling."""
+MIN_PARALLELISM_FIELD = f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]"
 
 
 def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-@integrate
 class BatchJob:
     kind: ClassVar[Kind] = Kind("Job", "batch", "v1", "jobs", True)
 
@@ -73,6 +58,9 @@ class BatchJob:
     @property
     def _template(self) -> Mapping[str, Any]:
         return self._spec.get("template") or {}
+
+    def workload_name(self) -> str:
+        return owned_workload_name(self.kind, self._meta)
 
     def queue_name(self) -> str:
         return str((self._meta.get("labels") or {}).get(QUEUE_LABEL) or "")
@@ -103,7 +91,7 @@ class BatchJob:
         pod_set: dict[str, Any] = {"name": POD_SET, "template": template, "count": self.pods_count()}
         if (least := self.partial()) is not None:
             pod_set["minCount"] = least
-        if (request := topology_request(template)) is not None:
+        if (request := podsets.topology_request(template, COMPLETION_INDEX)) is not None:
             pod_set["topologyRequest"] = request
         return [pod_set]
 
@@ -142,7 +130,7 @@ class BatchJob:
         if len(infos) != 1:
             raise ValueError(f"invalid podset infos: expecting 1 podset, got {len(infos)}")
         (info,) = infos
-        spec: dict[str, Any] = {"suspend": False, "template": _merged(self._template, info)}
+        spec: dict[str, Any] = {"suspend": False, "template": podsets.merge(self._template, info)}
         if self.partial() is not None:
             spec["parallelism"] = info.count
         return [JobPatch({"spec": spec})]
@@ -157,111 +145,54 @@ class BatchJob:
             )
         if self._status.get("startTime"):
             patches.append(JobPatch({"status": {"startTime": None}}, status=True))
-        restore: dict[str, Any] = {"metadata": {"annotations": {STOPPING_ANNOTATION: None}}}
+        unmark: dict[str, Any] = {"metadata": {"annotations": {STOPPING_ANNOTATION: None}}}
         original = next((info for info in originals if info.name == POD_SET), None)
         if original is not None:
-            template = _restored(self._template, original)
+            template = podsets.restore(self._template, original, JOB_MANAGED_LABELS)
             spec: dict[str, Any] = {}
             if template:
                 spec["template"] = template
             if self.partial() is not None and _int(self._spec.get("parallelism"), 1) != original.count:
                 spec["parallelism"] = original.count
             if spec:
-                restore["spec"] = spec
-        patches.append(JobPatch(restore))
+                unmark["spec"] = spec
+        patches.append(JobPatch(unmark))
         return patches
 
 
-def _merged(template: Mapping[str, Any], info: PodSetInfo) -> dict[str, Any]:
-    """A merge patch adding admission's fields to the template (Kueue's podset.Merge): labels,
-    annotations and node selector merged, tolerations and scheduling gates appended. A key the
-    template already has with another value is a conflict."""
-    meta = template.get("metadata") or {}
-    pod = template.get("spec") or {}
-    out_meta: dict[str, Any] = {}
-    out_spec: dict[str, Any] = {}
-    for holder, name, add, into in (
-        (meta, "labels", info.labels, out_meta),
-        (meta, "annotations", info.annotations, out_meta),
-        (pod, "nodeSelector", info.node_selector, out_spec),
+def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A Job being created is suspended when it names a queue: it must not start before admission."""
+    if not BatchJob(obj).queue_name() or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return []
+    if (obj.get("spec") or {}).get("suspend") is True:
+        return []
+    return [{"op": "add", "path": "/spec/suspend", "value": True}]
+
+
+def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:
+    """Kueue's field errors for a Job being created (`old` None) or updated."""
+    job = BatchJob(obj)
+    errors = webhook.queue_name_errors(obj)
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(MIN_PARALLELISM_ANNOTATION)
+    if raw is not None:
+        if not re.fullmatch(r"[+-]?[0-9]+", raw):
+            errors.append(webhook.invalid(MIN_PARALLELISM_FIELD, raw, f'strconv.Atoi: parsing "{raw}": invalid syntax'))
+        elif not 0 < int(raw) < job.pods_count():
+            errors.append(
+                webhook.invalid(MIN_PARALLELISM_FIELD, raw, f"should be between 0 and {job.pods_count() - 1}")
+            )
+    if old is None:
+        return errors
+    errors += webhook.queue_change_errors(obj, old, job.is_suspended())
+    if (
+        BatchJob(old).partial() is not None
+        and (old.get("spec") or {}).get("suspend") is not True
+        and (old.get("spec") or {}).get("parallelism") != (obj.get("spec") or {}).get("parallelism")
     ):
-        have = holder.get(name) or {}
-        clashes = sorted(k for k, v in add.items() if k in have and have[k] != v)
-        if clashes:
-            raise ValueError(f"conflict for {name}: {', '.join(clashes)} already set to other values")
-        if any(k not in have for k in add):
-            into[name] = dict(add)
-    for name, extra in (("tolerations", info.tolerations), ("schedulingGates", info.scheduling_gates)):
-        existing = list(pod.get(name) or [])
-        new = [dict(x) for x in extra if dict(x) not in existing]
-        if new:
-            out_spec[name] = existing + new  # a merge patch replaces lists whole
-    if info.node_affinity:
-        node = (pod.get("affinity") or {}).get("nodeAffinity") or {}
-        required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-        own = list(required.get("nodeSelectorTerms") or [])
-        # Terms are alternatives: the job's own and the domains' must both hold, so each of its
-        # terms is joined with each domain.
-        terms = (
-            [_joined(mine, domain) for mine in own for domain in info.node_affinity]
-            if own
-            else [dict(domain) for domain in info.node_affinity]
+        errors.append(
+            "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"
         )
-        out_spec["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-        }
-    out: dict[str, Any] = {}
-    if out_meta:
-        out["metadata"] = out_meta
-    if out_spec:
-        out["spec"] = out_spec
-    return out
+    return errors
 
 
-def _joined(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """Two node selector terms that must both hold, as one."""
-    out = {key: [*(a.get(key) or []), *(b.get(key) or [])] for key in ("matchExpressions", "matchFields")}
-    return {key: value for key, value in out.items() if value}
-
-
-def patch_to(have: Any, want: Any) -> Any:
-    """The merge patch (RFC 7386) that turns `have` into `want`."""
-    if not isinstance(want, Mapping) or not want:
-        return want if want else None
-    if not isinstance(have, Mapping):
-        return dict(want)
-    out: dict[str, Any] = {key: None for key in have if key not in want}
-    for key, value in want.items():
-        if have.get(key) != value:
-            out[key] = patch_to(have.get(key), value) if isinstance(value, Mapping) else value
-    return out
-
-
-def _restored(template: Mapping[str, Any], original: PodSetInfo) -> dict[str, Any]:
-    """A merge patch setting the template's scheduling fields back to `original`'s, whole (keys
-    admission added are removed); the job controller's own labels keep their current values."""
-    meta = template.get("metadata") or {}
-    pod = template.get("spec") or {}
-    current_labels = meta.get("labels") or {}
-    labels = {**original.labels, **{k: current_labels[k] for k in JOB_MANAGED_LABELS if k in current_labels}}
-    out_meta: dict[str, Any] = {}
-    out_spec: dict[str, Any] = {}
-    for holder, name, want, into in (
-        (meta, "labels", labels, out_meta),
-        (meta, "annotations", original.annotations, out_meta),
-        (pod, "nodeSelector", original.node_selector, out_spec),
-    ):
-        have = holder.get(name) or {}
-        if dict(have) != dict(want):
-            into[name] = {**{k: None for k in have if k not in want}, **want} if want else None
-    for name, want_list in (("tolerations", original.tolerations), ("schedulingGates", original.scheduling_gates)):
-        if list(pod.get(name) or []) != [dict(x) for x in want_list]:
-            out_spec[name] = [dict(x) for x in want_list] or None
-    if (pod.get("affinity") or None) != (original.affinity or None):
-        out_spec["affinity"] = patch_to(pod.get("affinity"), original.affinity)
-    out: dict[str, Any] = {}
-    if out_meta:
-        out["metadata"] = out_meta
-    if out_spec:
-        out["spec"] = out_spec
-    return out
+INTEGRATION = register(Integration("batch/job", BatchJob, mutate, validate))

@@ -1,18 +1,22 @@
-"""The seam every job integration fills (Kueue's GenericJob), and what passes through it.
+"""The seam every job integration fills (Kueue's jobframework), and what passes through it.
 
-An integration only reads its object and says how the object must change; it does no I/O. The
-reconciler (jobs/reconciler.py) decides which step is due and the job controller
-(controller/jobs.py) carries it out, so a new kind (JobSet, RayJob, pod groups) is one module
-that implements `GenericJob` and registers itself in `INTEGRATIONS`.
+A job is the unit the operator reconciles, one job one Workload; it may be several objects (a pod
+group: many Pods, one Workload). An integration says which Workload each of its objects belongs
+to (`GenericJob.workload_name`: a Job its own, a pod group's Pod its group's), builds its view of
+a job from all the objects that share that Workload, and says how those objects must change; it
+does no I/O. The reconciler (jobs/reconciler.py) decides which step is due and the job controller
+(controller/jobs.py) carries it out. A new kind (JobSet, RayJob, pod groups) is one module that
+implements `GenericJob`, declares its `Integration` and registers it in `INTEGRATIONS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from ..api.kinds import Kind
+from .names import workload_name
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -48,20 +52,30 @@ class Finished:
 
 @dataclass(frozen=True)
 class JobPatch:
-    """One JSON merge patch of the job (`status`: of its status subresource). Patches of one
-    step are sent in order, each guarded by the resourceVersion the one before returned."""
+    """One JSON merge patch of one of the job's objects (`status`: of its status subresource).
+    Patches of one step are sent in order, each guarded by the resourceVersion the one before
+    (to the same object) returned."""
 
     body: Mapping[str, Any]
     status: bool = False
+    name: str | None = None
+    """The object patched, by name (None: `obj`, the one that stands for the job)."""
 
 
 class GenericJob(Protocol):
-    """One object of an integrated kind, as scheduling sees it."""
+    """A job of an integrated kind, as scheduling sees it: built from one object (its own view of
+    that object), or by the integration's `compose` from all the objects of the job."""
 
     kind: ClassVar[Kind]
     obj: Mapping[str, Any]
+    """The object that stands for the job: its Workload's controller owner, and where Events
+    about the job go."""
 
     def __init__(self, obj: Mapping[str, Any]) -> None: ...
+
+    def workload_name(self) -> str:
+        """The name of the job's Workload: what the job controller keys the job by, so objects
+        that give the same name are one job."""
 
     def queue_name(self) -> str:
         """The LocalQueue it is submitted to ("" when not queued: the integration ignores it)."""
@@ -95,16 +109,95 @@ class GenericJob(Protocol):
         `originals` (the Workload's copy) has them."""
 
 
-INTEGRATIONS: dict[tuple[str, str], type[GenericJob]] = {}
-"""(apiVersion, kind) -> integration. Filled by the integration modules when imported."""
+Mutate = Callable[[Mapping[str, Any]], list[dict[str, Any]]]
+"""An object being created -> the JSON patch operations its mutating webhook answers with."""
+Validate = Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[str]]
+"""An object being created (old None) or updated, and the old one -> its field errors."""
 
 
-def integrate(cls: type[GenericJob]) -> type[GenericJob]:
-    INTEGRATIONS[(cls.kind.api_version, cls.kind.name)] = cls
-    return cls
+@dataclass(frozen=True)
+class Integration:
+    """One job integration, as the registry holds it (Kueue's IntegrationCallbacks): everything
+    the operator derives from it (flag, watches, webhooks, RBAC) comes from here."""
+
+    framework: str
+    """Its name in Kueue's `integrations.frameworks` (`batch/job`): what `--integrations` takes."""
+    job: type[GenericJob]
+    """Its view of a job; `job.kind` is where its objects live."""
+    mutate: Mutate
+    """Its mutating webhook, called on create."""
+    validate: Validate
+    """Its validating webhook, called on create and update."""
+    job_stops: bool = True
+    """Whether an evicted Workload it owns keeps its quota until the job has stopped (its pods are
+    gone; the job controller then gives the quota back). False: the quota comes back at eviction,
+    as for a bare Workload."""
+    compose: Callable[[Sequence[Mapping[str, Any]]], GenericJob] | None = None
+    """The job from all its objects (Kueue's ComposableJob), in name order. None: each object is a
+    job of its own, `job(obj)`."""
+    claims: Callable[[Mapping[str, Any]], str | None] | None = None
+    """Which job a Workload belongs to, by the `workload_name` of that job (None: not one of this
+    integration's). Unset: the job that is its controller owner, whatever the Workload is called
+    (one made by Kueue keeps serving the job)."""
+
+    @property
+    def kind(self) -> Kind:
+        return self.job.kind
+
+    def load(self, objects: Sequence[Mapping[str, Any]]) -> GenericJob:
+        """The job made of these objects (all giving the same `workload_name`)."""
+        return self.compose(objects) if self.compose is not None else self.job(objects[0])
+
+    def job_of(self, workload: Mapping[str, Any]) -> str | None:
+        """The `workload_name` of the job a Workload belongs to, None if none of this integration's."""
+        if self.claims is not None:
+            return self.claims(workload)
+        refs = (workload.get("metadata") or {}).get("ownerReferences") or []
+        owner = next((ref for ref in refs if ref.get("controller")), None)
+        if owner is None or owner.get("kind") != self.kind.name:
+            return None
+        if str(owner.get("apiVersion") or "").rpartition("/")[0] != self.kind.group:
+            return None
+        return owned_workload_name(self.kind, owner)
 
 
-def stops_through_job(owner: tuple[str, str] | None) -> bool:
-    """Whether a Workload owned by `owner` ((apiVersion, kind) of its controller) is stopped by a
-    job integration, which then gives its quota back."""
-    return owner is not None and owner in INTEGRATIONS
+def owned_workload_name(kind: Kind, owner: Mapping[str, Any]) -> str:
+    """Kueue's name for the Workload of a job that is one object: named after that object, from
+    its name and UID (`owner`: its metadata, or an owner reference to it)."""
+    return workload_name(kind.name, kind.group, str(owner.get("name") or ""), str(owner.get("uid") or ""))
+
+
+INTEGRATIONS: dict[str, Integration] = {}
+"""Framework name -> integration. Filled by the integration modules as they are imported
+(importing the package imports them all)."""
+
+
+def register(integration: Integration) -> Integration:
+    """Adds an integration under its framework name; a name, or a kind, has one integration."""
+    if integration.framework in INTEGRATIONS:
+        raise ValueError(f"duplicate framework name {integration.framework!r}")
+    kind = integration.kind
+    if (other := of_kind(kind.api_version, kind.name)) is not None:
+        raise ValueError(f"{kind.api_version} {kind.name} is integrated already, as {other.framework!r}")
+    INTEGRATIONS[integration.framework] = integration
+    return integration
+
+
+def enabled(names: Iterable[str]) -> tuple[Integration, ...]:
+    """The integrations named (as `--integrations` names them); ValueError names an unknown one."""
+    names = tuple(names)
+    unknown = [name for name in names if name not in INTEGRATIONS]
+    if unknown:
+        raise ValueError(f"unknown integration {unknown[0]!r}: known are {', '.join(sorted(INTEGRATIONS))}")
+    return tuple(INTEGRATIONS[name] for name in dict.fromkeys(names))
+
+
+def of_kind(api_version: str, kind: str) -> Integration | None:
+    """The integration whose objects have this apiVersion and kind."""
+    return next((i for i in INTEGRATIONS.values() if (i.kind.api_version, i.kind.name) == (api_version, kind)), None)
+
+
+def stopping_owners(integrations: Iterable[Integration]) -> frozenset[tuple[str, str]]:
+    """(apiVersion, kind) of the jobs whose evicted Workloads keep their quota until the job has
+    stopped: what the scheduling loop is told of a Workload's controller owner."""
+    return frozenset((i.kind.api_version, i.kind.name) for i in integrations if i.job_stops)

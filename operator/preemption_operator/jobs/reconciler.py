@@ -12,8 +12,8 @@ from typing import Any
 
 from ..engine import workload_status as wl_status
 from ..engine.placement import decode_assignment
+from . import podsets
 from .framework import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, Finished, GenericJob, JobPatch, PodSetInfo
-from .names import workload_name
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
@@ -94,8 +94,9 @@ def _condition(status: Mapping[str, Any], kind: str) -> bool:
 
 
 def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, str], int | None]) -> dict[str, Any]:
-    """The Workload for a job: Kueue's name, the job as controller owner, the job's pod sets and
-    priority. `priority(kind, name)` gives a priority class's value (None: unknown yet)."""
+    """The Workload for a job: the name its integration gives it, the object that stands for the
+    job as controller owner, the job's pod sets and priority. `priority(kind, name)` gives a
+    priority class's value (None: unknown yet)."""
     meta = job.obj.get("metadata") or {}
     kind = job.kind
     name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
@@ -119,7 +120,7 @@ def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, s
         "apiVersion": WORKLOAD_API_VERSION,
         "kind": "Workload",
         "metadata": {
-            "name": workload_name(kind.name, kind.group, name, uid),
+            "name": job.workload_name(),
             "namespace": meta.get("namespace"),
             "labels": labels,
             "ownerReferences": [
@@ -186,23 +187,7 @@ def admitted_infos(workload: Mapping[str, Any], flavors: Mapping[str, Flavor]) -
 
 def original_infos(workload: Mapping[str, Any]) -> list[PodSetInfo]:
     """The pod sets as the job had them before it ran: the Workload keeps the originals."""
-    infos = []
-    for ps in (workload.get("spec") or {}).get("podSets") or []:
-        template = ps.get("template") or {}
-        meta, pod = template.get("metadata") or {}, template.get("spec") or {}
-        infos.append(
-            PodSetInfo(
-                name=str(ps.get("name", "main")),
-                count=int(ps.get("count", 1)),
-                node_selector=dict(pod.get("nodeSelector") or {}),
-                tolerations=tuple(pod.get("tolerations") or ()),
-                labels=dict(meta.get("labels") or {}),
-                annotations=dict(meta.get("annotations") or {}),
-                scheduling_gates=tuple(pod.get("schedulingGates") or ()),
-                affinity=pod.get("affinity") or None,
-            )
-        )
-    return infos
+    return [podsets.from_pod_set(ps) for ps in (workload.get("spec") or {}).get("podSets") or []]
 
 
 def _equivalent(job: GenericJob, workload: Mapping[str, Any], reserved: bool) -> bool:

@@ -1,7 +1,7 @@
-"""What the admission webhooks decide for jobs, as pure functions: a queued Job is created
-suspended (it must not start before admission), and a running Job cannot change queue or, under
-partial admission, parallelism. Kueue's rules and messages (pkg/controller/jobs/job/job_webhook.go,
-pkg/controller/jobframework/validation.go, v0.19.2)."""
+"""What the admission webhooks decide, as pure functions: the AdmissionReview answer built from an
+integration's hooks, and the checks every integration makes (Kueue's
+pkg/controller/jobframework/validation.go, v0.19.2): a queue name is a DNS subdomain, and a running
+job cannot change queue."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .batch_job import MIN_PARALLELISM_ANNOTATION, BatchJob
-from .framework import QUEUE_LABEL
+from .framework import QUEUE_LABEL, Integration
 
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 SUBDOMAIN_MESSAGE = (
@@ -21,53 +20,30 @@ SUBDOMAIN_MESSAGE = (
     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 )
 QUEUE_FIELD = f"metadata.labels[{QUEUE_LABEL}]"
-MIN_PARALLELISM_FIELD = f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]"
 
 
-def _invalid(field: str, value: str, detail: str) -> str:
+def invalid(field: str, value: str, detail: str) -> str:
+    """A field error as Kubernetes words it (field.Invalid)."""
     return f'{field}: Invalid value: "{value}": {detail}'
 
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
+def _queue(obj: Mapping[str, Any]) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
 
 
-def mutate_job(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """JSON patch operations for a Job being created: suspended when it names a queue."""
-    if not BatchJob(obj).queue_name() or (obj.get("metadata") or {}).get("deletionTimestamp"):
-        return []
-    if (obj.get("spec") or {}).get("suspend") is True:
-        return []
-    return [{"op": "add", "path": "/spec/suspend", "value": True}]
-
-
-def validate_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:
-    """Kueue's field errors for a Job being created (`old` None) or updated."""
-    job = BatchJob(obj)
-    errors = []
-    queue = _labels(obj).get(QUEUE_LABEL)
+def queue_name_errors(obj: Mapping[str, Any]) -> list[str]:
+    """On create and update: the queue name must be a DNS subdomain."""
+    queue = _queue(obj)
     if queue is not None and not DNS1123_SUBDOMAIN.fullmatch(queue):
-        errors.append(_invalid(QUEUE_FIELD, queue, SUBDOMAIN_MESSAGE))
-    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(MIN_PARALLELISM_ANNOTATION)
-    if raw is not None:
-        if not re.fullmatch(r"[+-]?[0-9]+", raw):
-            errors.append(_invalid(MIN_PARALLELISM_FIELD, raw, f'strconv.Atoi: parsing "{raw}": invalid syntax'))
-        elif not 0 < int(raw) < job.pods_count():
-            errors.append(_invalid(MIN_PARALLELISM_FIELD, raw, f"should be between 0 and {job.pods_count() - 1}"))
-    if old is None:
-        return errors
-    was = BatchJob(old)
-    if not job.is_suspended() and _labels(old).get(QUEUE_LABEL) != queue:
-        errors.append(_invalid(QUEUE_FIELD, queue or "", "field is immutable"))
-    if (
-        was.partial() is not None
-        and (old.get("spec") or {}).get("suspend") is not True
-        and (old.get("spec") or {}).get("parallelism") != (obj.get("spec") or {}).get("parallelism")
-    ):
-        errors.append(
-            "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"
-        )
-    return errors
+        return [invalid(QUEUE_FIELD, queue, SUBDOMAIN_MESSAGE)]
+    return []
+
+
+def queue_change_errors(obj: Mapping[str, Any], old: Mapping[str, Any], suspended: bool) -> list[str]:
+    """On update: a job that is not suspended keeps its queue."""
+    if not suspended and _queue(old) != _queue(obj):
+        return [invalid(QUEUE_FIELD, _queue(obj) or "", "field is immutable")]
+    return []
 
 
 def aggregate(errors: list[str]) -> str:
@@ -75,21 +51,21 @@ def aggregate(errors: list[str]) -> str:
     return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
 
 
-def review(body: Mapping[str, Any], mutating: bool) -> dict[str, Any]:
-    """The AdmissionReview answer (admission.k8s.io/v1) for one request."""
+def review(body: Mapping[str, Any], integration: Integration, mutating: bool) -> dict[str, Any]:
+    """The AdmissionReview answer (admission.k8s.io/v1) of one of the integration's webhooks."""
     request = body.get("request") or {}
     uid = request.get("uid", "")
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     obj = request.get("object") or {}
     if mutating:
         if request.get("operation") == "CREATE":
-            patch = mutate_job(obj)
+            patch = integration.mutate(obj)
             if patch:
                 response["patchType"] = "JSONPatch"
                 response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     elif request.get("operation") in ("CREATE", "UPDATE"):
         old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
-        errors = validate_job(obj, old)
+        errors = integration.validate(obj, old)
         if errors:
             response["allowed"] = False
             response["status"] = {"code": 422, "reason": "Invalid", "message": aggregate(errors)}

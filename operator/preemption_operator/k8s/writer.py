@@ -27,7 +27,6 @@ from .api import ApiError, KubeApi
 log = logging.getLogger(__name__)
 
 COMPONENT = "preemption-operator"
-FIELD_MANAGER = "preemption-operator"
 MAX_ATTEMPTS = 5
 MAX_RETRY_AFTER = 5.0
 AMBIGUOUS = frozenset({0, 500, 502, 503, 504})

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -16,7 +16,11 @@ from ..api.objects import ObjectError, is_read, object_ref, parse_object
 from ..api.v1alpha1 import PreemptionConfig
 from ..api.v1beta2 import ClusterQueue, Workload
 
-NAMESPACED = ("Workload", "LocalQueue", "Job")
+if TYPE_CHECKING:
+    from ..jobs.framework import Integration
+
+NAMESPACED = ("Workload", "LocalQueue")
+"""Kueue's kinds that live in a namespace (an integrated kind says so itself)."""
 ARRIVING = ("pending.yaml", "pending.yml")
 """Files whose objects `simulate` adds once the rest has settled."""
 
@@ -96,28 +100,45 @@ def _class_values(manifests: list[Manifest]) -> dict[tuple[str, str], int]:
     return values
 
 
-def _job_workload(manifest: Manifest, classes: dict[tuple[str, str], int]) -> dict[str, Any] | None:
-    """The Workload the operator would make for a queued job (None: not an integrated kind, or
-    not queued). Without a UID, its namespace/name stands in, as elsewhere in `simulate`."""
-    from ..jobs.framework import INTEGRATIONS
+def _with_uid(body: dict[str, Any]) -> dict[str, Any]:
+    """Without a UID, an object's namespace/name stands in, as elsewhere in `simulate`."""
+    meta = body["metadata"]
+    return {**body, "metadata": {**meta, "uid": meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"}}
+
+
+def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]:
+    """Queued objects of integrated kinds, grouped as the operator groups them into jobs (those
+    naming the same Workload): position of each job's first object -> its integration and the
+    positions of all its objects."""
+    from ..jobs.framework import of_kind
+
+    jobs: dict[tuple[str, str, str], tuple[Integration, list[int]]] = {}
+    for index, manifest in enumerate(manifests):
+        body = manifest.body
+        integration = of_kind(str(body.get("apiVersion")), str(body.get("kind")))
+        if integration is None or not isinstance(body.get("metadata"), dict):
+            continue
+        view = integration.job(_with_uid(body))
+        if view.queue_name():
+            key = (integration.framework, str(body["metadata"].get("namespace") or ""), view.workload_name())
+            jobs.setdefault(key, (integration, []))[1].append(index)
+    return {members[0]: (integration, members) for integration, members in jobs.values()}
+
+
+def _job_workload(
+    integration: Integration, members: list[Manifest], classes: dict[tuple[str, str], int]
+) -> dict[str, Any]:
+    """The Workload the operator would make for a queued job of these objects."""
     from ..jobs.reconciler import ComposeError, Settings, new_workload
 
-    body = manifest.body
-    integration = INTEGRATIONS.get((str(body.get("apiVersion")), str(body.get("kind"))))
-    meta = body.get("metadata")
-    if integration is None or not isinstance(meta, dict):
-        return None
-    job = integration(
-        {**body, "metadata": {**meta, "uid": meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"}}
-    )
-    if not job.queue_name():
-        return None
+    body = members[0].body
     try:
+        job = integration.load([_with_uid(member.body) for member in members])
         workload = new_workload(job, Settings(), lambda kind, name: classes.get((kind, name)))
     except (ComposeError, ValueError, TypeError, AttributeError) as exc:
-        raise ManifestError(f"{manifest.source}: {object_ref(body)}: {exc}") from None
-    if meta.get("creationTimestamp"):
-        workload["metadata"]["creationTimestamp"] = meta["creationTimestamp"]
+        raise ManifestError(f"{members[0].source}: {object_ref(body)}: {exc}") from None
+    if body["metadata"].get("creationTimestamp"):
+        workload["metadata"]["creationTimestamp"] = body["metadata"]["creationTimestamp"]
     return workload
 
 
@@ -151,18 +172,23 @@ def parse(
     lenient: bool = False,
     fair_sharing: bool | None = None,
 ) -> list[Any]:
-    """The objects the engine reads. A queued job (batch/v1 Job with a queue-name label) stands
-    for the Workload the operator makes for it; objects of other kinds (a Deployment) are left
+    """The objects the engine reads. A queued job (batch/v1 Job with a queue-name label; a job
+    of several objects, all of them) stands for the Workload the operator makes for it; objects of other kinds (a Deployment) are left
     out, each noted in `skipped` when given; a kind the engine reads that does not validate is
     an error (with `lenient`, for a live cluster's objects, a note in `skipped`). Priority
     classes named by jobs are looked up in `beside` too. `fair_sharing`: whether the engine will run
     with it (False refuses DRS quota values; None leaves them to the caller)."""
     manifests = list(manifests)
     classes = _class_values([*manifests, *beside])
+    jobs = _jobs(manifests)
+    in_jobs = {index for _, members in jobs.values() for index in members}
     objects = []
-    for manifest in manifests:
-        workload = _job_workload(manifest, classes)
-        if workload is not None:
+    for index, manifest in enumerate(manifests):
+        if index in in_jobs:
+            if index not in jobs:
+                continue  # its job's Workload stands where the job's first object is
+            integration, members = jobs[index]
+            workload = _job_workload(integration, [manifests[i] for i in members], classes)
             try:
                 objects.append(parse_object(workload))
             except ObjectError as exc:
@@ -194,6 +220,8 @@ def check(manifests: list[Manifest], paths: Iterable[str | Path]) -> None:
     """What `simulate` and `explain` refuse before reading any object: no object at all, one object
     defined twice (two scenarios merged by accident), a kind Kueue's group does not have, a
     namespaced object without a namespace."""
+    from ..jobs.framework import of_kind
+
     if not manifests:
         raise ManifestError(f"no Kubernetes objects in {', '.join(str(p) for p in paths)}")
     seen: dict[tuple[str, str, str, str], str] = {}
@@ -208,7 +236,11 @@ def check(manifests: list[Manifest], paths: Iterable[str | Path]) -> None:
             close = difflib.get_close_matches(kind, kinds.GROUP_KINDS, n=1)
             hint = f"did you mean {close[0]}?" if close else f"its kinds are {', '.join(kinds.GROUP_KINDS)}"
             raise ManifestError(f"{where}: unknown kind {kind!r} in {kinds.GROUP} ({hint})")
-        if kind in NAMESPACED and group in (kinds.GROUP, "batch") and not meta.get("namespace"):
+        integration = of_kind(str(body.get("apiVersion") or ""), kind)
+        namespaced = (group == kinds.GROUP and kind in NAMESPACED) or (
+            integration is not None and integration.kind.namespaced
+        )
+        if namespaced and not meta.get("namespace"):
             raise ManifestError(f"{where}: metadata.namespace: required: a {kind} lives in a namespace")
         key = (group, kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if key in seen:

@@ -1,0 +1,146 @@
+"""Pod templates and what admission puts into them, for every integration: the merge patch that
+starts a pod set (Kueue's podset.Merge), the one that puts it back (podset.RestorePodSpec) from
+what the Workload kept (podset.FromPodSet), and the pod set's topology request (jobframework's
+PodSetTopologyRequest). Patches are JSON merge patches (RFC 7386) of one pod template, so an
+integration only says where its templates are."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .framework import PodSetInfo
+
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+
+
+def topology_request(template: Mapping[str, Any], pod_index_label: str) -> dict[str, Any] | None:
+    """The pod set's topology request from its template's annotations, as Kueue reads them;
+    `pod_index_label` is the pod label that numbers the pods of the set."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    request: dict[str, Any] = {}
+    if annotations.get(REQUIRED_TOPOLOGY):
+        request["required"] = annotations[REQUIRED_TOPOLOGY]
+    elif annotations.get(PREFERRED_TOPOLOGY):
+        request["preferred"] = annotations[PREFERRED_TOPOLOGY]
+    elif annotations.get(UNCONSTRAINED_TOPOLOGY) == "true":
+        request["unconstrained"] = True
+    else:
+        return None
+    request["podIndexLabel"] = pod_index_label
+    return request
+
+
+def from_pod_set(pod_set: Mapping[str, Any]) -> PodSetInfo:
+    """A Workload's pod set (wire form) as restoring puts it back (Kueue's podset.FromPodSet)."""
+    template = pod_set.get("template") or {}
+    meta, pod = template.get("metadata") or {}, template.get("spec") or {}
+    return PodSetInfo(
+        name=str(pod_set.get("name", "main")),
+        count=int(pod_set.get("count", 1)),
+        node_selector=dict(pod.get("nodeSelector") or {}),
+        tolerations=tuple(pod.get("tolerations") or ()),
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        scheduling_gates=tuple(pod.get("schedulingGates") or ()),
+        affinity=pod.get("affinity") or None,
+    )
+
+
+def merge(template: Mapping[str, Any], info: PodSetInfo) -> dict[str, Any]:
+    """A merge patch adding admission's fields to the template (Kueue's podset.Merge): labels,
+    annotations and node selector merged, tolerations and scheduling gates appended, the assigned
+    topology domains required as node affinity. A key the template already has with another value
+    is a conflict (ValueError)."""
+    meta = template.get("metadata") or {}
+    pod = template.get("spec") or {}
+    out_meta: dict[str, Any] = {}
+    out_spec: dict[str, Any] = {}
+    for holder, name, add, into in (
+        (meta, "labels", info.labels, out_meta),
+        (meta, "annotations", info.annotations, out_meta),
+        (pod, "nodeSelector", info.node_selector, out_spec),
+    ):
+        have = holder.get(name) or {}
+        clashes = sorted(k for k, v in add.items() if k in have and have[k] != v)
+        if clashes:
+            raise ValueError(f"conflict for {name}: {', '.join(clashes)} already set to other values")
+        if any(k not in have for k in add):
+            into[name] = dict(add)
+    for name, extra in (("tolerations", info.tolerations), ("schedulingGates", info.scheduling_gates)):
+        existing = list(pod.get(name) or [])
+        new = [dict(x) for x in extra if dict(x) not in existing]
+        if new:
+            out_spec[name] = existing + new  # a merge patch replaces lists whole
+    if info.node_affinity:
+        node = (pod.get("affinity") or {}).get("nodeAffinity") or {}
+        required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+        own = list(required.get("nodeSelectorTerms") or [])
+        # Terms are alternatives: the template's own and the domains' must both hold, so each of
+        # its terms is joined with each domain.
+        terms = (
+            [_joined(mine, domain) for mine in own for domain in info.node_affinity]
+            if own
+            else [dict(domain) for domain in info.node_affinity]
+        )
+        out_spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
+    return _patch(out_meta, out_spec)
+
+
+def restore(template: Mapping[str, Any], original: PodSetInfo, kept_labels: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A merge patch setting the template's scheduling fields back to `original`'s, whole (keys
+    admission added are removed). `kept_labels` keep their current values: labels the job's own
+    controller puts on the template."""
+    meta = template.get("metadata") or {}
+    pod = template.get("spec") or {}
+    current_labels = meta.get("labels") or {}
+    labels = {**original.labels, **{k: current_labels[k] for k in kept_labels if k in current_labels}}
+    out_meta: dict[str, Any] = {}
+    out_spec: dict[str, Any] = {}
+    for holder, name, want, into in (
+        (meta, "labels", labels, out_meta),
+        (meta, "annotations", original.annotations, out_meta),
+        (pod, "nodeSelector", original.node_selector, out_spec),
+    ):
+        have = holder.get(name) or {}
+        if dict(have) != dict(want):
+            into[name] = {**{k: None for k in have if k not in want}, **want} if want else None
+    for name, want_list in (("tolerations", original.tolerations), ("schedulingGates", original.scheduling_gates)):
+        if list(pod.get(name) or []) != [dict(x) for x in want_list]:
+            out_spec[name] = [dict(x) for x in want_list] or None
+    if (pod.get("affinity") or None) != (original.affinity or None):
+        out_spec["affinity"] = patch_to(pod.get("affinity"), original.affinity)
+    return _patch(out_meta, out_spec)
+
+
+def patch_to(have: Any, want: Any) -> Any:
+    """The merge patch (RFC 7386) that turns `have` into `want`."""
+    if not isinstance(want, Mapping) or not want:
+        return want if want else None
+    if not isinstance(have, Mapping):
+        return dict(want)
+    out: dict[str, Any] = {key: None for key in have if key not in want}
+    for key, value in want.items():
+        if have.get(key) != value:
+            out[key] = patch_to(have.get(key), value) if isinstance(value, Mapping) else value
+    return out
+
+
+def _joined(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two node selector terms that must both hold, as one."""
+    out = {key: [*(a.get(key) or []), *(b.get(key) or [])] for key in ("matchExpressions", "matchFields")}
+    return {key: value for key, value in out.items() if value}
+
+
+def _patch(meta: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """A template patch of these metadata and spec changes (empty: nothing to change)."""
+    out: dict[str, Any] = {}
+    if meta:
+        out["metadata"] = meta
+    if spec:
+        out["spec"] = spec
+    return out
