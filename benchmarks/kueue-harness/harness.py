@@ -546,13 +546,19 @@ def burst_evictions(path: Path) -> dict[str, int] | None:
     return counts
 
 
+# The operator's own lines, under its logger's name (controller.run before the Operator class;
+# artifacts of earlier runs still have it).
+_OURS_SYNCED = re.compile(r"preemption_operator\.controller\.(?:operator|run): cache synced")
+_OURS_STOPPED = re.compile(r"preemption_operator\.controller\.(?:operator|run): stopped in")
+
+
 def _watching_since(path: Path) -> datetime | None:
     """When the controller's watches came up: Kueue's first event source, the operator's sync."""
     if not path.is_file():
         return None
     with path.open(errors="replace") as lines:
         for line in lines:
-            if "Starting EventSource" in line or "preemption_operator.controller.run: cache synced" in line:
+            if "Starting EventSource" in line or _OURS_SYNCED.search(line):
                 return _timestamp(line)
     return None
 
@@ -564,7 +570,7 @@ def _stopped_line(path: Path) -> datetime | None:
     found = None
     with path.open(errors="replace") as lines:
         for line in lines:
-            if "preemption_operator.controller.run: stopped in" in line:
+            if _OURS_STOPPED.search(line):
                 found = _timestamp(line)
     return found
 

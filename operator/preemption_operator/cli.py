@@ -176,6 +176,13 @@ def _fair_sharing(enabled: bool, strategies: str | None) -> FairSharing:
     help="Where the API server calls the webhooks instead of the Service (a local run: https://127.0.0.1:9443).",
 )
 @fair_sharing_options
+@click.option(
+    "--feature-gates",
+    default="",
+    metavar="NAME=BOOL[,...]",
+    help="Kueue's feature gates, accepted so that Kueue's flags still parse: they switch nothing here (what Kueue "
+    "gates is always on, or named in a warning at start-up); an unknown name is refused.",
+)
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
 def run(
@@ -197,6 +204,7 @@ def run(
     webhook_url: str | None,
     fair_sharing: bool,
     fair_sharing_strategies: str | None,
+    feature_gates: str,
     log_format: str,
     verbose: bool,
 ) -> None:
@@ -204,47 +212,59 @@ def run(
     from lightkube.core.exceptions import ConfigError
 
     from . import logs
-    from .controller import run as operator
+    from .controller import operator
     from .controller.faults import Faults, FaultSpecError
+    from .controller.feature_gates import parse_feature_gates
     from .controller.webhooks import WebhookSettings
     from .jobs import framework as job_framework
     from .k8s.api import load_config
 
     logs.configure(log_format, verbose)
-    sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
-    frameworks = tuple(name.strip() for name in integrations.split(",") if name.strip())
     try:
-        job_framework.enabled(frameworks)
+        options = operator.OperatorOptions(
+            metrics_host=metrics_host,
+            metrics_port=metrics_port,
+            lease_namespace=lease_namespace,
+            lease_name=lease_name,
+            leader_election=not no_leader_election,
+            lease_seconds=lease_seconds,
+            liveness_seconds=liveness_seconds,
+            qps=kube_api_qps,
+            burst=kube_api_burst,
+            integrations=_names(integrations),
+            label_keys_to_copy=_names(label_keys_to_copy),
+            webhooks=None
+            if no_webhooks or (webhook_url is None and not operator.in_cluster())
+            else WebhookSettings(
+                namespace=operator.own_namespace(),
+                port=webhook_port,
+                host=webhook_host,
+                service=webhook_service,
+                url=webhook_url,
+            ),
+            fair_sharing=_fair_sharing(fair_sharing, fair_sharing_strategies),
+            feature_gates=_flag("--feature-gates", parse_feature_gates, feature_gates),
+            faults=Faults.from_env(),
+        )
+        job_framework.enabled(options.integrations)
         config = load_config()
-        faults = Faults.from_env()
     except (ConfigError, FaultSpecError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    operator.run(
-        config,
-        host=metrics_host,
-        port=metrics_port,
-        lease_namespace=lease_namespace,
-        lease_name=lease_name,
-        leader_election=not no_leader_election,
-        lease_seconds=lease_seconds,
-        liveness_seconds=liveness_seconds,
-        faults=faults,
-        qps=kube_api_qps,
-        burst=kube_api_burst,
-        integrations=frameworks,
-        label_keys_to_copy=tuple(key.strip() for key in label_keys_to_copy.split(",") if key.strip()),
-        fair_sharing=sharing,
-        webhooks=None
-        if no_webhooks or (webhook_url is None and not operator.in_cluster())
-        else WebhookSettings(
-            namespace=operator.own_namespace(),
-            port=webhook_port,
-            host=webhook_host,
-            service=webhook_service,
-            url=webhook_url,
-        ),
-    )
+    operator.run(config, options)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated flag's values."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _flag(name: str, parse: Any, text: str) -> Any:
+    """`parse(text)`, its ValueError naming the flag."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 FROM_CLUSTER = click.option(

@@ -50,3 +50,13 @@ def test_a_gate_set_against_how_the_operator_works_is_named() -> None:
         "the first flavor",
         "feature gate MultiKueue has no effect here: this operator does not implement it",
     ]
+
+
+def test_run_refuses_an_unknown_gate_before_reading_any_kubeconfig() -> None:
+    from click.testing import CliRunner
+
+    from preemption_operator.cli import cli
+
+    result = CliRunner().invoke(cli, ["run", "--feature-gates", "ConfigurablePreemptions=true,Bogus=true"])
+    assert result.exit_code == 2
+    assert "error: --feature-gates: unrecognized feature gate: Bogus" in result.output

@@ -190,6 +190,18 @@ class EventRecorder:
 
     # -- recording ---------------------------------------------------------------------------
 
+    def counts(self) -> dict[str, int]:
+        """What became of the Events recorded so far, by outcome (the `_events_total` metric)."""
+        return {
+            "posted": self.posted,
+            "patched": self.patched,
+            "dropped": self.dropped,
+            "filtered": self.filtered,
+            "fenced": self.fenced,
+            "failed": self.failed,
+            "namespace_closing": self.closed,
+        }
+
     def record(
         self, obj: Mapping[str, Any], kind: str, api_version: str, type_: str, reason: str, message: str
     ) -> None:

@@ -1,0 +1,315 @@
+"""`preemption-operator run`: the operator built from one set of options. It wires the API clients,
+the cache, leader election, the Event recorder, the scheduling rooms (scheduling.py), the job
+controller, the informers and the HTTP endpoints, runs them, and shuts them down in order on
+SIGTERM or SIGINT (at any moment, startup included)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lightkube.config.kubeconfig import SingleConfig
+
+from ..api import kinds
+from ..engine.cache import Cache
+from ..engine.fair_sharing import OFF, FairSharing
+from ..jobs import framework as job_framework
+from ..jobs.reconciler import Settings
+from ..k8s.api import KubeApi
+from ..k8s.events import EventRecorder
+from ..k8s.informer import Informer, Tee
+from ..k8s.lease import LeaseClient
+from ..k8s.rate_limit import RateLimiter
+from ..k8s.writer import COMPONENT, StatusWriter
+from . import http
+from .faults import Faults
+from .feature_gates import gate_warnings
+from .jobs import JobController
+from .leader import LeaderElector, default_identity
+from .metrics import Metrics
+from .scheduling import Scheduling
+from .webhooks import WebhookSettings
+from .webhooks import serve as serve_webhooks
+
+log = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+SHUTDOWN_SECONDS = 10.0
+DEFAULT_INTEGRATIONS = ("batch/job",)
+
+
+def in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and SERVICE_ACCOUNT_NAMESPACE.is_file()
+
+
+def own_namespace() -> str:
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    if SERVICE_ACCOUNT_NAMESPACE.is_file():
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    return "default"
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    """Everything the operator is told at start (the CLI's `run` flags)."""
+
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 8080
+    lease_namespace: str | None = None
+    """None: the pod's namespace, else `default`."""
+    lease_name: str = "preemption-operator"
+    leader_election: bool = True
+    lease_seconds: int = 8
+    liveness_seconds: float = 120.0
+    qps: float = 0.0
+    """A client-side limit on requests per second (0: none), as Kueue's clientConnection.qps."""
+    burst: int | None = None
+    integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
+    """Kueue's framework names of the job kinds to queue."""
+    label_keys_to_copy: tuple[str, ...] = ()
+    webhooks: WebhookSettings | None = None
+    """None: no admission webhooks (queued jobs must be created suspended)."""
+    fair_sharing: FairSharing = OFF
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    """Kueue's feature gates as given (they switch nothing here; see feature_gates.py)."""
+    faults: Faults = field(default_factory=Faults)
+    """Faults injected for the chaos tests (PREEMPTION_OPERATOR_FAULTS)."""
+
+    def limiter(self) -> RateLimiter | None:
+        if self.qps <= 0:
+            return None
+        return RateLimiter(self.qps, self.burst or max(1, round(2 * self.qps)))
+
+
+class Operator:
+    """The operator's parts, wired. Every replica keeps its cache warm; only the leader decides
+    and writes (the status writer and the Event recorder are fenced by the lease)."""
+
+    def __init__(self, config: SingleConfig, options: OperatorOptions) -> None:
+        self.options = options
+        self.metrics = metrics = Metrics()
+        # Requests share one transport; Events have their own limit, as the event recorder of a
+        # controller-runtime manager has its own client; the lease has a client of its own, so a
+        # renewal never waits behind scheduling writes.
+        self.api = KubeApi(
+            config, observe=metrics.count_request, limiter=options.limiter(), throttled=metrics.client_throttled.inc
+        )
+        events_api = KubeApi(
+            config,
+            observe=metrics.count_request,
+            transport=self.api.transport,
+            limiter=options.limiter(),
+            throttled=metrics.client_throttled.inc,
+        )
+        self.cache = Cache(options.fair_sharing)
+        identity = default_identity()
+        self.elector: LeaderElector | None = None
+        if options.leader_election:
+            namespace = options.lease_namespace or own_namespace()
+            lease = LeaseClient(config, namespace, options.lease_name, timeout=max(1.0, options.lease_seconds / 4))
+            self.elector = LeaderElector(lease, identity, options.lease_seconds)
+        writer = StatusWriter(self.api, fence=self.leading)
+        self.recorder = EventRecorder(
+            events_api, COMPONENT, fence=self.leading, instance=identity, closing=self.closing
+        )
+        metrics.watch_events(self.recorder.counts)
+        self.informers: list[Informer] = []
+        self.integrations = job_framework.enabled(options.integrations)
+        stopping = job_framework.stopping_owners(self.integrations)
+        self.scheduling = Scheduling.build(
+            self.cache,
+            writer,
+            self.recorder,
+            metrics,
+            self.leading,
+            # Without election there is no earlier leader whose last writes a fresh list must catch.
+            relist=self.relist if options.leader_election else None,
+            faults=options.faults,
+            job_stops=lambda wl: wl.owner in stopping,
+        )
+        feeder = self.scheduling.feeder
+        self.jobs: JobController | None = None
+        if self.integrations:
+            self.jobs = JobController(
+                self.api,
+                self.cache,
+                feeder,
+                writer,
+                self.recorder,
+                self.leading,
+                settings=Settings(label_keys_to_copy=options.label_keys_to_copy),
+                integrations=self.integrations,
+                scheduled=lambda: self.scheduling.loop.term_cycles > 0,
+                closing=self.closing,
+            )
+            # The job controller follows Workloads too: it sees each one after the cache has it.
+            self.informers += [
+                Informer(self.api, kind, Tee(feeder, self.jobs) if kind is kinds.Workload else feeder)
+                for kind in kinds.WATCHED
+            ]
+            self.informers += [Informer(self.api, integration.kind, self.jobs) for integration in self.integrations]
+        else:
+            self.informers += [Informer(self.api, kind, feeder) for kind in kinds.WATCHED]
+        self.synced = asyncio.Event()
+        self._services: list[asyncio.Task[Any]] = []
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.leading()
+
+    def closing(self, namespace: str) -> bool:
+        """Whether a namespace is being deleted: nothing new is made or posted there."""
+        ns = self.cache.objects["Namespace"].get(namespace)
+        return ns is not None and ns.terminating
+
+    async def relist(self) -> None:
+        await asyncio.gather(*(informer.relist() for informer in self.informers))
+
+    def alive(self) -> bool:
+        if not self.synced.is_set():
+            return True  # the first list of a big cluster may take a while; readiness says so
+        loop = self.scheduling.loop
+        return loop.alive(self.options.liveness_seconds) and not any(t.done() for t in self._services)
+
+    def ready(self) -> bool:
+        # Not ready while a CRD of the project is missing: it would decide with half the picture.
+        return self.synced.is_set() and not any(i.missing and i.kind.group == kinds.GROUP for i in self.informers)
+
+    # -- running
+
+    def _watch_leadership(self) -> None:
+        if self.elector is None:
+            self.metrics.leader.set(1)
+            return
+        self.metrics.replica_role = "follower"
+        running = asyncio.get_running_loop()
+
+        def changed(now_leading: bool) -> None:
+            self.metrics.leader.set(1 if now_leading else 0)
+            self.metrics.replica_role = "leader" if now_leading else "follower"
+            self.scheduling.loop.poke()
+            if now_leading and self.jobs is not None:
+                self.jobs.resume()
+
+        def from_thread(now_leading: bool) -> None:
+            running.call_soon_threadsafe(changed, now_leading)
+
+        self.elector.on_change = from_thread
+
+    async def _sync(self) -> None:
+        await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
+        # The cache is long-lived: keep the collector from rescanning it (full collections showed up
+        # as latency spikes in the topology benchmark).
+        gc.freeze()
+        self.synced.set()
+        log.info(
+            "cache synced: %d workloads, %d ClusterQueues",
+            len(self.cache.infos),
+            len(self.cache.objects["ClusterQueue"]),
+        )
+        if self.elector is not None:
+            self.elector.start()  # compete for the lease only with a synced cache
+        self.scheduling.loop.poke()
+
+    async def _webhooks(self, settings: WebhookSettings, hooks: list[Any]) -> None:
+        pause = 1.0
+        while True:
+            try:
+                hooks.append(await serve_webhooks(self.api, settings, self.integrations))
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # RBAC, a port in use: the rest keeps serving
+                log.error("the job webhooks are not served (retrying in %.0fs): %s", pause, exc)
+                await asyncio.sleep(pause)
+                pause = min(30.0, pause * 2)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until `stop` is set or a part fails (then SystemExit(1), once everything stopped)."""
+        for warning in gate_warnings(self.options.feature_gates):
+            log.warning("%s", warning)
+        self._watch_leadership()
+        tasks = [asyncio.create_task(i.run(), name=f"informer-{i.kind.plural}") for i in self.informers]
+        loop_task = asyncio.create_task(self.scheduling.run(self.synced), name="scheduling-loop")
+        tasks += [loop_task, asyncio.create_task(self.recorder.run(), name="events")]
+        if self.jobs is not None:
+            tasks.append(asyncio.create_task(self.jobs.run(), name="jobs"))
+        self._services = list(tasks)
+        tasks.append(asyncio.create_task(self._sync(), name="initial-sync"))
+        options = self.options
+        runner = await http.serve(
+            http.make_app(self.metrics, self.alive, self.ready), options.metrics_host, options.metrics_port
+        )
+        log.info("serving /metrics, /healthz and /readyz on %s:%d", options.metrics_host, options.metrics_port)
+        hooks: list[Any] = []
+        if options.webhooks is not None and self.integrations:
+            tasks.append(asyncio.create_task(self._webhooks(options.webhooks, hooks), name="webhooks"))
+        elif self.integrations:
+            log.info("no admission webhooks: create queued jobs with spec.suspend: true (see README)")
+        waiter = asyncio.create_task(stop.wait(), name="stop")
+        done, _ = await asyncio.wait([waiter, *self._services], return_when=asyncio.FIRST_COMPLETED)
+        failure: BaseException | None = None
+        for task in done:
+            if task is not waiter and not task.cancelled() and task.exception() is not None:
+                failure = task.exception()
+                log.error("%s stopped: %r", task.get_name(), failure)
+        started = time.monotonic()
+        log.info("stopping")
+        # No new decisions; the Events already decided go out while this replica still leads; then
+        # the lease is given up (a standby takes over at once) and the rest stops.
+        loop_task.cancel()
+        await _settle([loop_task])
+        await self.recorder.drain(timeout=0.2)  # Events are best effort: shutdown must stay quick
+        if self.elector is not None:
+            await asyncio.to_thread(self.elector.stop)
+        for task in tasks:
+            task.cancel()
+        await _settle(tasks)
+        waiter.cancel()
+        for hook in hooks:
+            await hook.cleanup()
+        await runner.cleanup()
+        await self.api.close()
+        log.info("stopped in %.1fs; API requests: %s", time.monotonic() - started, self.metrics.request_summary())
+        if failure is not None:
+            raise SystemExit(1)
+
+
+async def _settle(tasks: list[asyncio.Task[Any]]) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(SHUTDOWN_SECONDS):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def run(config: SingleConfig, options: OperatorOptions) -> None:
+    """The process: the operator until SIGTERM or SIGINT, then exit at once."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        running = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            running.add_signal_handler(sig, stop.set)
+        code = 0
+        try:
+            await Operator(config, options).run(stop)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        # Everything that matters is done (writes abandoned safely, lease released, sockets
+        # closed): skip tearing down the event loop and the interpreter's heap, which took
+        # seconds after a large run (Kueue's harness counts it as the controller's wall time).
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    asyncio.run(main())
