@@ -84,3 +84,12 @@ def _example(name: str) -> list[tuple[Path, dict[str, object]]]:
     for path in sorted((ROOT / "examples" / name).glob("*.yaml")):
         out += [(path, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
     return out
+
+
+def test_the_readme_stays_short_and_the_details_live_in_docs() -> None:
+    """Issue 24 item 7: the README is for users (what, install, try, run, compatibility); the rest
+    is in docs/, and every page there is linked from it."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 250
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"(docs/{page.name})" in readme, f"README does not link docs/{page.name}"
