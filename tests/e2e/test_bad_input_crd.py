@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from preemption_operator.api.objects import ObjectError, parse_object
-
-from .controlplane import ControlPlane
+from preemption_operator.testing.control_plane import ControlPlane
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 

@@ -6,20 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from .operator_process import (
-    CONFIG_ANNOTATION,
-    KUEUE,
-    KUEUE_ALPHA,
-    TEST_LABEL,
-    OperatorPool,
-    OperatorProcess,
-    Scenario,
-    condition,
-    describe_events,
-    is_true,
-    wait_until,
-    workload,
-)
+from preemption_operator.testing.operator_process import OperatorPool, OperatorProcess, wait_until
+from preemption_operator.testing.workload_status import condition, is_true
+
+from .scenario import CONFIG_ANNOTATION, KUEUE, KUEUE_ALPHA, TEST_LABEL, Scenario, describe_events, workload
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .controlplane import REPO_ROOT, ControlPlane
-from .operator_process import OperatorPool, Scenario, within_cluster_queue_priority
+from preemption_operator.testing.control_plane import ControlPlane
+from preemption_operator.testing.operator_process import OperatorPool
+
+from .scenario import Scenario, within_cluster_queue_priority
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 CONFIG = REPO_ROOT / "config"
 SYSTEM_NAMESPACE = "preemption-operator-system"

@@ -25,19 +25,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .operator_process import (
-    KUEUE,
-    OperatorPool,
-    Scenario,
-    WorkloadMonitor,
-    admitted_cpu,
-    cluster_queue,
-    condition,
-    eviction_count,
-    is_true,
-    wait_until,
-    workload,
-)
+from preemption_operator.testing.operator_process import OperatorPool, wait_until
+from preemption_operator.testing.workload_status import condition, eviction_count, is_true
+
+from .scenario import KUEUE, Scenario, WorkloadMonitor, admitted_cpu, cluster_queue, workload
 
 CAPACITY = 12
 TEAM_A_SETTLED, TEAM_B_SETTLED = 4, 8

@@ -9,31 +9,32 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .controlplane import REPO_ROOT, ControlPlane
-from .operator_process import (
+from preemption_operator.testing.control_plane import ControlPlane
+from preemption_operator.testing.operator_process import OperatorPool, operator_command, wait_until
+from preemption_operator.testing.workload_status import condition, is_true
+
+from .scenario import (
     CONFIG_ANNOTATION,
     KUEUE,
     KUEUE_ALPHA,
     NO_CLASSIC_PREEMPTION,
     TEST_LABEL,
-    OperatorPool,
     Scenario,
     WorkloadMonitor,
     cluster_queue,
-    condition,
     describe_conditions,
     describe_events,
-    is_true,
     lower_priority_config,
-    operator_command,
-    wait_until,
     within_cluster_queue_priority,
     workload,
 )
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 ADMITTED = "preemption_operator_admitted_workloads_total"
 PREEMPTED = "preemption_operator_preempted_workloads_total"

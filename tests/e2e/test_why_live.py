@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from .controlplane import ControlPlane
-from .operator_process import (
+from preemption_operator.testing.control_plane import ControlPlane, running_control_plane
+from preemption_operator.testing.operator_process import OperatorPool, wait_until
+from preemption_operator.testing.workload_status import condition
+
+from .scenario import (
     CONFIG_ANNOTATION,
     KUEUE,
     NO_CLASSIC_PREEMPTION,
-    OperatorPool,
     Scenario,
-    condition,
     describe_events,
     lower_priority_config,
-    wait_until,
     workload,
 )
 
@@ -140,45 +140,40 @@ def test_kubectl_preemption_explain_prints_what_offline_explain_prints(envtest_a
     import subprocess
     import sys
 
-    plane = ControlPlane(envtest_assets)
-    plane.start()
-    pool = OperatorPool(plane, tmp_path)
-    try:
-        from .controlplane import project_crd_files
+    with running_control_plane(envtest_assets) as plane:
+        pool = OperatorPool(plane, tmp_path)
+        try:
+            plane.kubectl("create", "namespace", "team", check=True)
+            sc = Scenario(plane, "team")
+            _, lq = sc.queue("main", 4, preemption={"withinClusterQueue": "LowerPriority"})
+            op = pool.start()
+            sc.apply(workload("low", "team", lq, 2, -1), workload("mid", "team", lq, 2, 0))
+            sc.wait_admitted("low", "mid", diagnostics=op.tail)
+            assert op.stop() == 0
+            sc.apply(workload("incoming", "team", lq, 2, 5))  # pending: nobody decides while we read
 
-        plane.apply_crds(project_crd_files())
-        plane.kubectl("create", "namespace", "team", check=True)
-        sc = Scenario(plane, "team")
-        _, lq = sc.queue("main", 4, preemption={"withinClusterQueue": "LowerPriority"})
-        op = pool.start()
-        sc.apply(workload("low", "team", lq, 2, -1), workload("mid", "team", lq, 2, 0))
-        sc.wait_admitted("low", "mid", diagnostics=op.tail)
-        assert op.stop() == 0
-        sc.apply(workload("incoming", "team", lq, 2, 5))  # pending: nobody decides while we read
-
-        # After every object's creation (a fixed date would one day precede them, and explain
-        # would then see workloads not yet created); the same for both reads.
-        now = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        env = {**os.environ, **plane.env}
-        plugin = Path(sys.executable).parent / "kubectl-preemption"
-        live = subprocess.run(
-            [str(plugin), "explain", "team/incoming", "-o", "json", "--now", now],
-            capture_output=True, text=True, env=env, timeout=120, check=False,
-        )  # fmt: skip
-        assert live.returncode == 0, live.stderr
-        dump = tmp_path / "state.yaml"
-        dump.write_text(plane.kubectl("get", KINDS, "-A", "-o", "yaml", check=True).stdout)
-        offline = subprocess.run(
-            [str(plugin.with_name("preemption-operator")), "explain", str(dump), "-w", "team/incoming",
-             "-o", "json", "--now", now],
-            capture_output=True, text=True, env=env, timeout=120, check=False,
-        )  # fmt: skip
-        assert offline.returncode == 0, offline.stderr
-        record = json.loads(live.stdout)
-        assert record == json.loads(offline.stdout)
-        first = record["searches"][0]
-        assert first["role"] == "preemptor"
-        assert {c["workload"]: c["outcome"] for c in first["candidates"]}["team/low"] == "chosen"
-    finally:
-        pool.close()
-        plane.stop()
+            # After every object's creation (a fixed date would one day precede them, and explain
+            # would then see workloads not yet created); the same for both reads.
+            now = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            env = {**os.environ, **plane.env}
+            plugin = Path(sys.executable).parent / "kubectl-preemption"
+            live = subprocess.run(
+                [str(plugin), "explain", "team/incoming", "-o", "json", "--now", now],
+                capture_output=True, text=True, env=env, timeout=120, check=False,
+            )  # fmt: skip
+            assert live.returncode == 0, live.stderr
+            dump = tmp_path / "state.yaml"
+            dump.write_text(plane.kubectl("get", KINDS, "-A", "-o", "yaml", check=True).stdout)
+            offline = subprocess.run(
+                [str(plugin.with_name("preemption-operator")), "explain", str(dump), "-w", "team/incoming",
+                 "-o", "json", "--now", now],
+                capture_output=True, text=True, env=env, timeout=120, check=False,
+            )  # fmt: skip
+            assert offline.returncode == 0, offline.stderr
+            record = json.loads(live.stdout)
+            assert record == json.loads(offline.stdout)
+            first = record["searches"][0]
+            assert first["role"] == "preemptor"
+            assert {c["workload"]: c["outcome"] for c in first["candidates"]}["team/low"] == "chosen"
+        finally:
+            pool.close()

@@ -56,11 +56,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from preemption_operator.api.quantity import parse_quantity
-
-from .controlplane import ApiServer, ControlPlane
-from .faultproxy import FaultProxy
+from .control_plane import ApiServer, ControlPlane
+from .fault_proxy import FaultProxy
 from .operator_process import OperatorProcess
+from .workload_status import condition, eviction_count, is_true, millis, reservation
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KUEUE_ALPHA = "kueue.x-k8s.io/v1alpha1"
@@ -226,40 +225,6 @@ def workload_path(namespace: str, name: str = "", subresource: str = "") -> str:
 
 
 # ---- reading Workloads ---------------------------------------------------------------------------
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return dict(c)
-    return None
-
-
-def is_true(obj: dict[str, Any], kind: str) -> bool:
-    c = condition(obj, kind)
-    return c is not None and c.get("status") == "True"
-
-
-def millis(quantity: Any) -> int:
-    return int(parse_quantity(str(quantity)) * 1000)
-
-
-def reservation(obj: dict[str, Any]) -> tuple[str | None, int]:
-    """(ClusterQueue, milli-cpu) an unfinished Workload holds; (None, 0) without a reservation."""
-    admission = (obj.get("status") or {}).get("admission")
-    if not admission or not is_true(obj, "QuotaReserved") or is_true(obj, "Finished"):
-        return None, 0
-    total = 0
-    for psa in admission.get("podSetAssignments") or []:
-        usage = (psa.get("resourceUsage") or {}).get("cpu")
-        if usage is not None:
-            total += millis(usage)
-    return admission.get("clusterQueue"), total
-
-
-def eviction_count(obj: dict[str, Any]) -> int:
-    stats = (obj.get("status") or {}).get("schedulingStats") or {}
-    return sum(int(e.get("count", 0)) for e in stats.get("evictions") or [])
 
 
 def touches(obj: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
