@@ -29,7 +29,7 @@ from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 from click.testing import CliRunner
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
@@ -1078,7 +1078,7 @@ def test_models_are_at_least_as_strict_as_the_schema_on_requests(value: str | in
     try:
         model_for(doc).model_validate(doc)
     except ValidationError:
-        return
+        assume(False)  # the property is about what the models accept
     assert schema_errors(doc) == [], value
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from builders import (
@@ -534,14 +534,16 @@ def _usage_without(snapshot: Snapshot, removed: set[str]) -> dict[str, int]:
     return usage
 
 
-@simulations
+# About one scenario in four preempts, and only those are about minimal victim sets: assume()
+# discards the rest, more than the health check tolerates by default. 150 victim sets are checked
+# (the 500 draws this test made before checked about 135).
+@settings(max_examples=150, suppress_health_check=[HealthCheck.filter_too_much])
 @given(scenarios(pending=(1, 1)))
 def test_victim_sets_are_minimal(sc: Scenario) -> None:
     """(c) With the victims gone the preemptor fits; putting any one victim back, it does not."""
     objects = sc.objects()
     result, _ = one_cycle_with_snapshot(objects)
-    if not result.preempted:
-        return
+    assume(result.preempted)
     (preemptor_name,) = {p.preemptor.name for p in result.preempted}
     preemptor = sc.wl(preemptor_name)
     victims = [p.victim for p in result.preempted]
