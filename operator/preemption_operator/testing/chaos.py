@@ -56,6 +56,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from preemption_operator.api.meta import format_time
+
 from .control_plane import ApiServer, ControlPlane
 from .fault_proxy import FaultProxy
 from .operator_process import OperatorProcess
@@ -1085,7 +1087,7 @@ def finished_condition() -> dict[str, Any]:
         "status": "True",
         "reason": "Succeeded",
         "message": "Job finished successfully",
-        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTransitionTime": format_time(datetime.now(UTC)),
     }
 
 
@@ -1407,7 +1409,7 @@ class ForeignWriter:
                     "status": "True",
                     "reason": "Touched",
                     "message": str(counter),
-                    "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "lastTransitionTime": format_time(datetime.now(UTC)),
                 }
                 status = obj.get("status")
                 conditions = (status or {}).get("conditions")
