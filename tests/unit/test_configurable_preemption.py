@@ -1355,6 +1355,7 @@ def _parse_rules(text: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return tuple(out)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -1400,6 +1401,7 @@ def test_property_configurable_victims_satisfy_the_config(case: tuple[list[Obj],
                     assert model.selector_matches(sel, cand), (record, sel)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=100, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
 )

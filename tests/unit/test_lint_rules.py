@@ -497,6 +497,7 @@ def _label_sets() -> list[dict[str, str]]:
     return sets
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(label_selectors, st.booleans())
 def test_unreachable_exactly_when_no_label_set_matches(selector: dict[str, Any], of_preemptor: bool) -> None:
@@ -520,7 +521,9 @@ numeric = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.slow
+# 100 examples reported unreachable (150 draws used to check about 67).
+@settings(max_examples=100, deadline=None)
 @given(st.lists(numeric, min_size=1, max_size=3), st.sets(st.sampled_from(["1", "3", "x"]), max_size=2))
 def test_numeric_constraints_reported_unreachable_match_no_labels(
     constraints: list[dict[str, Any]], named: set[str]
@@ -542,7 +545,9 @@ durations = st.sampled_from([None, "0s", "30m", "1h", "2h"])
 relations = st.sampled_from([None, "LessThan", "GreaterThan", "LessThanOrEqual", "GreaterThanOrEqual"])
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.slow
+# 100 examples reported unreachable (150 draws used to check about 67).
+@settings(max_examples=100, deadline=None)
 @given(durations, durations, durations, durations, relations, relations)
 def test_time_selectors_reported_unreachable_match_no_workload(
     min_e: str | None, max_e: str | None, min_a: str | None, max_a: str | None, rel_e: str | None, rel_a: str | None
@@ -605,6 +610,7 @@ def rule_pairs(draw: st.DrawFn) -> tuple[list[tuple[dict[str, Any] | None, ...]]
     return [wide, narrow], [wide_scope, narrow_scope]
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(rule_pairs())
 def test_a_rule_reported_shadowed_selects_nothing_more(
