@@ -469,9 +469,14 @@ class Topology:
         return objects
 
 
+def pod_template(cpu: int) -> dict[str, Any]:
+    """One container requesting `cpu`, run once: the pods of the Workloads and Jobs of the load."""
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
+    return {"spec": {"restartPolicy": "Never", "containers": [container]}}
+
+
 def new_job(name: str, namespace: str, queue: str, cpu: int, priority_class: str) -> dict[str, Any]:
     """A queued batch/v1 Job of one pod, created suspended (no webhook in these runs)."""
-    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -483,7 +488,7 @@ def new_job(name: str, namespace: str, queue: str, cpu: int, priority_class: str
         "spec": {
             "suspend": True,
             "backoffLimit": 0,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+            "template": pod_template(cpu),
         },
     }
 
@@ -503,23 +508,9 @@ def pod_cpu(pod: dict[str, Any]) -> int:
 
 
 def new_workload(name: str, namespace: str, queue: str, cpu: int, priority: int) -> dict[str, Any]:
-    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
-    return {
-        "apiVersion": KUEUE,
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "queueName": queue,
-            "priority": priority,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-                }
-            ],
-        },
-    }
+    pod_set = {"name": "main", "count": 1, "template": pod_template(cpu)}
+    spec = {"queueName": queue, "priority": priority, "podSets": [pod_set]}
+    return {"apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
 # ---- the invariant monitor -----------------------------------------------------------------------
@@ -1012,14 +1003,7 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
         status = obj.get("status") or {}
         name = obj["metadata"]["name"]
         if obj["kind"] == "ClusterQueue":
-            want = {
-                "pendingWorkloads": cq_pending[name],
-                "reservingWorkloads": cq_reserving[name],
-                "admittedWorkloads": cq_reserving[name],
-            }
-            got = {k: status.get(k, 0) for k in want}
-            if got != want:
-                problems.append(f"ClusterQueue {name} status {got}, Workloads say {want}")
+            problems += _count_problems(f"ClusterQueue {name}", status, cq_pending[name], cq_reserving[name])
             reserved = sum(
                 millis(r.get("total", "0"))
                 for f in status.get("flavorsReservation") or []
@@ -1032,15 +1016,15 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
                 )
         elif obj["kind"] == "LocalQueue":
             key = (obj["metadata"]["namespace"], name)
-            want = {
-                "pendingWorkloads": lq_pending[key],
-                "reservingWorkloads": lq_reserving[key],
-                "admittedWorkloads": lq_reserving[key],
-            }
-            got = {k: status.get(k, 0) for k in want}
-            if got != want:
-                problems.append(f"LocalQueue {key[0]}/{name} status {got}, Workloads say {want}")
+            problems += _count_problems(f"LocalQueue {key[0]}/{name}", status, lq_pending[key], lq_reserving[key])
     return problems
+
+
+def _count_problems(queue: str, status: dict[str, Any], pending: int, reserving: int) -> list[str]:
+    """A queue's status counts against those of the Workloads (admitted counts as reserving)."""
+    want = {"pendingWorkloads": pending, "reservingWorkloads": reserving, "admittedWorkloads": reserving}
+    got = {k: status.get(k, 0) for k in want}
+    return [] if got == want else [f"{queue} status {got}, Workloads say {want}"]
 
 
 def wait_settled(
@@ -1094,7 +1078,26 @@ def finished_condition() -> dict[str, Any]:
 _workload_serial = itertools.count(1)  # names are never reused within a process (I3 follows names)
 
 
-class WorkloadDriver:
+class _Worker:
+    """`_run` in a daemon thread, from `_start_thread` until `_stop_thread` (joined for up to 30 s)."""
+
+    _stop: threading.Event
+    _thread: threading.Thread | None
+
+    def _start_thread(self, name: str) -> None:
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class WorkloadDriver(_Worker):
     """Quota turning over: creates Workloads and Jobs on the topology's driven queues, finishes
     admitted ones after a random run time (a bare Workload by a Finished condition written
     through the status subresource, guarded by resourceVersion, as a job controller would; a Job
@@ -1125,14 +1128,11 @@ class WorkloadDriver:
         self._thread: threading.Thread | None = None
 
     def start(self) -> WorkloadDriver:
-        self._thread = threading.Thread(target=self._run, name="workload-driver", daemon=True)
-        self._thread.start()
+        self._start_thread("workload-driver")
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
+        self._stop_thread()
 
     def pause(self) -> None:
         self._paused.set()
@@ -1318,7 +1318,7 @@ _foreign_counter = itertools.count(1)  # shared: values keep increasing across w
 _foreign_lock = threading.Lock()
 
 
-class ForeignWriter:
+class ForeignWriter(_Worker):
     """Another controller writing the same Workloads: a label and an annotation (one metadata
     patch) or a condition of its own (one status patch), each an increasing counter, with a
     JSON patch guarded by resourceVersion and retried on conflict, at ``rate`` writes/s to
@@ -1339,14 +1339,11 @@ class ForeignWriter:
 
     def start(self) -> ForeignWriter:
         self.started = now_s()
-        self._thread = threading.Thread(target=self._run, name="foreign-writer", daemon=True)
-        self._thread.start()
+        self._start_thread("foreign-writer")
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
+        self._stop_thread()
         self.stopped = self.stopped or now_s()
 
     def successes(self) -> list[tuple[str, int, int, int]]:

@@ -431,26 +431,9 @@ class ControlPlane:
             self.workdir,
             append=append_log,
         )
-        deadline = time.monotonic() + self.startup_timeout
         # The serving certificate is written by the first kube-apiserver at startup: probe without
         # verification until /readyz passes, then check the certificate with it.
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
-        last = ""
-        while True:
-            if not api.alive():
-                raise self._fail(f"{api.name} exited during startup", api.name)
-            try:
-                status, body = self.get("/readyz", context=insecure, timeout=2, server=api.server)
-                if status == 200:
-                    break
-                last = f"/readyz: HTTP {status}: {body[-500:]}"
-            except OSError as exc:
-                last = f"/readyz: {exc}"
-            if time.monotonic() > deadline:
-                raise self._fail(f"{api.name} not ready within {self.startup_timeout:.0f}s ({last})", api.name)
-            time.sleep(0.1)
+        self._wait_until_serving(api.process, api.server, "/readyz", interval=0.1)
 
     def _write_kubeconfig(self, api: ApiServer) -> None:
         assert self.workdir is not None
@@ -524,24 +507,29 @@ class ControlPlane:
             self.workdir / "kube-controller-manager.log",
             self.workdir,
         )
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
+        self._wait_until_serving(self._controller_manager, f"https://127.0.0.1:{port}", "/healthz", interval=0.2)
+
+    def _wait_until_serving(self, process: _Process, server: str, path: str, *, interval: float) -> None:
+        """Until `path` (a health endpoint) of `process` at `server` answers 200, its certificate
+        not checked; ControlPlaneError, with the logs, when it exits or the startup timeout passes."""
+        unverified = ssl.create_default_context()
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE
         deadline = time.monotonic() + self.startup_timeout
         last = ""
         while True:
-            if not self._controller_manager.alive():
-                raise self._fail("kube-controller-manager exited during startup", "kube-controller-manager")
+            if not process.alive():
+                raise self._fail(f"{process.name} exited during startup", process.name)
             try:
-                status, body = self.get("/healthz", context=insecure, timeout=2, server=f"https://127.0.0.1:{port}")
+                status, body = self.get(path, context=unverified, timeout=2, server=server)
                 if status == 200:
                     return
-                last = f"/healthz: HTTP {status}: {body[-300:]}"
+                last = f"{path}: HTTP {status}: {body[-500:]}"
             except OSError as exc:
-                last = f"/healthz: {exc}"
+                last = f"{path}: {exc}"
             if time.monotonic() > deadline:
-                raise self._fail(f"kube-controller-manager not healthy ({last})", "kube-controller-manager")
-            time.sleep(0.2)
+                raise self._fail(f"{process.name} not ready within {self.startup_timeout:.0f}s ({last})", process.name)
+            time.sleep(interval)
 
     # ---- more kube-apiservers, outages ---------------------------------------------------
 
