@@ -21,104 +21,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from builders import KUEUE, Obj, WorkloadBuilder, cluster_queue, for_cluster, workload
 from preemption_operator.testing.control_plane import ControlPlane, die_with_parent_hook
 from preemption_operator.testing.operator_process import wait_until
 from preemption_operator.testing.workload_status import condition, eviction_count, is_true, reservation
 
-KUEUE = "kueue.x-k8s.io/v1beta2"
-KUEUE_ALPHA = "kueue.x-k8s.io/v1alpha1"
-CONFIG_ANNOTATION = "kueue.x-k8s.io/preemption-config-name"
 TEST_LABEL = "e2e.preemption-operator/test"
-
-
-# ---- objects -----------------------------------------------------------------------------------
-
-
-def cluster_queue(
-    name: str,
-    flavor: str,
-    cpu: str | int,
-    *,
-    cohort: str | None = None,
-    preemption: dict[str, Any] | None = None,
-    annotations: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["cpu"],
-                "flavors": [{"name": flavor, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
-            }
-        ],
-    }
-    if cohort:
-        spec["cohortName"] = cohort
-    if preemption is not None:
-        spec["preemption"] = preemption
-    meta: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
-    if annotations:
-        meta["annotations"] = annotations
-    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": meta, "spec": spec}
-
-
-NO_CLASSIC_PREEMPTION = {
-    "withinClusterQueue": "Never",
-    "reclaimWithinCohort": "Never",
-    "borrowWithinCohort": {"policy": "Never"},
-}
-
-
-def lower_priority_config(name: str, rule: str = "hero-preempt-lower-priority", **activation: str) -> dict[str, Any]:
-    """The specification's hero PreemptionConfig: one rule that, on InsufficientQuota, takes
-    workloads of lower base priority anywhere in the cohort tree."""
-    return {
-        "apiVersion": KUEUE_ALPHA,
-        "kind": "PreemptionConfig",
-        "metadata": {"name": name},
-        "spec": {
-            "rules": [
-                {
-                    "name": rule,
-                    "activationPolicy": {"trigger": "InsufficientQuota", **activation},
-                    "candidateSelectors": [
-                        {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
-                    ],
-                }
-            ]
-        },
-    }
-
-
-def workload(
-    name: str,
-    namespace: str,
-    queue: str,
-    cpu: str | int = "2",
-    priority: int = 0,
-    *,
-    labels: dict[str, str] | None = None,
-    count: int = 1,
-    topology_required: str | None = None,
-    node_selector: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    if labels:
-        meta["labels"] = labels
-    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
-    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
-    if node_selector:
-        pod["nodeSelector"] = node_selector
-    pod_set: dict[str, Any] = {"name": "main", "count": count, "template": {"spec": pod}}
-    if topology_required:
-        pod_set["topologyRequest"] = {"required": topology_required}
-    return {
-        "apiVersion": KUEUE,
-        "kind": "Workload",
-        "metadata": meta,
-        "spec": {"queueName": queue, "priority": priority, "podSets": [pod_set]},
-    }
 
 
 def admitted_cpu(obj: dict[str, Any]) -> tuple[str | None, float]:
@@ -150,6 +58,11 @@ def describe_conditions(text: str) -> list[dict[str, str]]:
     if current:
         out.append(current)
     return out
+
+
+def described(condition: dict[str, str]) -> tuple[str, str, str]:
+    """Status, Reason and Message of one condition of `describe_conditions`."""
+    return condition["Status"], condition["Reason"], condition["Message"]
 
 
 def describe_events(text: str) -> list[dict[str, str]]:
@@ -186,14 +99,16 @@ class Scenario:
         __tracebackhide__ = True
         return self.cluster.kubectl(*args, input=input, check=check)
 
-    def apply(self, *objects: dict[str, Any]) -> None:
-        """Creates or updates objects (client-side apply of a v1 List, in order)."""
+    def apply(self, *objects: Obj | WorkloadBuilder) -> None:
+        """Creates or updates objects (client-side apply of a v1 List, in order); cluster-scoped ones
+        are labelled with the test, for `cleanup`."""
         __tracebackhide__ = True
-        for obj in objects:
+        items = [for_cluster(obj) for obj in objects]
+        for obj in items:
             meta = obj.setdefault("metadata", {})
             if "namespace" not in meta and obj["kind"] not in ("Workload", "LocalQueue"):
                 meta.setdefault("labels", {})[TEST_LABEL] = self.namespace
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
     def get(self, resource: str, name: str | None = None, *, namespaced: bool = True) -> dict[str, Any]:
         args = ["get", resource] + ([name] if name else [])
@@ -230,7 +145,7 @@ class Scenario:
         cq = self.name(suffix)
         self.apply(
             self.flavor_object(),
-            cluster_queue(cq, self.flavor, cpu, **kwargs),
+            cluster_queue(cq, cpu, flavor=self.flavor, **kwargs),
             {
                 "apiVersion": KUEUE,
                 "kind": "LocalQueue",
@@ -400,10 +315,14 @@ def within_cluster_queue_priority(sc: Scenario, diagnostics: Callable[[], str] |
     with WorkloadMonitor(sc.cluster, ns) as monitor:
         # On a live cluster status cannot be created with the object: the running workloads are
         # admitted by the operator first, then the preemptor arrives.
-        sc.apply(workload("low", ns, lq, 2, -1), workload("mid", ns, lq, 2, 0), workload("high", ns, lq, 2, 1))
+        sc.apply(
+            workload("low", namespace=ns, queue=lq, cpu=2, priority=-1),
+            workload("mid", namespace=ns, queue=lq, cpu=2, priority=0),
+            workload("high", namespace=ns, queue=lq, cpu=2, priority=1),
+        )
         monitor.wait_seen(["low", "mid", "high"])  # the watch is live: it misses nothing from here on
         sc.wait_admitted("low", "mid", "high", diagnostics=diagnostics)
-        sc.apply(workload("incoming", ns, lq, 2, 1))
+        sc.apply(workload("incoming", namespace=ns, queue=lq, cpu=2, priority=1))
         wls = sc.wait_admitted("incoming", diagnostics=diagnostics)
         wait_until(
             lambda: not is_true(sc.workload("low"), "QuotaReserved") and is_true(sc.workload("low"), "Evicted"),
@@ -432,12 +351,8 @@ def within_cluster_queue_priority(sc: Scenario, diagnostics: Callable[[], str] |
         return conditions
 
     conditions = {c["Type"]: c for c in wait_until(victim_described, what="describe low", diagnostics=diagnostics)}
-    assert conditions["Evicted"]["Status"] == "True"
-    assert conditions["Evicted"]["Reason"] == "Preempted"
-    assert conditions["Evicted"]["Message"] == message
-    assert conditions["Preempted"]["Status"] == "True"
-    assert conditions["Preempted"]["Reason"] == "InClusterQueue"
-    assert conditions["Preempted"]["Message"] == message
+    assert described(conditions["Evicted"]) == ("True", "Preempted", message)
+    assert described(conditions["Preempted"]) == ("True", "InClusterQueue", message)
     assert conditions["QuotaReserved"]["Status"] == "False"
     assert conditions["Admitted"]["Status"] == "False"
     low = sc.workload("low")

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from builders import CONFIG_ANNOTATION, KUEUE, NO_CLASSIC_PREEMPTION, lower_priority_config
 from preemption_operator.testing.control_plane import (
     CONTROLLER_MANAGER,
     ControlPlane,
@@ -26,15 +27,7 @@ from preemption_operator.testing.operator_process import OperatorPool, wait_unti
 from preemption_operator.testing.workload_status import condition, is_true
 
 from .conftest import _namespace_name, control_plane_fixture, in_ci
-from .scenario import (
-    CONFIG_ANNOTATION,
-    KUEUE,
-    NO_CLASSIC_PREEMPTION,
-    Scenario,
-    WorkloadMonitor,
-    describe_events,
-    lower_priority_config,
-)
+from .scenario import Scenario, WorkloadMonitor, describe_events
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from builders import cluster_queue, workload
 from preemption_operator.testing.control_plane import ControlPlane, free_port, project_crd_files, running_control_plane
 from preemption_operator.testing.operator_process import OperatorPool, operator_command, wait_until
 
-from .scenario import Scenario, cluster_queue, workload
+from .scenario import Scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -65,8 +66,8 @@ def test_an_overflowing_annotation_neither_blocks_startup_nor_scheduling(
     sc, ns = scenario, scenario.namespace
     delayed = cluster_queue(
         sc.name("delayed"),
-        sc.flavor,
         2,
+        flavor=sc.flavor,
         preemption={"withinClusterQueue": "LowerPriority"},
         annotations={"preemption-operator.io/preemption-delay": "99999999999999999999h"},
     )
@@ -80,10 +81,13 @@ def test_an_overflowing_annotation_neither_blocks_startup_nor_scheduling(
         }
     )
     _, lq = sc.queue("plain", 2)
-    sc.apply(workload("low", ns, "delayed", 2, 0))
+    sc.apply(workload("low", namespace=ns, queue="delayed", cpu=2, priority=0))
     op = operators.start()
     sc.wait_admitted("low", diagnostics=op.tail)
-    sc.apply(workload("high", ns, "delayed", 2, 10), workload("other", ns, lq, 1, 0))
+    sc.apply(
+        workload("high", namespace=ns, queue="delayed", cpu=2, priority=10),
+        workload("other", namespace=ns, queue=lq, cpu=1, priority=0),
+    )
     sc.wait_admitted("other", diagnostics=op.tail)
     wait_until(
         lambda: f"ClusterQueue {sc.name('delayed')}: preemption-operator.io/preemption-delay" in op.log(),
@@ -123,7 +127,7 @@ def test_missing_crds_are_named_and_waited_for_and_deleted_ones_come_back(envtes
             plane.kubectl("create", "namespace", "crd-test", check=True)
             sc = Scenario(plane, "crd-test")
             _, lq = sc.queue("main", 2)
-            sc.apply(workload("first", "crd-test", lq, 1, 0))
+            sc.apply(workload("first", namespace="crd-test", queue=lq, cpu=1, priority=0))
             sc.wait_admitted("first", diagnostics=op.tail)
 
             plane.kubectl("delete", "crd", "workloads.kueue.x-k8s.io", check=True)
@@ -133,7 +137,7 @@ def test_missing_crds_are_named_and_waited_for_and_deleted_ones_come_back(envtes
             assert op.alive(), op.tail()
             plane.apply_crds([f for f in project_crd_files() if f.name.endswith("_workloads.yaml")])
             wait_until(lambda: op.get("/readyz")[0] == 200, timeout=30, what="ready again", diagnostics=op.tail)
-            sc.apply(workload("second", "crd-test", lq, 1, 0))
+            sc.apply(workload("second", namespace="crd-test", queue=lq, cpu=1, priority=0))
             sc.wait_admitted("second", diagnostics=op.tail)
             assert "Traceback" not in op.log(), op.tail()
         finally:

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import CONFIG_ANNOTATION
 from preemption_operator.testing.operator_process import OperatorPool, wait_until
 from preemption_operator.testing.workload_status import condition
 
-from .scenario import CONFIG_ANNOTATION, Scenario
+from .scenario import Scenario
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
