@@ -1,5 +1,5 @@
 """The chaos suite, short version: one test per fault family, each ending with the promise
-checked (I1-I3 at every observed state, I4 within 60 s once the faults stop); see chaos.py.
+checked (I1-I3 at every observed state, I4 within 60 s once the faults stop); see preemption_operator.testing.chaos.
 
 The long version is benchmarks/chaos_soak.py (`make chaos`). A run is reproducible in its
 choices (not its timing) with CHAOS_SEED=<n>; the seed is in every failure message.

@@ -1,7 +1,7 @@
 """The operator end to end: `preemption-operator run` against a real kube-apiserver and etcd.
 
 Each test has its own namespace, uniquely named ClusterQueues and its own operator process(es)
-(see operator_process.py); nothing waits a fixed time: every wait polls with a timeout.
+(see preemption_operator.testing.operator_process); nothing waits a fixed time: every wait polls with a timeout.
 """
 
 from __future__ import annotations
