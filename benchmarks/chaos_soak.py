@@ -1,6 +1,6 @@
 """Chaos soak: the operator under every fault family for minutes, with the promise checked
 throughout ("a ClusterQueue is never over-admitted and nothing is lost") by the invariant monitor
-of tests/e2e/chaos.py (I1-I3 at every observed state, I4 after each phase).
+of preemption_operator.testing.chaos (I1-I3 at every observed state, I4 after each phase).
 
     python benchmarks/chaos_soak.py [--kills 24] [--outages 2] [--phase-seconds 40] [--seed N]
 
@@ -36,10 +36,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.e2e.chaos import (  # noqa: E402
+from preemption_operator.testing.chaos import (
     ChaosEnv,
     DriverConfig,
     HookMissing,
@@ -50,7 +47,9 @@ from tests.e2e.chaos import (  # noqa: E402
     leader_stall,
     leader_stop_before_write,
 )
-from tests.e2e.controlplane import ControlPlane, find_assets, project_crd_files  # noqa: E402
+from preemption_operator.testing.control_plane import running_control_plane
+
+ROOT = Path(__file__).resolve().parents[1]
 
 LOAD = DriverConfig(
     creates_per_second=3.0,
@@ -319,11 +318,11 @@ def main() -> None:
     command = " ".join([*env_vars, "python", shlex.join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])])
     started = datetime.now(UTC)
     began = time.monotonic()
-    assets = find_assets()
-    with ControlPlane(assets) as plane, tempfile.TemporaryDirectory(prefix="chaos-soak-") as work:
-        plane.add_apiserver()
-        plane.start_controller_manager()  # Jobs among the load: real pods, created and deleted
-        plane.apply_crds(project_crd_files())
+    with (
+        # Jobs among the load (real pods, created and deleted) need kube-controller-manager.
+        running_control_plane(controller_manager=True, more_apiservers=1) as plane,
+        tempfile.TemporaryDirectory(prefix="chaos-soak-") as work,
+    ):
         env = ChaosEnv(plane, Path(work), name="soak", seed=args.seed)
         with env:
             phases = soak(env, args)
@@ -335,7 +334,7 @@ def main() -> None:
                 started=started,
                 seconds=time.monotonic() - began,
                 command=command,
-                assets=assets,
+                assets=plane.assets,
             )
     print(text)
     print(f"written to {args.output}")

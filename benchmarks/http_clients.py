@@ -58,12 +58,11 @@ import orjson
 from lightkube import KubeConfig
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
+from parsing import VARIANTS, workload_body, workload_status  # benchmarks/parsing.py, beside this script
+
+from preemption_operator.testing.control_plane import ControlPlane, running_control_plane
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.parsing import VARIANTS, workload_body, workload_status  # noqa: E402
-from tests.e2e.controlplane import ControlPlane, find_assets, project_crd_files  # noqa: E402
 
 NS = "bench"
 GROUP, VERSION, PLURAL = "kueue.x-k8s.io", "v1beta2", "workloads"
@@ -838,8 +837,7 @@ def main() -> None:
         f" --{k.replace('_', '-')} {getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v
     )
     load_start = f"{os.getloadavg()[0]:.1f}"
-    with ControlPlane(find_assets()) as plane:
-        plane.apply_crds(project_crd_files())
+    with running_control_plane() as plane:
         plane.kubectl("create", "namespace", NS, check=True)
         found = asyncio.run(run(args, plane))
     text = report(args, found, (load_start, f"{os.getloadavg()[0]:.1f}"), command)

@@ -19,7 +19,6 @@ import os
 import platform
 import re
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -32,11 +31,10 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from preemption_operator.testing.control_plane import running_control_plane
+from preemption_operator.testing.operator_process import OperatorProcess
 
-from tests.e2e.controlplane import ControlPlane, find_assets, project_crd_files  # noqa: E402
-from tests.e2e.operator_process import OperatorProcess  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 Workload = create_namespaced_resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads")
 PARALLEL = 8
@@ -257,8 +255,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "operator.md")
     args = parser.parse_args()
     per_queue = args.workloads // (2 * args.queues)
-    with ControlPlane(find_assets()) as plane, tempfile.TemporaryDirectory() as work:
-        plane.apply_crds(project_crd_files())
+    with running_control_plane() as plane, tempfile.TemporaryDirectory() as work:
         plane.kubectl("apply", "--server-side", "-f", "-", input=cluster_yaml(args.queues, per_queue))
         config = KubeConfig.from_file(str(plane.kubeconfig))
 

@@ -36,7 +36,6 @@ import gc
 import json
 import platform
 import statistics
-import sys
 import time
 import tracemalloc
 import uuid
@@ -51,7 +50,6 @@ import orjson
 from msgspec import Meta, Struct
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from preemption_operator.api import v1beta2  # noqa: E402
 from preemption_operator.api.meta import (  # noqa: E402
@@ -291,10 +289,10 @@ def offline_body(name: str, variant: str) -> dict[str, Any]:
 def _server_bodies() -> tuple[dict[str, bytes], str]:
     from lightkube import KubeConfig
     from lightkube.config import client_adapter
-    from tests.e2e.controlplane import ControlPlane, find_assets, project_crd_files
 
-    with ControlPlane(find_assets()) as plane:
-        plane.apply_crds(project_crd_files())
+    from preemption_operator.testing.control_plane import running_control_plane
+
+    with running_control_plane() as plane:
         plane.kubectl("create", "namespace", NS, check=True)
         config = KubeConfig.from_file(str(plane.kubeconfig)).get()
         with client_adapter.Client(config, client_adapter.ConnectionParams()) as http:

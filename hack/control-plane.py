@@ -10,35 +10,30 @@ For trying the operator without a cluster:
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.e2e.controlplane import ControlPlane, find_assets, project_crd_files  # noqa: E402
+from preemption_operator.testing.control_plane import running_control_plane
 
 
 def main() -> None:
-    plane = ControlPlane(find_assets())
-    plane.start()
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        plane.apply_crds(project_crd_files())
-        plane.start_controller_manager()
-        print(f"kube-apiserver at {plane.server}, CRDs installed, controllers running. In another shell:", flush=True)
-        print(f"  export KUBECONFIG={plane.kubeconfig}", flush=True)
-        print(f"  export PATH={plane.assets}:$PATH   # kubectl of the same version", flush=True)
-        print("  preemption-operator run --webhook-url https://127.0.0.1:9443", flush=True)
-        print("Ctrl-C stops it.", flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        while True:
-            time.sleep(3600)
+        with running_control_plane(controller_manager=True) as plane:
+            print(
+                f"kube-apiserver at {plane.server}, CRDs installed, controllers running. In another shell:", flush=True
+            )
+            print(f"  export KUBECONFIG={plane.kubeconfig}", flush=True)
+            print(f"  export PATH={plane.assets}:$PATH   # kubectl of the same version", flush=True)
+            print("  preemption-operator run --webhook-url https://127.0.0.1:9443", flush=True)
+            print("Ctrl-C stops it.", flush=True)
+            while True:
+                time.sleep(3600)
     except KeyboardInterrupt:
         pass
-    finally:
-        plane.stop()
 
 
 if __name__ == "__main__":

@@ -479,6 +479,15 @@ def as_dict(item: Obj | WorkloadBuilder) -> Obj:
     return item.obj() if isinstance(item, WorkloadBuilder) else copy.deepcopy(item)
 
 
+def for_cluster(item: Obj | WorkloadBuilder) -> Obj:
+    """The object as a client sends it to a live API server (the e2e tests): without the uid and
+    creationTimestamp the builders set for offline runs, which the server sets itself."""
+    body = as_dict(item)
+    for server_set in ("uid", "creationTimestamp"):
+        body.get("metadata", {}).pop(server_set, None)
+    return body
+
+
 def scenario(
     cluster_queues: Iterable[Obj],
     *workloads: Obj | WorkloadBuilder,
@@ -547,6 +556,24 @@ def preemption_config(name: str, *rules: Obj) -> Obj:
         "metadata": _meta(name),
         "spec": {"rules": list(rules)},
     }
+
+
+def lower_priority_config(name: str, rule_name: str = "hero-preempt-lower-priority", **activation: str) -> Obj:
+    """The specification's hero PreemptionConfig: one rule that, on InsufficientQuota, takes
+    workloads of lower base priority anywhere in the cohort tree (`activation`: more of its
+    activationPolicy, in wire form)."""
+    lower = selector("WithinCohortTree", priority={"mode": "Base", "comparison": "LessThan"})
+    config = preemption_config(name, rule(rule_name, lower, trigger="InsufficientQuota"))
+    config["spec"]["rules"][0]["activationPolicy"].update(activation)
+    return config
+
+
+NO_CLASSIC_PREEMPTION = {
+    "withinClusterQueue": "Never",
+    "reclaimWithinCohort": "Never",
+    "borrowWithinCohort": {"policy": "Never"},
+}
+"""spec.preemption of a ClusterQueue that leaves every preemption to its PreemptionConfig."""
 
 
 # -- topology-aware scheduling ---------------------------------------------------------------------------

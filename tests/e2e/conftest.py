@@ -1,8 +1,9 @@
 """Fixtures for the e2e tests: a real etcd + kube-apiserver per test session (envtest-style).
 
-- ``control_plane`` (session): a started :class:`ControlPlane` with no project CRDs.
-- ``cluster`` (session): the same control plane with every ``crds/*.yaml`` applied
-  (server-side) and Established; operator tests want this one.
+- ``control_plane`` (session): a started :class:`ControlPlane` with every ``crds/*.yaml``
+  applied (server-side) and Established; ``cluster`` is the same plane, the name operator tests
+  use. :func:`control_plane_fixture` is the body of every control-plane fixture (modules that need
+  their own: test_jobs.py, test_chaos.py).
 - ``namespace`` (function): a fresh namespace for one test, deleted (not awaited) afterwards.
 
 The binaries come from ``KUBEBUILDER_ASSETS``, else from the cache that
@@ -13,23 +14,27 @@ except when ``CI`` is set, where they fail. ``E2E_KEEP_WORKDIR=1`` keeps the tem
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .controlplane import (
+from preemption_operator.testing.control_plane import (
     AssetsMisconfigured,
     AssetsUnavailable,
     ControlPlane,
     ControlPlaneError,
     find_assets,
-    project_crd_files,
+    running_control_plane,
 )
-from .operator_process import OperatorPool, Scenario
+from preemption_operator.testing.operator_process import OperatorPool
+
+from .scenario import Scenario
 
 _HERE = Path(__file__).resolve().parent
 _started: list[ControlPlane] = []
@@ -75,35 +80,35 @@ def envtest_assets() -> Path:
     pytest.fail(problem, pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def control_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
-    """A started etcd + kube-apiserver; stopped (and its temp folder removed) at session end."""
-    plane = ControlPlane(envtest_assets, keep_workdir=bool(os.environ.get("E2E_KEEP_WORKDIR")))
+def control_plane_fixture(assets: Path, what: str, **options: Any) -> Iterator[ControlPlane]:
+    """The body of a control-plane fixture: :func:`running_control_plane` with ``options``,
+    failing the test (not erroring with a traceback) when it does not start; ``what`` names it."""
+    keep = bool(os.environ.get("E2E_KEEP_WORKDIR"))
+    planes = contextlib.ExitStack()
+    error = None
     try:
-        error = None
-        try:
-            plane.start()
-        except ControlPlaneError as exc:
-            error = str(exc)
-        if error is not None:
-            pytest.fail(f"the e2e control plane did not start: {error}", pytrace=False)
+        plane = planes.enter_context(running_control_plane(assets, keep_workdir=keep, **options))
+    except ControlPlaneError as exc:
+        error = str(exc)
+    # pytest.fail outside the except block: no chained traceback in the report.
+    if error is not None:
+        pytest.fail(f"{what} did not start: {error}", pytrace=False)
+    with planes:
         _started.append(plane)
         yield plane
-    finally:
-        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
+    """A started etcd + kube-apiserver with the project's CRDs; stopped (and its temp folder
+    removed) at session end."""
+    yield from control_plane_fixture(envtest_assets, "the e2e control plane")
 
 
 @pytest.fixture(scope="session")
 def cluster(control_plane: ControlPlane) -> ControlPlane:
-    """The control plane with the project's CRDs (crds/*.yaml) installed and Established."""
-    files = project_crd_files()
-    error = None
-    try:
-        control_plane.apply_crds(files)
-    except AssertionError as exc:
-        error = str(exc)
-    if error is not None:
-        pytest.fail(f"installing crds/*.yaml failed: {error}", pytrace=False)
+    """The control plane with the project's CRDs (crds/*.yaml) installed and Established: what
+    the operator tests ask for by this name."""
     return control_plane
 
 

@@ -19,12 +19,14 @@ from typing import Any
 import pytest
 
 from preemption_operator.api.objects import ObjectError, parse_object
-
-from .controlplane import ControlPlane
+from preemption_operator.testing.control_plane import ControlPlane
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
+# Not tests/builders.py's builders: those write quantities as strings, and these hand every value
+# to the server as given (an integer -3 and a string "-3" fail with different messages), under a
+# random name so that every case creates a new object.
 def cluster_queue(nominal: Any = 4, **resource: Any) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE,

@@ -6,20 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from .operator_process import (
-    CONFIG_ANNOTATION,
-    KUEUE,
-    KUEUE_ALPHA,
-    TEST_LABEL,
-    OperatorPool,
-    OperatorProcess,
-    Scenario,
-    condition,
-    describe_events,
-    is_true,
-    wait_until,
-    workload,
-)
+from builders import CONFIG_ANNOTATION, KUEUE, KUEUE_ALPHA, workload
+from preemption_operator.testing.operator_process import OperatorPool, OperatorProcess, wait_until
+from preemption_operator.testing.workload_status import condition, is_true
+
+from .scenario import TEST_LABEL, Scenario, describe_events
 
 pytestmark = pytest.mark.e2e
 
@@ -46,14 +37,14 @@ def test_bad_input_is_named_and_the_rest_is_served(scenario: Scenario, operators
     op = operators.start()
 
     # A ClusterQueue deleted while it has an admitted workload.
-    sc.apply(workload("orphan", ns, doomed_lq, 2, 0))
+    sc.apply(workload("orphan", namespace=ns, queue=doomed_lq, cpu=2, priority=0))
     sc.wait_admitted("orphan", diagnostics=op.tail)
     sc.kubectl("delete", "clusterqueue", doomed_cq)
     message = warning(sc, op, "workload", "orphan", "ClusterQueueNotFound", ns)
     assert f"ClusterQueue {doomed_cq}, which does not exist" in message
 
     # A Workload whose LocalQueue does not exist: a pending reason that names it.
-    sc.apply(workload("lost", ns, "no-such-queue", 1, 0))
+    sc.apply(workload("lost", namespace=ns, queue="no-such-queue", cpu=1, priority=0))
     wait_until(
         lambda: (
             (condition(sc.workload("lost"), "QuotaReserved") or {}).get("message")
@@ -64,8 +55,8 @@ def test_bad_input_is_named_and_the_rest_is_served(scenario: Scenario, operators
     )
 
     # Pod counts of 0 (legal in Kueue: it uses nothing) and 1e9 (never fits: pending with a reason).
-    sc.apply(workload("empty", ns, lq, 1, 0, count=0))
-    sc.apply(workload("huge-count", ns, lq, 1, 0, count=1_000_000_000))
+    sc.apply(workload("empty", namespace=ns, queue=lq, cpu=1, priority=0, count=0))
+    sc.apply(workload("huge-count", namespace=ns, queue=lq, cpu=1, priority=0, count=1_000_000_000))
     sc.wait_admitted("empty", diagnostics=op.tail)
     wait_until(
         lambda: (
@@ -77,7 +68,7 @@ def test_bad_input_is_named_and_the_rest_is_served(scenario: Scenario, operators
     )
 
     # A request the API server stores but the scheduler cannot count: an InvalidObject Warning.
-    sc.apply(workload("too-big", ns, lq, "1e18", 0))
+    sc.apply(workload("too-big", namespace=ns, queue=lq, cpu="1e18", priority=0))
     message = warning(sc, op, "workload", "too-big", "InvalidObject", ns)
     assert 'requests.cpu: "1e18" is too large' in message, message
 
@@ -138,9 +129,9 @@ def test_bad_input_is_named_and_the_rest_is_served(scenario: Scenario, operators
     }
     sc.apply(config)
     _, tiered_lq = sc.queue("tiered", 2, annotations={CONFIG_ANNOTATION: sc.name("tiers")})
-    sc.apply(workload("words", ns, tiered_lq, 2, 0, labels={"tier": "high"}))
+    sc.apply(workload("words", namespace=ns, queue=tiered_lq, cpu=2, priority=0, labels={"tier": "high"}))
     sc.wait_admitted("words", diagnostics=op.tail)
-    sc.apply(workload("numbers", ns, tiered_lq, 2, 0, labels={"tier": "9"}))
+    sc.apply(workload("numbers", namespace=ns, queue=tiered_lq, cpu=2, priority=0, labels={"tier": "9"}))
     wait_until(
         lambda: (
             not is_true(sc.workload("numbers"), "QuotaReserved")
@@ -153,7 +144,7 @@ def test_bad_input_is_named_and_the_rest_is_served(scenario: Scenario, operators
 
     # Names at the length limit (253 characters) are served, Events included.
     long_name = ("w" * 240 + "-limit-name-x")[:253]
-    sc.apply(workload(long_name, ns, lq, 1, 0))
+    sc.apply(workload(long_name, namespace=ns, queue=lq, cpu=1, priority=0))
     sc.wait_admitted(long_name, diagnostics=op.tail)
     wait_until(
         lambda: any(e["Reason"] == "Admitted" for e in events_of(sc, "workload", long_name, ns)),
@@ -162,7 +153,7 @@ def test_bad_input_is_named_and_the_rest_is_served(scenario: Scenario, operators
     )
 
     # Everything else kept being served all along.
-    sc.apply(workload("fine", ns, lq, 1, 0))
+    sc.apply(workload("fine", namespace=ns, queue=lq, cpu=1, priority=0))
     sc.wait_admitted("fine", diagnostics=op.tail)
     assert op.alive() and op.get("/healthz")[0] == 200
     assert "Traceback" not in op.log(), op.tail()

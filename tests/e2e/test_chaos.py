@@ -1,5 +1,5 @@
 """The chaos suite, short version: one test per fault family, each ending with the promise
-checked (I1-I3 at every observed state, I4 within 60 s once the faults stop); see chaos.py.
+checked (I1-I3 at every observed state, I4 within 60 s once the faults stop); see preemption_operator.testing.chaos.
 
 The long version is benchmarks/chaos_soak.py (`make chaos`). A run is reproducible in its
 choices (not its timing) with CHAOS_SEED=<n>; the seed is in every failure message.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .chaos import (
+from preemption_operator.testing.chaos import (
     ChaosEnv,
     DriverConfig,
     HookMissing,
@@ -29,7 +29,9 @@ from .chaos import (
     leader_stall,
     leader_stop_before_write,
 )
-from .controlplane import ControlPlane, ControlPlaneError, project_crd_files
+from preemption_operator.testing.control_plane import ControlPlane
+
+from .conftest import control_plane_fixture
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -38,22 +40,10 @@ SETTLE_SECONDS = 60.0
 
 @pytest.fixture(scope="module")
 def chaos_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
-    plane = ControlPlane(envtest_assets, keep_workdir=bool(os.environ.get("E2E_KEEP_WORKDIR")))
-    error = None
-    try:
-        plane.start()
-        plane.add_apiserver()
-        plane.apply_crds(project_crd_files())
-        plane.start_controller_manager()  # Jobs among the load: real pods, created and deleted
-    except (ControlPlaneError, AssertionError) as exc:
-        error = str(exc)
-    if error is not None:
-        plane.stop()
-        pytest.fail(f"the chaos control plane did not start: {error}", pytrace=False)
-    try:
-        yield plane
-    finally:
-        plane.stop()
+    # Jobs among the load: real pods, created and deleted.
+    yield from control_plane_fixture(
+        envtest_assets, "the chaos control plane", controller_manager=True, more_apiservers=1
+    )
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .controlplane import ControlPlane, project_crd_files
+from preemption_operator.testing.control_plane import ControlPlane, project_crd_files
 
 GROUP = "e2e.preemption.test"
 PLURAL = "widgets"
@@ -127,7 +127,7 @@ def test_namespace_fixture(control_plane: ControlPlane, namespace: str) -> None:
 
 
 def test_kubeconfig_works_for_python_clients(control_plane: ControlPlane) -> None:
-    lightkube = pytest.importorskip("lightkube")
+    import lightkube
     from lightkube.resources.core_v1 import Namespace
 
     client = lightkube.Client(lightkube.KubeConfig.from_file(control_plane.kubeconfig))
@@ -148,11 +148,7 @@ def test_inline_crd_becomes_established(control_plane: ControlPlane, widget_crd:
     assert listed.returncode == 0, listed.stderr
 
 
-@pytest.mark.parametrize(
-    "crd_file",
-    project_crd_files() or [pytest.param(None, marks=pytest.mark.skip(reason="crds/ has no *.yaml yet"))],
-    ids=lambda p: p.name if isinstance(p, Path) else "no-crds",
-)
+@pytest.mark.parametrize("crd_file", project_crd_files(), ids=lambda p: p.name)
 def test_project_crd_becomes_established(control_plane: ControlPlane, crd_file: Path) -> None:
     names = control_plane.apply_crds([crd_file])
     crds = [n.split("/", 1)[1] for n in names if n.startswith("customresourcedefinition")]
@@ -167,8 +163,6 @@ def test_project_crd_becomes_established(control_plane: ControlPlane, crd_file: 
 
 def test_cluster_fixture_installs_every_project_crd(cluster: ControlPlane) -> None:
     files = project_crd_files()
-    if not files:
-        pytest.skip("crds/ has no *.yaml yet")
     crds = json.loads(cluster.kubectl("get", "crd", "-o", "json", check=True).stdout)["items"]
     names = {c["metadata"]["name"] for c in crds if established(cluster, c["metadata"]["name"])}
     for f in files:

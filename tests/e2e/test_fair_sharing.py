@@ -25,19 +25,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .operator_process import (
-    KUEUE,
-    OperatorPool,
-    Scenario,
-    WorkloadMonitor,
-    admitted_cpu,
-    cluster_queue,
-    condition,
-    eviction_count,
-    is_true,
-    wait_until,
-    workload,
-)
+from builders import KUEUE, cluster_queue, workload
+from preemption_operator.testing.operator_process import OperatorPool, wait_until
+from preemption_operator.testing.workload_status import condition, eviction_count, is_true
+
+from .scenario import Scenario, WorkloadMonitor, admitted_cpu
 
 CAPACITY = 12
 TEAM_A_SETTLED, TEAM_B_SETTLED = 4, 8
@@ -46,7 +38,7 @@ FAIR_PREEMPTION = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Any"}
 
 
 def _team(sc: Scenario, suffix: str, cohort: str, weight: int) -> tuple[str, str]:
-    cq = cluster_queue(sc.name(suffix), sc.flavor, 0, cohort=cohort, preemption=FAIR_PREEMPTION)
+    cq = cluster_queue(sc.name(suffix), 0, flavor=sc.flavor, cohort=cohort, preemption=FAIR_PREEMPTION)
     cq["spec"]["fairSharing"] = {"weight": str(weight)}
     sc.apply(
         cq,
@@ -95,7 +87,7 @@ def test_weights_one_and_two_converge_to_a_one_to_two_split(scenario: Scenario, 
     sc.apply(
         sc.flavor_object(),
         {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}},
-        cluster_queue(sc.name("pool"), sc.flavor, CAPACITY, cohort=cohort),
+        cluster_queue(sc.name("pool"), CAPACITY, flavor=sc.flavor, cohort=cohort),
     )
     cq_a, lq_a = _team(sc, "team-a", cohort, 1)
     cq_b, lq_b = _team(sc, "team-b", cohort, 2)
@@ -104,7 +96,7 @@ def test_weights_one_and_two_converge_to_a_one_to_two_split(scenario: Scenario, 
     team_b = [f"b-{i:02d}" for i in range(CAPACITY)]
 
     with WorkloadMonitor(sc.cluster, ns) as monitor:
-        sc.apply(*(workload(name, ns, lq_a, 1) for name in team_a))
+        sc.apply(*(workload(name, namespace=ns, queue=lq_a, cpu=1, priority=0) for name in team_a))
         monitor.wait_seen(team_a)
         sc.wait_admitted(*team_a, timeout=60, diagnostics=operators.diagnostics)
         wait_until(
@@ -113,7 +105,7 @@ def test_weights_one_and_two_converge_to_a_one_to_two_split(scenario: Scenario, 
             diagnostics=operators.diagnostics,
         )
 
-        sc.apply(*(workload(name, ns, lq_b, 1) for name in team_b))
+        sc.apply(*(workload(name, namespace=ns, queue=lq_b, cpu=1, priority=0) for name in team_b))
         monitor.wait_seen(team_b)
 
         def settled() -> dict[str, dict[str, Any]]:
@@ -139,7 +131,7 @@ def test_weights_one_and_two_converge_to_a_one_to_two_split(scenario: Scenario, 
         # nothing move for several seconds.
         op = operators.started[0]
         cycles = op.cycles()
-        pool = cluster_queue(sc.name("pool"), sc.flavor, CAPACITY, cohort=cohort, preemption=FAIR_PREEMPTION)
+        pool = cluster_queue(sc.name("pool"), CAPACITY, flavor=sc.flavor, cohort=cohort, preemption=FAIR_PREEMPTION)
         sc.apply(pool)
         wait_until(lambda: op.cycles() > cycles, what="a cycle after the change", diagnostics=operators.diagnostics)
         deadline = time.monotonic() + 5

@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
+from preemption_operator.testing.control_plane import ControlPlane
+
 from .conftest import in_ci
-from .controlplane import REPO_ROOT, ControlPlane
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 CHART = REPO_ROOT / "charts" / "preemption-operator"
 NAMESPACE = "preemption-operator-system"

@@ -17,21 +17,17 @@ from typing import Any
 
 import pytest
 
-from .conftest import _namespace_name, in_ci
-from .controlplane import CONTROLLER_MANAGER, ControlPlane, ControlPlaneError, _free_port, project_crd_files
-from .operator_process import (
-    CONFIG_ANNOTATION,
-    KUEUE,
-    NO_CLASSIC_PREEMPTION,
-    OperatorPool,
-    Scenario,
-    WorkloadMonitor,
-    condition,
-    describe_events,
-    is_true,
-    lower_priority_config,
-    wait_until,
+from builders import CONFIG_ANNOTATION, KUEUE, NO_CLASSIC_PREEMPTION, lower_priority_config
+from preemption_operator.testing.control_plane import (
+    CONTROLLER_MANAGER,
+    ControlPlane,
+    free_port,
 )
+from preemption_operator.testing.operator_process import OperatorPool, wait_until
+from preemption_operator.testing.workload_status import condition, is_true
+
+from .conftest import _namespace_name, control_plane_fixture, in_ci
+from .scenario import Scenario, WorkloadMonitor, describe_events
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -49,20 +45,9 @@ def job_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
         if not in_ci():
             pytest.skip(problem)
         pytest.fail(problem, pytrace=False)
-    plane = ControlPlane(envtest_assets, keep_workdir=bool(os.environ.get("E2E_KEEP_WORKDIR")))
-    error = None
-    try:
-        plane.start()
-        plane.apply_crds(project_crd_files())
-        plane.start_controller_manager()
-    except (ControlPlaneError, AssertionError) as exc:
-        error = str(exc)
-    try:
-        if error is not None:
-            pytest.fail(f"the e2e control plane with kube-controller-manager did not start: {error}", pytrace=False)
-        yield plane
-    finally:
-        plane.stop()
+    yield from control_plane_fixture(
+        envtest_assets, "the e2e control plane with kube-controller-manager", controller_manager=True
+    )
 
 
 @pytest.fixture
@@ -399,7 +384,7 @@ def test_the_webhooks_suspend_queued_jobs_at_creation_and_keep_a_running_jobs_qu
     ns = sc.namespace
     _, lq = sc.queue("main", 2)
     sc.queue("other", 2)
-    port = _free_port()
+    port = free_port()
     url = f"https://127.0.0.1:{port}"
     op = operators.start(
         "hooks", extra_args=[f"--webhook-port={port}", "--webhook-host=127.0.0.1", f"--webhook-url={url}"]

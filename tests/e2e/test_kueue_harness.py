@@ -10,40 +10,25 @@ contract itself.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from fractions import Fraction
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
 
-from .controlplane import ControlPlane, _die_with_parent_hook, _free_port, _tail
-from .operator_process import operator_command, wait_until
+from kueue_harness_loader import kueue_harness
+from preemption_operator.testing.control_plane import ControlPlane, die_with_parent_hook, free_port, log_tail
+from preemption_operator.testing.operator_process import operator_command, wait_until
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-HARNESS = ROOT / "benchmarks" / "kueue-harness" / "harness.py"
-
-
-def _load_harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kueue_harness", HARNESS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _load_harness()
+harness = kueue_harness()
 
 
 def _readyz(port: int) -> int:
@@ -57,7 +42,7 @@ def _readyz(port: int) -> int:
 
 
 def test_wrapper_execs_the_operator_and_exits_within_a_second_of_sigint(cluster: ControlPlane, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "minimalkueue.err.log"
     # Every flag the runner may pass (cpu and memory profiles, logs, metrics, TAS).
     argv = [
@@ -84,7 +69,7 @@ def test_wrapper_execs_the_operator_and_exits_within_a_second_of_sigint(cluster:
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent_hook(),
+            preexec_fn=die_with_parent_hook(),
         )
     try:
 
@@ -94,7 +79,7 @@ def test_wrapper_execs_the_operator_and_exits_within_a_second_of_sigint(cluster:
             return _readyz(port) == 200
 
         wait_until(
-            ready, timeout=60, interval=0.1, what="/readyz on --metricsPort", diagnostics=lambda: _tail(log_path)
+            ready, timeout=60, interval=0.1, what="/readyz on --metricsPort", diagnostics=lambda: log_tail(log_path)
         )
         # exec, not a child: the pid the runner started is the operator itself.
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
@@ -108,10 +93,10 @@ def test_wrapper_execs_the_operator_and_exits_within_a_second_of_sigint(cluster:
         try:
             code = proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"no exit 30 s after SIGINT\n{_tail(log_path)}") from None
+            raise AssertionError(f"no exit 30 s after SIGINT\n{log_tail(log_path)}") from None
         took = time.monotonic() - sent
-        assert took < 1.0, f"exited {took:.2f} s after SIGINT (the contract: within 1 s)\n{_tail(log_path)}"
-        assert code == 0, f"exit status {code}\n{_tail(log_path)}"
+        assert took < 1.0, f"exited {took:.2f} s after SIGINT (the contract: within 1 s)\n{log_tail(log_path)}"
+        assert code == 0, f"exit status {code}\n{log_tail(log_path)}"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -147,8 +132,8 @@ def test_kueue_runner_smallest_config_completes_against_the_operator(envtest_ass
 
     def logs() -> str:
         return (
-            f"problems: {run.problems}\n--- runner.log\n{_tail(folder / 'runner.log')}\n"
-            f"--- minimalkueue.err.log\n{_tail(folder / 'minimalkueue.err.log')}"
+            f"problems: {run.problems}\n--- runner.log\n{log_tail(folder / 'runner.log')}\n"
+            f"--- minimalkueue.err.log\n{log_tail(folder / 'minimalkueue.err.log')}"
         )
 
     assert run.runner_exit == 0, logs()

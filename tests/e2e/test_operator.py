@@ -1,7 +1,7 @@
 """The operator end to end: `preemption-operator run` against a real kube-apiserver and etcd.
 
 Each test has its own namespace, uniquely named ClusterQueues and its own operator process(es)
-(see operator_process.py); nothing waits a fixed time: every wait polls with a timeout.
+(see preemption_operator.testing.operator_process); nothing waits a fixed time: every wait polls with a timeout.
 """
 
 from __future__ import annotations
@@ -9,31 +9,34 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
-import pytest
-
-from .controlplane import REPO_ROOT, ControlPlane
-from .operator_process import (
+from builders import (
     CONFIG_ANNOTATION,
     KUEUE,
     KUEUE_ALPHA,
     NO_CLASSIC_PREEMPTION,
-    TEST_LABEL,
-    OperatorPool,
-    Scenario,
-    WorkloadMonitor,
+    WorkloadBuilder,
     cluster_queue,
-    condition,
-    describe_conditions,
-    describe_events,
-    is_true,
     lower_priority_config,
-    operator_command,
-    wait_until,
-    within_cluster_queue_priority,
     workload,
 )
+from preemption_operator.testing.control_plane import ControlPlane
+from preemption_operator.testing.operator_process import OperatorPool, operator_command, wait_until
+from preemption_operator.testing.workload_status import condition, is_true
+
+from .scenario import (
+    TEST_LABEL,
+    Scenario,
+    WorkloadMonitor,
+    describe_conditions,
+    describe_events,
+    described,
+    within_cluster_queue_priority,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 ADMITTED = "preemption_operator_admitted_workloads_total"
 PREEMPTED = "preemption_operator_preempted_workloads_total"
@@ -112,21 +115,20 @@ def test_hero_job_configurable_preemption(scenario: Scenario, operators: Operato
     op = operators.start()
 
     with WorkloadMonitor(sc.cluster, ns) as monitor:
-        sc.apply(workload("batch", ns, team, 2, 100), workload("standard", ns, team, 2, 1000))
+        sc.apply(
+            workload("batch", namespace=ns, queue=team, cpu=2, priority=100),
+            workload("standard", namespace=ns, queue=team, cpu=2, priority=1000),
+        )
         monitor.wait_seen(["batch", "standard"])
         sc.wait_admitted("batch", "standard", diagnostics=operators.diagnostics)
-        sc.apply(workload("hero-job", ns, hero, 2, 100000))
+        sc.apply(workload("hero-job", namespace=ns, queue=hero, cpu=2, priority=100000))
         wls = sc.wait_admitted("hero-job", diagnostics=operators.diagnostics)
         wait_until(lambda: is_true(sc.workload("batch"), "Evicted"), what="batch evicted")
 
     message = f"Preempted by {ns}/hero-job because of preemption config {config} rule hero-preempt-lower-priority/0"
     conditions = {c["Type"]: c for c in describe_conditions(sc.describe("batch"))}
-    assert conditions["Evicted"]["Status"] == "True"
-    assert conditions["Evicted"]["Reason"] == "Preempted"
-    assert conditions["Evicted"]["Message"] == message
-    assert conditions["Preempted"]["Status"] == "True"
-    assert conditions["Preempted"]["Reason"] == "ConfigurablePreemption"
-    assert conditions["Preempted"]["Message"] == message
+    assert described(conditions["Evicted"]) == ("True", "Preempted", message)
+    assert described(conditions["Preempted"]) == ("True", "ConfigurablePreemption", message)
     batch = sc.workload("batch")
     assert batch["status"]["schedulingStats"]["evictions"] == [
         {"reason": "Preempted", "underlyingCause": config, "count": 1}
@@ -153,12 +155,10 @@ def test_hero_job_configurable_preemption(scenario: Scenario, operators: Operato
     assert (condition({"status": status}, "Valid") or {}).get("status") == "True"
 
 
-def _engine_places_topology() -> bool | None:
+def _engine_places_topology() -> bool:
     """Whether the engine does topology-aware placement: the topology-defragmentation example
-    preempts `small-a` only if it does. None when the example is not there."""
+    preempts `small-a` only if it does."""
     example = REPO_ROOT / "examples" / "topology-defragmentation"
-    if not example.is_dir():
-        return None
     proc = subprocess.run(
         [*operator_command(), "simulate", str(example), "--output", "json", "--now", "2026-01-01T12:00:00Z"],
         capture_output=True,
@@ -181,8 +181,8 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
     """examples/topology-defragmentation on a cluster: two small jobs on different racks fragment
     them; a job that needs a whole rack preempts the most recently admitted small one (quota fits,
     the topology does not) and is admitted on the rack that frees up."""
-    if not _engine_places_topology():
-        pytest.skip("topology-aware scheduling is issue 6")
+    # What the cluster run below needs of the engine, checked offline first for a clearer failure.
+    assert _engine_places_topology(), "simulate of examples/topology-defragmentation does not preempt small-a"
     sc, ns = scenario, scenario.namespace
     group, topology, flavor, config = sc.name("tas"), sc.name("racks"), sc.name("tas-flavor"), sc.name("defrag")
     node = {f"{rack}{i}": sc.name(f"node-{rack}{i}") for rack in "ab" for i in (1, 2)}
@@ -234,7 +234,7 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
     cq = sc.name("training")
     lower = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"}
     sc.apply(
-        cluster_queue(cq, flavor, 16, preemption=lower, annotations={CONFIG_ANNOTATION: config}),
+        cluster_queue(cq, 16, flavor=flavor, preemption=lower, annotations={CONFIG_ANNOTATION: config}),
         {
             "apiVersion": KUEUE,
             "kind": "LocalQueue",
@@ -244,11 +244,11 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
     )
     op = operators.start()
 
-    def small(name: str, host: str) -> dict[str, Any]:
+    def small(name: str, host: str) -> WorkloadBuilder:
         # Pinned to one node, so the racks are fragmented whatever the placement policy.
         return workload(
-            name, ns, "training", 2, 100, labels={NODE_COUNT: "1"},
-            topology_required=HOSTNAME, node_selector={HOSTNAME: host},
+            name, namespace=ns, queue="training", cpu=2, priority=100, labels={NODE_COUNT: "1"},
+            required=HOSTNAME, node_selector={HOSTNAME: host},
         )  # fmt: skip
 
     def placement(wl: dict[str, Any]) -> dict[str, int]:
@@ -285,7 +285,14 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
         # 2 x 4 cpu on one rack: 12 of 16 cpu is within quota, but each rack has one free node.
         sc.apply(
             workload(
-                "large-training", ns, "training", 4, 100, labels={NODE_COUNT: "2"}, count=2, topology_required=RACK
+                "large-training",
+                namespace=ns,
+                queue="training",
+                cpu=4,
+                priority=100,
+                labels={NODE_COUNT: "2"},
+                count=2,
+                required=RACK,
             )
         )
         wls = sc.wait_admitted("large-training", diagnostics=op.tail)
@@ -400,16 +407,20 @@ def test_restart_in_the_middle_of_a_preemption(
     cq, lq = sc.queue("main", 6, preemption={"withinClusterQueue": "LowerPriority"})
     first = operators.start("first")
     with WorkloadMonitor(cluster, ns) as monitor:
-        sc.apply(workload("low", ns, lq, 2, -1), workload("mid", ns, lq, 2, 0), workload("high", ns, lq, 2, 1))
+        sc.apply(
+            workload("low", namespace=ns, queue=lq, cpu=2, priority=-1),
+            workload("mid", namespace=ns, queue=lq, cpu=2, priority=0),
+            workload("high", namespace=ns, queue=lq, cpu=2, priority=1),
+        )
         monitor.wait_seen(["low", "mid", "high"])
         sc.wait_admitted("low", "mid", "high", diagnostics=operators.diagnostics)
 
         _block_admission(sc)
         blocked = {BLOCK_LABEL: "true"}
-        sc.apply(workload("probe", ns, "no-such-queue", 1, 0, labels=blocked))
+        sc.apply(workload("probe", namespace=ns, queue="no-such-queue", cpu=1, priority=0, labels=blocked))
         wait_until(lambda: _admission_blocked(sc, "probe", cq), what="the admission policy to take effect")
 
-        sc.apply(workload("incoming", ns, lq, 2, 1, labels=blocked))
+        sc.apply(workload("incoming", namespace=ns, queue=lq, cpu=2, priority=1, labels=blocked))
         wait_until(lambda: is_true(sc.workload("low"), "Evicted"), what="low evicted", diagnostics=first.tail)
         wait_until(
             lambda: "admitting this workload is blocked" in first.log(),
@@ -460,7 +471,7 @@ def test_two_replicas_one_leader(cluster: ControlPlane, scenario: Scenario, oper
     standby = next(op for op in replicas if op is not leader)
     assert (lease_holder(cluster, operators.lease_name) or "").startswith(f"{leader.name}_")
 
-    sc.apply(workload("first", ns, lq, 1, 0))
+    sc.apply(workload("first", namespace=ns, queue=lq, cpu=1, priority=0))
     sc.wait_admitted("first", diagnostics=operators.diagnostics)
     assert leader.metric(ADMITTED, cluster_queue=cq) == 1
     # The standby keeps its cache warm but decides and writes nothing.
@@ -478,7 +489,7 @@ def test_two_replicas_one_leader(cluster: ControlPlane, scenario: Scenario, oper
     assert took < 15
     assert (lease_holder(cluster, operators.lease_name) or "").startswith(f"{standby.name}_")
 
-    sc.apply(workload("second", ns, lq, 1, 0))
+    sc.apply(workload("second", namespace=ns, queue=lq, cpu=1, priority=0))
     sc.wait_admitted("second", timeout=15, diagnostics=standby.tail)
     assert standby.metric(ADMITTED, cluster_queue=cq) == 1
     assert standby.stop() == 0, standby.tail()
@@ -549,9 +560,9 @@ def test_invalid_preemption_config(scenario: Scenario, operators: OperatorPool) 
     assert "PreemptionConfigReady" in described and "InvalidConfig" in described, described
 
     # A preemptor of the annotated queue needs the config: a Warning Event says why it cannot.
-    sc.apply(workload("resident", ns, guarded, 2, 0))
+    sc.apply(workload("resident", namespace=ns, queue=guarded, cpu=2, priority=0))
     sc.wait_admitted("resident", diagnostics=op.tail)
-    sc.apply(workload("preemptor", ns, guarded, 2, 100))
+    sc.apply(workload("preemptor", namespace=ns, queue=guarded, cpu=2, priority=100))
 
     def warning() -> dict[str, Any]:
         events = sc.events_about("PreemptionConfig", config)
@@ -566,7 +577,10 @@ def test_invalid_preemption_config(scenario: Scenario, operators: OperatorPool) 
     assert is_true(sc.workload("resident"), "Admitted")
 
     # Unrelated queues are not held up by it.
-    sc.apply(workload("unrelated-1", ns, other, 2, 0), workload("unrelated-2", ns, other, 2, 0))
+    sc.apply(
+        workload("unrelated-1", namespace=ns, queue=other, cpu=2, priority=0),
+        workload("unrelated-2", namespace=ns, queue=other, cpu=2, priority=0),
+    )
     sc.wait_admitted("unrelated-1", "unrelated-2", diagnostics=op.tail)
     assert op.metric(ADMITTED, cluster_queue=other_cq) == 2
     assert op.metric(ADMITTED, cluster_queue=guarded_cq) == 1
@@ -581,23 +595,23 @@ def test_invalid_objects_do_not_stop_the_operator(scenario: Scenario, operators:
     sc, ns = scenario, scenario.namespace
     cq, lq = sc.queue("main", 4)
     # Already there when the operator starts (its initial list), and a ClusterQueue too.
-    sc.apply(workload("bad-at-start", ns, lq, HUGE, 0))
+    sc.apply(workload("bad-at-start", namespace=ns, queue=lq, cpu=HUGE, priority=0))
     bad_cq, bad_lq = sc.queue("bad", HUGE)
-    sc.apply(workload("in-bad-queue", ns, bad_lq, 1, 0))
+    sc.apply(workload("in-bad-queue", namespace=ns, queue=bad_lq, cpu=1, priority=0))
     op = operators.start()
     assert f"invalid object: Workload {ns}/bad-at-start" in op.log(), op.tail()
     assert f"invalid object: ClusterQueue {bad_cq}" in op.log(), op.tail()
 
-    sc.apply(workload("ok-1", ns, lq, 1, 0))
+    sc.apply(workload("ok-1", namespace=ns, queue=lq, cpu=1, priority=0))
     sc.wait_admitted("ok-1", diagnostics=op.tail)
     # Arriving through the watch.
-    sc.apply(workload("bad-later", ns, lq, HUGE, 0))
+    sc.apply(workload("bad-later", namespace=ns, queue=lq, cpu=HUGE, priority=0))
     wait_until(
         lambda: f"invalid object: Workload {ns}/bad-later" in op.log(),
         what="the watch to report the invalid workload",
         diagnostics=op.tail,
     )
-    sc.apply(workload("ok-2", ns, lq, 1, 0))
+    sc.apply(workload("ok-2", namespace=ns, queue=lq, cpu=1, priority=0))
     sc.wait_admitted("ok-2", diagnostics=op.tail)
 
     wls = sc.workloads()
@@ -674,7 +688,7 @@ def test_no_events_are_sent_into_a_namespace_being_deleted(
         sc.flavor_object(),
         {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": ns},
          "spec": {"clusterQueue": cq}},
-        workload("w1", ns, "main", cpu=1),
+        workload("w1", namespace=ns, queue="main", cpu=1, priority=0),
     )  # fmt: skip
 
     def waiting() -> bool:
@@ -690,7 +704,7 @@ def test_no_events_are_sent_into_a_namespace_being_deleted(
         return True
 
     wait_until(terminating, what=f"namespace {ns} terminating")
-    sc.apply(cluster_queue(cq, sc.flavor, 4))
+    sc.apply(cluster_queue(cq, 4, flavor=sc.flavor))
     sc.wait_admitted("w1", diagnostics=op.tail)
     assert (op.metric("preemption_operator_events_total", outcome="namespace_closing") or 0) >= 1
     assert op.stop() == 0, op.tail()

@@ -11,15 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from .controlplane import ControlPlane, _free_port, project_crd_files
-from .operator_process import (
-    OperatorPool,
-    Scenario,
-    cluster_queue,
-    operator_command,
-    wait_until,
-    workload,
-)
+from builders import cluster_queue, workload
+from preemption_operator.testing.control_plane import ControlPlane, free_port, project_crd_files, running_control_plane
+from preemption_operator.testing.operator_process import OperatorPool, operator_command, wait_until
+
+from .scenario import Scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +23,7 @@ pytestmark = pytest.mark.e2e
 def unreachable_kubeconfig(cluster: ControlPlane, folder: Path) -> Path:
     """The cluster's kubeconfig with the server moved to a port nobody listens on."""
     config = json.loads(cluster.kubeconfig.read_text())
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{_free_port()}"
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
     path = folder / "unreachable.kubeconfig"
     path.write_text(json.dumps(config))
     return path
@@ -51,7 +47,7 @@ def test_no_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     env["KUBECONFIG"] = str(tmp_path / "missing")
     env["HOME"] = str(tmp_path)
     done = subprocess.run(
-        [*operator_command(), "run", f"--metrics-port={_free_port()}"],
+        [*operator_command(), "run", f"--metrics-port={free_port()}"],
         env=env,
         capture_output=True,
         text=True,
@@ -70,8 +66,8 @@ def test_an_overflowing_annotation_neither_blocks_startup_nor_scheduling(
     sc, ns = scenario, scenario.namespace
     delayed = cluster_queue(
         sc.name("delayed"),
-        sc.flavor,
         2,
+        flavor=sc.flavor,
         preemption={"withinClusterQueue": "LowerPriority"},
         annotations={"preemption-operator.io/preemption-delay": "99999999999999999999h"},
     )
@@ -85,10 +81,13 @@ def test_an_overflowing_annotation_neither_blocks_startup_nor_scheduling(
         }
     )
     _, lq = sc.queue("plain", 2)
-    sc.apply(workload("low", ns, "delayed", 2, 0))
+    sc.apply(workload("low", namespace=ns, queue="delayed", cpu=2, priority=0))
     op = operators.start()
     sc.wait_admitted("low", diagnostics=op.tail)
-    sc.apply(workload("high", ns, "delayed", 2, 10), workload("other", ns, lq, 1, 0))
+    sc.apply(
+        workload("high", namespace=ns, queue="delayed", cpu=2, priority=10),
+        workload("other", namespace=ns, queue=lq, cpu=1, priority=0),
+    )
     sc.wait_admitted("other", diagnostics=op.tail)
     wait_until(
         lambda: f"ClusterQueue {sc.name('delayed')}: preemption-operator.io/preemption-delay" in op.log(),
@@ -106,42 +105,40 @@ def test_missing_crds_are_named_and_waited_for_and_deleted_ones_come_back(envtes
     """Issue 15, item 3: on a cluster without the CRDs the operator names them and the command
     that installs them, stays alive and not ready, and becomes ready (and schedules) once they
     are installed; a CRD deleted under it is survived the same way."""
-    plane = ControlPlane(envtest_assets)
-    plane.start()
-    pool = OperatorPool(plane, tmp_path)
-    try:
-        op = pool.start("bare", ready=False)
-        wait_until(lambda: op.get("/healthz")[0] == 200, what="the HTTP endpoints", diagnostics=op.tail)
-        wait_until(
-            lambda: (
-                "workloads.kueue.x-k8s.io is not served by this cluster (install the CRDs: "
-                "kubectl apply --server-side -f crds/)" in op.log()
-            ),
-            what="a warning naming the missing CRD and how to install it",
-            diagnostics=op.tail,
-        )
-        assert op.get("/readyz")[0] == 503
+    with running_control_plane(envtest_assets, crds=False) as plane:
+        pool = OperatorPool(plane, tmp_path)
+        try:
+            op = pool.start("bare", ready=False)
+            wait_until(lambda: op.get("/healthz")[0] == 200, what="the HTTP endpoints", diagnostics=op.tail)
+            wait_until(
+                lambda: (
+                    "workloads.kueue.x-k8s.io is not served by this cluster (install the CRDs: "
+                    "kubectl apply --server-side -f crds/)" in op.log()
+                ),
+                what="a warning naming the missing CRD and how to install it",
+                diagnostics=op.tail,
+            )
+            assert op.get("/readyz")[0] == 503
 
-        plane.apply_crds(project_crd_files())
-        wait_until(
-            lambda: op.get("/readyz")[0] == 200, timeout=30, what="ready once the CRDs are in", diagnostics=op.tail
-        )
-        plane.kubectl("create", "namespace", "crd-test", check=True)
-        sc = Scenario(plane, "crd-test")
-        _, lq = sc.queue("main", 2)
-        sc.apply(workload("first", "crd-test", lq, 1, 0))
-        sc.wait_admitted("first", diagnostics=op.tail)
+            plane.apply_crds(project_crd_files())
+            wait_until(
+                lambda: op.get("/readyz")[0] == 200, timeout=30, what="ready once the CRDs are in", diagnostics=op.tail
+            )
+            plane.kubectl("create", "namespace", "crd-test", check=True)
+            sc = Scenario(plane, "crd-test")
+            _, lq = sc.queue("main", 2)
+            sc.apply(workload("first", namespace="crd-test", queue=lq, cpu=1, priority=0))
+            sc.wait_admitted("first", diagnostics=op.tail)
 
-        plane.kubectl("delete", "crd", "workloads.kueue.x-k8s.io", check=True)
-        wait_until(
-            lambda: op.get("/readyz")[0] == 503, timeout=30, what="not ready without Workloads", diagnostics=op.tail
-        )
-        assert op.alive(), op.tail()
-        plane.apply_crds([f for f in project_crd_files() if f.name.endswith("_workloads.yaml")])
-        wait_until(lambda: op.get("/readyz")[0] == 200, timeout=30, what="ready again", diagnostics=op.tail)
-        sc.apply(workload("second", "crd-test", lq, 1, 0))
-        sc.wait_admitted("second", diagnostics=op.tail)
-        assert "Traceback" not in op.log(), op.tail()
-    finally:
-        pool.close()
-        plane.stop()
+            plane.kubectl("delete", "crd", "workloads.kueue.x-k8s.io", check=True)
+            wait_until(
+                lambda: op.get("/readyz")[0] == 503, timeout=30, what="not ready without Workloads", diagnostics=op.tail
+            )
+            assert op.alive(), op.tail()
+            plane.apply_crds([f for f in project_crd_files() if f.name.endswith("_workloads.yaml")])
+            wait_until(lambda: op.get("/readyz")[0] == 200, timeout=30, what="ready again", diagnostics=op.tail)
+            sc.apply(workload("second", namespace="crd-test", queue=lq, cpu=1, priority=0))
+            sc.wait_admitted("second", diagnostics=op.tail)
+            assert "Traceback" not in op.log(), op.tail()
+        finally:
+            pool.close()

@@ -8,13 +8,19 @@ no workloads), its cluster-scoped names prefixed with the test's namespace as ev
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from .controlplane import REPO_ROOT
-from .operator_process import CONFIG_ANNOTATION, OperatorPool, Scenario, condition, wait_until
+from builders import CONFIG_ANNOTATION
+from preemption_operator.testing.operator_process import OperatorPool, wait_until
+from preemption_operator.testing.workload_status import condition
+
+from .scenario import Scenario
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .controlplane import ControlPlane
+from preemption_operator.testing.control_plane import ControlPlane
 
 API_VERSION = "kueue.x-k8s.io/v1alpha1"
 RESOURCE = "preemptionconfigs.kueue.x-k8s.io"

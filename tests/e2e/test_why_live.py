@@ -11,19 +11,12 @@ from typing import Any
 
 import pytest
 
-from .controlplane import ControlPlane
-from .operator_process import (
-    CONFIG_ANNOTATION,
-    KUEUE,
-    NO_CLASSIC_PREEMPTION,
-    OperatorPool,
-    Scenario,
-    condition,
-    describe_events,
-    lower_priority_config,
-    wait_until,
-    workload,
-)
+from builders import CONFIG_ANNOTATION, KUEUE, NO_CLASSIC_PREEMPTION, lower_priority_config, workload
+from preemption_operator.testing.control_plane import ControlPlane, running_control_plane
+from preemption_operator.testing.operator_process import OperatorPool, wait_until
+from preemption_operator.testing.workload_status import condition
+
+from .scenario import Scenario, describe_events
 
 TOLERATION = "preemption-toleration.scheduling.x-k8s.io/"
 POLICY = "preemption-operator.io/preemption-policy"
@@ -79,8 +72,8 @@ def test_a_toleration_a_fence_and_a_skipped_rule_each_say_why(sc: Scenario, oper
     fenced_config, slow_config = sc.name("fenced-rules"), sc.name("slow-rules")
     sc.apply(
         long_running,
-        lower_priority_config(fenced_config, rule="take-lower"),
-        lower_priority_config(slow_config, rule="take-lower", minTriggerRequiredDuration="1h"),
+        lower_priority_config(fenced_config, rule_name="take-lower"),
+        lower_priority_config(slow_config, rule_name="take-lower", minTriggerRequiredDuration="1h"),
         {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": sc.name("org")}, "spec": {}},
         {
             "apiVersion": KUEUE,
@@ -101,18 +94,17 @@ def test_a_toleration_a_fence_and_a_skipped_rule_each_say_why(sc: Scenario, oper
     _, slow = sc.queue("slow", 2, preemption=NO_CLASSIC_PREEMPTION, annotations={CONFIG_ANNOTATION: slow_config})
     op = operators.start()
 
-    resident = workload("resident", ns, tolerant, 2, 100)
-    resident["spec"]["priorityClassRef"] = {
-        "group": "kueue.x-k8s.io",
-        "kind": "WorkloadPriorityClass",
-        "name": f"{ns}-long",
-    }
-    sc.apply(resident, workload("outsider", ns, outside, 2, 0), workload("settled", ns, slow, 2, 0))
+    resident = workload("resident", namespace=ns, queue=tolerant, cpu=2, priority=100, priority_class=f"{ns}-long")
+    sc.apply(
+        resident,
+        workload("outsider", namespace=ns, queue=outside, cpu=2, priority=0),
+        workload("settled", namespace=ns, queue=slow, cpu=2, priority=0),
+    )
     sc.wait_admitted("resident", "outsider", "settled", diagnostics=op.tail)
     sc.apply(
-        workload("urgent", ns, tolerant, 2, 500),
-        workload("fenced", ns, inside, 2, 1000),
-        workload("impatient", ns, slow, 2, 1000),
+        workload("urgent", namespace=ns, queue=tolerant, cpu=2, priority=500),
+        workload("fenced", namespace=ns, queue=inside, cpu=2, priority=1000),
+        workload("impatient", namespace=ns, queue=slow, cpu=2, priority=1000),
     )
 
     message, event = told(sc, "urgent", f"Not preempted: {ns}/resident: WorkloadPriorityClass {ns}-long tolerates", op)
@@ -140,45 +132,45 @@ def test_kubectl_preemption_explain_prints_what_offline_explain_prints(envtest_a
     import subprocess
     import sys
 
-    plane = ControlPlane(envtest_assets)
-    plane.start()
-    pool = OperatorPool(plane, tmp_path)
-    try:
-        from .controlplane import project_crd_files
+    with running_control_plane(envtest_assets) as plane:
+        pool = OperatorPool(plane, tmp_path)
+        try:
+            plane.kubectl("create", "namespace", "team", check=True)
+            sc = Scenario(plane, "team")
+            _, lq = sc.queue("main", 4, preemption={"withinClusterQueue": "LowerPriority"})
+            op = pool.start()
+            sc.apply(
+                workload("low", namespace="team", queue=lq, cpu=2, priority=-1),
+                workload("mid", namespace="team", queue=lq, cpu=2, priority=0),
+            )
+            sc.wait_admitted("low", "mid", diagnostics=op.tail)
+            assert op.stop() == 0
+            sc.apply(
+                workload("incoming", namespace="team", queue=lq, cpu=2, priority=5)
+            )  # pending: nobody decides while we read
 
-        plane.apply_crds(project_crd_files())
-        plane.kubectl("create", "namespace", "team", check=True)
-        sc = Scenario(plane, "team")
-        _, lq = sc.queue("main", 4, preemption={"withinClusterQueue": "LowerPriority"})
-        op = pool.start()
-        sc.apply(workload("low", "team", lq, 2, -1), workload("mid", "team", lq, 2, 0))
-        sc.wait_admitted("low", "mid", diagnostics=op.tail)
-        assert op.stop() == 0
-        sc.apply(workload("incoming", "team", lq, 2, 5))  # pending: nobody decides while we read
-
-        # After every object's creation (a fixed date would one day precede them, and explain
-        # would then see workloads not yet created); the same for both reads.
-        now = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        env = {**os.environ, **plane.env}
-        plugin = Path(sys.executable).parent / "kubectl-preemption"
-        live = subprocess.run(
-            [str(plugin), "explain", "team/incoming", "-o", "json", "--now", now],
-            capture_output=True, text=True, env=env, timeout=120, check=False,
-        )  # fmt: skip
-        assert live.returncode == 0, live.stderr
-        dump = tmp_path / "state.yaml"
-        dump.write_text(plane.kubectl("get", KINDS, "-A", "-o", "yaml", check=True).stdout)
-        offline = subprocess.run(
-            [str(plugin.with_name("preemption-operator")), "explain", str(dump), "-w", "team/incoming",
-             "-o", "json", "--now", now],
-            capture_output=True, text=True, env=env, timeout=120, check=False,
-        )  # fmt: skip
-        assert offline.returncode == 0, offline.stderr
-        record = json.loads(live.stdout)
-        assert record == json.loads(offline.stdout)
-        first = record["searches"][0]
-        assert first["role"] == "preemptor"
-        assert {c["workload"]: c["outcome"] for c in first["candidates"]}["team/low"] == "chosen"
-    finally:
-        pool.close()
-        plane.stop()
+            # After every object's creation (a fixed date would one day precede them, and explain
+            # would then see workloads not yet created); the same for both reads.
+            now = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            env = {**os.environ, **plane.env}
+            plugin = Path(sys.executable).parent / "kubectl-preemption"
+            live = subprocess.run(
+                [str(plugin), "explain", "team/incoming", "-o", "json", "--now", now],
+                capture_output=True, text=True, env=env, timeout=120, check=False,
+            )  # fmt: skip
+            assert live.returncode == 0, live.stderr
+            dump = tmp_path / "state.yaml"
+            dump.write_text(plane.kubectl("get", KINDS, "-A", "-o", "yaml", check=True).stdout)
+            offline = subprocess.run(
+                [str(plugin.with_name("preemption-operator")), "explain", str(dump), "-w", "team/incoming",
+                 "-o", "json", "--now", now],
+                capture_output=True, text=True, env=env, timeout=120, check=False,
+            )  # fmt: skip
+            assert offline.returncode == 0, offline.stderr
+            record = json.loads(live.stdout)
+            assert record == json.loads(offline.stdout)
+            first = record["searches"][0]
+            assert first["role"] == "preemptor"
+            assert {c["workload"]: c["outcome"] for c in first["candidates"]}["team/low"] == "chosen"
+        finally:
+            pool.close()

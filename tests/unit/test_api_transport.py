@@ -1,5 +1,7 @@
-"""The API client's transports against a small local HTTP server: answers, errors, no answer,
-a rotated token, and watch lines longer than aiohttp's own line limit."""
+"""The API client over each of its transports (aiohttp, and lightkube's httpx2 client for
+kubeconfigs with an exec plugin) against a small local HTTP server: every operation the operator
+uses, answers, errors, no answer, a rotated token, and watch lines longer than aiohttp's own line
+limit. tests/e2e/test_api_transports.py runs the same operations against a real kube-apiserver."""
 
 from __future__ import annotations
 
@@ -11,7 +13,16 @@ import pytest
 from aiohttp import web
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 
-from preemption_operator.k8s.api import AiohttpTransport, ApiError, HttpxTransport, KubeApi
+from preemption_operator.k8s.api import REQUEST_SECONDS, AiohttpTransport, ApiError, HttpxTransport, KubeApi
+
+TRANSPORTS = ("aiohttp", "httpx")
+
+
+def api_over(transport: str, config: SingleConfig, timeout: float = REQUEST_SECONDS) -> KubeApi:
+    """A KubeApi that sends through `transport` whatever the kubeconfig (KubeApi picks httpx only
+    for exec plugins and auth providers)."""
+    chosen = AiohttpTransport(config) if transport == "aiohttp" else HttpxTransport(config, timeout)
+    return KubeApi(config, timeout=timeout, transport=chosen)
 
 
 def config_for(url: str, user: dict[str, object]) -> SingleConfig:
@@ -31,7 +42,7 @@ def config_for(url: str, user: dict[str, object]) -> SingleConfig:
 
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[str, dict[str, list[str]]]]:
-    seen: dict[str, list[str]] = {"authorization": []}
+    seen: dict[str, list[str]] = {"authorization": [], "requests": []}
     big = {"type": "ADDED", "object": {"metadata": {"name": "big", "resourceVersion": "7"}, "pad": "x" * 200_000}}
 
     async def status(request: web.Request) -> web.Response:
@@ -57,9 +68,31 @@ async def server() -> AsyncIterator[tuple[str, dict[str, list[str]]]]:
         await response.write(b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}\n')
         return response
 
+    async def echo(request: web.Request) -> web.Response:
+        """What arrived, as JSON: the method, query, content type and body."""
+        seen["requests"].append(f"{request.method} {request.path_qs}")
+        seen["authorization"].append(request.headers.get("Authorization", ""))
+        return web.json_response(
+            {
+                "method": request.method,
+                "query": dict(request.query),
+                "contentType": request.headers.get("Content-Type"),
+                "body": await request.json() if request.can_read_body else None,
+            }
+        )
+
+    async def pages(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") == "1":
+            return await watch(request)
+        seen["requests"].append(f"{request.method} {request.path_qs}")
+        if request.query.get("continue") == "page-2":
+            return web.json_response({"metadata": {"resourceVersion": "5"}, "items": [{"n": 3}]})
+        return web.json_response({"metadata": {"continue": "page-2"}, "items": [{"n": 1}, {"n": 2}]})
+
     app = web.Application()
     app.router.add_patch("/apis/g/v1/things/{name}/status", status)
-    app.router.add_get("/apis/g/v1/things", watch)
+    app.router.add_get("/apis/g/v1/things", pages)
+    app.router.add_route("*", "/apis/g/v1/echo/{name}", echo)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -71,10 +104,52 @@ async def server() -> AsyncIterator[tuple[str, dict[str, list[str]]]]:
         await runner.cleanup()
 
 
-async def test_answers_and_error_statuses(server: tuple[str, dict[str, list[str]]]) -> None:
+def test_the_transport_is_aiohttp_unless_the_kubeconfig_needs_lightkubes_client() -> None:
+    assert isinstance(KubeApi(config_for("http://127.0.0.1:9", {"token": "abc"})).transport, AiohttpTransport)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_every_operation_the_operator_uses(transport: str, server: tuple[str, dict[str, list[str]]]) -> None:
+    """get, create, replace, both patches, delete (with the Background propagation), a list in
+    pages and a watch: what reaches the server and what comes back, over each transport."""
     url, seen = server
-    api = KubeApi(config_for(url, {"token": "abc"}))
-    assert isinstance(api.transport, AiohttpTransport)
+    api = api_over(transport, config_for(url, {"token": "abc"}))
+    echo = "/apis/g/v1/echo/x"
+    try:
+        assert await api.get(echo) == {"method": "GET", "query": {}, "contentType": None, "body": None}
+        assert await api.create(echo, {"a": 1}) == {
+            "method": "POST", "query": {}, "contentType": "application/json", "body": {"a": 1},
+        }  # fmt: skip
+        assert await api.replace(echo, {"a": 2}) == {
+            "method": "PUT", "query": {}, "contentType": "application/json", "body": {"a": 2},
+        }  # fmt: skip
+        operations = [{"op": "replace", "path": "/a", "value": 3}]
+        assert await api.patch_json(echo, operations) == {
+            "method": "PATCH", "query": {}, "contentType": "application/json-patch+json", "body": operations,
+        }  # fmt: skip
+        assert await api.patch_merge(echo, {"a": 4}) == {
+            "method": "PATCH", "query": {}, "contentType": "application/merge-patch+json", "body": {"a": 4},
+        }  # fmt: skip
+        assert await api.delete(echo) == {
+            "method": "DELETE", "query": {"propagationPolicy": "Background"}, "contentType": None, "body": None,
+        }  # fmt: skip
+        items, version = await api.list("/apis/g/v1/things", page=2)
+        assert (items, version) == ([{"n": 1}, {"n": 2}, {"n": 3}], "5")
+        assert seen["requests"][-2:] == [
+            "GET /apis/g/v1/things?limit=2",
+            "GET /apis/g/v1/things?limit=2&continue=page-2",
+        ]
+        events = [event async for event in api.watch("/apis/g/v1/things", "1", 5)]
+        assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+        assert seen["authorization"] == ["Bearer abc"] * 6
+    finally:
+        await api.close()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_answers_and_error_statuses(transport: str, server: tuple[str, dict[str, list[str]]]) -> None:
+    url, seen = server
+    api = api_over(transport, config_for(url, {"token": "abc"}))
     try:
         answer = await api.patch_json("/apis/g/v1/things/a/status", [{"op": "add", "path": "/status", "value": {}}])
         assert answer["metadata"]["name"] == "a" and answer["patched"][0]["op"] == "add"
@@ -89,8 +164,9 @@ async def test_answers_and_error_statuses(server: tuple[str, dict[str, list[str]
         await api.close()
 
 
-async def test_no_answer_is_an_api_error_with_code_0() -> None:
-    api = KubeApi(config_for("http://127.0.0.1:9", {"token": "abc"}), timeout=2)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_no_answer_is_an_api_error_with_code_0(transport: str) -> None:
+    api = api_over(transport, config_for("http://127.0.0.1:9", {"token": "abc"}), timeout=2)
     try:
         with pytest.raises(ApiError) as none:
             await api.get("/api/v1/namespaces")
@@ -116,9 +192,10 @@ async def test_a_rotated_token_file_is_read_again_on_401(
         await api.close()
 
 
-async def test_watch_lines_longer_than_64_kib(server: tuple[str, dict[str, list[str]]]) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_watch_lines_longer_than_64_kib(transport: str, server: tuple[str, dict[str, list[str]]]) -> None:
     url, _ = server
-    api = KubeApi(config_for(url, {"token": "abc"}))
+    api = api_over(transport, config_for(url, {"token": "abc"}))
     try:
         events = [event async for event in api.watch("/apis/g/v1/things", "1", 5)]
         assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]

@@ -545,6 +545,7 @@ _texts = st.one_of(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @given(_texts)
 def test_duration_parsers_never_raise(text: str) -> None:
     parsed = protection.parse_duration(text)
@@ -560,6 +561,7 @@ def test_duration_parsers_never_raise(text: str) -> None:
         assert parsed == timedelta(microseconds=nanoseconds // 1000)
 
 
+@pytest.mark.slow
 @given(_texts, _texts)
 def test_annotation_parsers_never_raise(first: str, second: str) -> None:
     node = QuotaNode(name="cq", is_cluster_queue=True, annotations={DELAY: first, protection.POLICY_ANNOTATION: second})
@@ -580,6 +582,7 @@ def test_annotation_parsers_never_raise(first: str, second: str) -> None:
     assert -(2**31) <= parse_boost({PRIORITY_BOOST_ANNOTATION: first}) <= 2**31 - 1
 
 
+@pytest.mark.slow
 @given(_texts, _texts)
 def test_protections_never_raise_on_annotated_classes(minimum: str, seconds: str) -> None:
     annotations = {
@@ -610,6 +613,7 @@ _counts = st.one_of(st.integers(min_value=-1, max_value=2**32), st.sampled_from(
 _resources = st.sampled_from(["cpu", "memory", "example.com/gpu"])
 
 
+@pytest.mark.slow
 @given(
     st.lists(st.tuples(_counts, st.dictionaries(_resources, _quantities, max_size=2)), min_size=1, max_size=3),
     st.dictionaries(_resources, _quantities, max_size=2),
@@ -652,6 +656,7 @@ def test_parse_object_rejects_or_build_info_succeeds(
         assert all(0 <= amount <= INT64_MAX for amount in admitted_set.usage.values())
 
 
+@pytest.mark.slow
 @given(st.dictionaries(st.sampled_from(["nominalQuota", "borrowingLimit", "lendingLimit"]), _quantities, min_size=1),
        _resources)  # fmt: skip
 def test_parse_object_rejects_or_quotas_are_counted(fields: dict[str, Any], resource: str) -> None:
@@ -684,6 +689,7 @@ _times = st.datetimes(min_value=datetime(1, 1, 2), timezones=st.just(UTC)).map(
 )
 
 
+@pytest.mark.slow
 @given(st.dictionaries(st.sampled_from(["minExecutionDuration", "maxExecutionDuration", "minTimeFromCreationDuration",
                                         "maxTimeFromCreationDuration"]), _durations),
        _durations, _times, _times)  # fmt: skip

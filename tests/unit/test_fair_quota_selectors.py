@@ -208,6 +208,7 @@ def lint_json(path: Path, *flags: str) -> tuple[int, dict[str, Any]]:
     return result.exit_code, json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_lint_reports_the_config_without_fair_sharing(tmp_path: Path) -> None:
     path = write(tmp_path, objects(ALL))
     code, report = lint_json(path)

@@ -405,6 +405,7 @@ def _scratch(node: QuotaNode) -> fs.DRS:
     return fs.dominant_resource_share(twin)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_ops, st.booleans())
 def test_incremental_share_equals_share_from_scratch(

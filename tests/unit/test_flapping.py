@@ -12,6 +12,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -139,6 +140,7 @@ def brute_force(objects: list[Any]) -> bool:
     return False
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(setups)
 def test_lint_finds_a_flap_exactly_when_brute_force_does(docs: list[dict[str, Any]]) -> None:
@@ -159,6 +161,7 @@ def _flaps_when_simulated(path: Path, period: int = 2) -> bool:
     return len(victims) > period and len(set(victims[:period])) == period and victims[0] == victims[period]
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(setups)
 def test_every_witness_flaps_when_simulated(docs: list[dict[str, Any]]) -> None:
@@ -368,6 +371,7 @@ def brute_force_triples(objects: list[Any]) -> bool:
     return False
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(team_rules())
 def test_lint_finds_cycles_of_three_exactly_when_brute_force_does(rules: list[dict[str, Any]]) -> None:

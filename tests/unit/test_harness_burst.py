@@ -3,22 +3,9 @@ read from either controller's log (benchmarks/kueue-harness/harness.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
-HARNESS = Path(__file__).resolve().parents[2] / "benchmarks" / "kueue-harness" / "harness.py"
-
-
-def _harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kueue_harness_burst", HARNESS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
+from kueue_harness_loader import kueue_harness
 
 OURS = (
     "2026-12-01T18:29:14.570Z INFO    preemption_operator.controller.loop: preempted cq-0-3-cohort-0/medium-1-0-0 "
@@ -41,7 +28,7 @@ KUEUE = (
 
 
 def test_the_victims_of_first_larges_are_counted_per_class(tmp_path: Path) -> None:
-    harness = _harness()
+    harness = kueue_harness()
     ours, kueue = tmp_path / "ours.log", tmp_path / "kueue.log"
     ours.write_text(OURS)
     kueue.write_text(KUEUE)

@@ -203,6 +203,7 @@ def steps(pod_sets: list[tuple[int, int | None, int]], step: int) -> list[int]:
     return [count - spare * step // total for (count, _, _), spare in zip(pod_sets, slack, strict=True)]
 
 
+@pytest.mark.slow
 @given(partial_cases())
 def test_partial_admission_never_goes_below_min_count_nor_over_quota(
     case: tuple[int, int, list[tuple[int, int | None, int]]],

@@ -124,6 +124,7 @@ def test_admitted_without_resource_usage_still_counts_its_pods() -> None:
     assert dict(info.usage) == {("default", "cpu"): 3000, FR_PODS: 3}
 
 
+@pytest.mark.slow
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=5), st.integers(1, 12))
 def test_pods_usage_equals_the_pod_count(counts: list[int], limit: int) -> None:
     """Until the cluster settles: every admitted workload holds one `pods` per pod, together never

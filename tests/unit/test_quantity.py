@@ -202,6 +202,7 @@ def test_exponents(number: Decimal, exponent: int, letter: str) -> None:
 _FRACTIONAL_EXPONENT = re.compile(r"[eE][+-]?[0-9]*\.")
 
 
+@pytest.mark.slow
 @given(st.from_regex(_PATTERN, fullmatch=True))
 def test_everything_the_pattern_accepts_parses(text: str) -> None:
     # A trailing `E` (exa) is the known bug of test_parse_exa_suffix; fractional exponents pass
@@ -312,6 +313,7 @@ def test_parse_errors_show_the_value_not_the_pattern(value: object, message: str
     assert "[0-9]" not in str(raised.value)
 
 
+@pytest.mark.slow
 @given(
     st.one_of(st.text(max_size=30), st.from_regex(_PATTERN, fullmatch=True), st.integers(), st.floats()),
     st.sampled_from(["cpu", "memory"]),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -151,11 +152,13 @@ def _rounds(objects: list[Obj], fair_sharing: FairSharing) -> Decisions:
     return _decisions([Engine(rounds=ROUNDS).cycle(snapshot, QueueState())])
 
 
+@pytest.mark.slow
 @given(setups())
 def test_rounds_decide_what_consecutive_cycles_decide(objects: list[Obj]) -> None:
     assert _rounds(objects, OFF) == _consecutive(objects, OFF)
 
 
+@pytest.mark.slow
 @given(setups())
 def test_rounds_decide_what_consecutive_cycles_decide_with_fair_sharing(objects: list[Obj]) -> None:
     fair = FairSharing(enabled=True)

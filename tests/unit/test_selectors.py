@@ -215,6 +215,7 @@ def test_match_labels_is_a_subset_test(wanted: dict[str, str], labels: dict[str,
     assert built.matches(labels) is (wanted.items() <= labels.items())
 
 
+@pytest.mark.slow
 @given(label_sets, label_sets)
 def test_match_labels_equals_single_value_in(wanted: dict[str, str], labels: dict[str, str]) -> None:
     as_expressions = [expr(k, "In", [v]) for k, v in wanted.items()]
@@ -228,6 +229,7 @@ requirements = st.tuples(keys, st.sampled_from(OPERATORS), value_sets).map(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(requirements, max_size=4), label_sets, label_sets)
 def test_requirements_are_anded(exprs: list[dict[str, Any]], wanted: dict[str, str], labels: dict[str, str]) -> None:
     whole = build(selector(matchLabels=wanted, matchExpressions=exprs), nil=NOTHING)

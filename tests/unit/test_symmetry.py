@@ -10,6 +10,7 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -217,6 +218,7 @@ def _verdicts(result: flapping.Result) -> tuple[set[tuple[str, ...]], set[str]]:
     return pairs, trees
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(copied_trees())
 def test_symmetry_changes_no_verdict(docs: list[dict[str, Any]]) -> None:

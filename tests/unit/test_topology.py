@@ -1098,6 +1098,7 @@ def placement_cases(draw: st.DrawFn) -> tuple[Any, NodeUsage, dict[str, int], in
     return view(levels, nodes), NodeUsage(used), per_pod, count, options
 
 
+@pytest.mark.slow
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(placement_cases())
 def test_property_placement_respects_each_nodes_allocatable(
@@ -1217,6 +1218,7 @@ def node_usage_after(data: Mapping[str, Any], objects: list[Obj]) -> dict[str, i
     return used
 
 
+@pytest.mark.slow
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(tas_clusters())
 def test_property_topology_victims_free_the_preemptors_rack(

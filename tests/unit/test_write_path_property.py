@@ -133,6 +133,7 @@ async def _run(seed: int, steps: int, rate: float) -> None:
     assert h.api.count("PATCH", f"{WL}/*") > 0
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(50, 200), rate=st.sampled_from((0.0, 0.2, 0.5)))
 def test_no_stored_state_over_admits_whatever_the_api_answers(seed: int, steps: int, rate: float) -> None:

@@ -1,4 +1,5 @@
-"""A throwaway Kubernetes control plane (etcd + kube-apiserver) for the e2e tests.
+"""A throwaway Kubernetes control plane (etcd + kube-apiserver) for the e2e tests, the benchmarks
+and hack/control-plane.py: :func:`running_control_plane` starts one with the project's CRDs.
 
 It follows controller-runtime's envtest: the binaries come from the folder named by
 ``KUBEBUILDER_ASSETS`` (``kube-apiserver``, ``etcd``, ``kubectl``), see
@@ -10,7 +11,9 @@ deleting, garbage collection does not happen).
 
 Only the standard library is used; the service-account key is made with the ``cryptography``
 package when it is installed, else with the ``openssl`` command. kube-apiserver makes its own
-self-signed serving certificate (valid for 127.0.0.1, not for ``localhost``).
+self-signed serving certificate (valid for 127.0.0.1, not for ``localhost``). Failures are
+ordinary exceptions (:class:`ControlPlaneError`, :class:`AssetsUnavailable`, ...): the pytest
+fixtures turn them into failures or skips.
 """
 
 from __future__ import annotations
@@ -30,14 +33,16 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SETUP_SCRIPT = REPO_ROOT / "hack" / "setup-envtest.sh"
-CRDS_DIR = REPO_ROOT / "crds"
+SOURCE_ROOT = Path(__file__).resolve().parents[3]
+"""The checkout the package is installed from (``pip install -e .``): it holds crds/ and hack/."""
+SETUP_SCRIPT = SOURCE_ROOT / "hack" / "setup-envtest.sh"
+CRDS_DIR = SOURCE_ROOT / "crds"
 BINARIES = ("kube-apiserver", "etcd", "kubectl")
 CONTROLLER_MANAGER = "kube-controller-manager"
 """Optional: only the Job tests need it (hack/setup-envtest.sh builds it with the rest)."""
@@ -110,7 +115,7 @@ except (OSError, AttributeError):  # pragma: no cover - not Linux
     _libc = None
 
 
-def _die_with_parent_hook() -> Any:
+def die_with_parent_hook() -> Any:
     parent = os.getpid()
 
     def hook() -> None:  # runs in the child between fork and exec
@@ -144,13 +149,13 @@ def _sweep_stale_workdirs(base: Path) -> None:
             continue  # another user's, or being created right now: leave it
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def log_tail(path: Path, lines: int = 40) -> str:
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
@@ -197,7 +202,7 @@ class _Process:
             stderr=subprocess.STDOUT,
             cwd=cwd,
             start_new_session=True,  # a terminal's Ctrl-C goes to pytest, which tears down
-            preexec_fn=_die_with_parent_hook(),
+            preexec_fn=die_with_parent_hook(),
         )
 
     def alive(self) -> bool:
@@ -324,7 +329,7 @@ class ControlPlane:
             if proc is not None:
                 state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
                 n = lines if failed in (None, proc.name) else min(lines, 8)
-                out.append(f"--- {proc.name} ({state}), last {n} log lines:\n{_tail(proc.log_path, n)}")
+                out.append(f"--- {proc.name} ({state}), last {n} log lines:\n{log_tail(proc.log_path, n)}")
         return "\n".join(out)
 
     def _fail(self, message: str, failed: str | None = None) -> ControlPlaneError:
@@ -336,7 +341,7 @@ class ControlPlane:
 
     def _start_etcd(self) -> None:
         assert self.workdir is not None
-        client, peer = _free_port(), _free_port()
+        client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
         peer_url = f"http://127.0.0.1:{peer}"
         self._etcd = _Process(
@@ -375,7 +380,7 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         assert self.workdir is not None
-        port = _free_port()
+        port = free_port()
         self.server = f"https://127.0.0.1:{port}"
         certs = self.workdir / "certs"
         certs.mkdir()
@@ -426,26 +431,9 @@ class ControlPlane:
             self.workdir,
             append=append_log,
         )
-        deadline = time.monotonic() + self.startup_timeout
         # The serving certificate is written by the first kube-apiserver at startup: probe without
         # verification until /readyz passes, then check the certificate with it.
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
-        last = ""
-        while True:
-            if not api.alive():
-                raise self._fail(f"{api.name} exited during startup", api.name)
-            try:
-                status, body = self.get("/readyz", context=insecure, timeout=2, server=api.server)
-                if status == 200:
-                    break
-                last = f"/readyz: HTTP {status}: {body[-500:]}"
-            except OSError as exc:
-                last = f"/readyz: {exc}"
-            if time.monotonic() > deadline:
-                raise self._fail(f"{api.name} not ready within {self.startup_timeout:.0f}s ({last})", api.name)
-            time.sleep(0.1)
+        self._wait_until_serving(api.process, api.server, "/readyz", interval=0.1)
 
     def _write_kubeconfig(self, api: ApiServer) -> None:
         assert self.workdir is not None
@@ -494,7 +482,7 @@ class ControlPlane:
         assert self._controller_manager is None or not self._controller_manager.alive(), "already running"
         if not os.access(self.assets / CONTROLLER_MANAGER, os.X_OK):
             raise AssetsMisconfigured(f"{self.assets} has no {CONTROLLER_MANAGER}: run `{ENABLE_HINT}`")
-        port = _free_port()
+        port = free_port()
         certs = self.workdir / "kcm-certs"
         certs.mkdir(exist_ok=True)
         kubeconfig = str(self.kubeconfig)
@@ -519,24 +507,29 @@ class ControlPlane:
             self.workdir / "kube-controller-manager.log",
             self.workdir,
         )
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
+        self._wait_until_serving(self._controller_manager, f"https://127.0.0.1:{port}", "/healthz", interval=0.2)
+
+    def _wait_until_serving(self, process: _Process, server: str, path: str, *, interval: float) -> None:
+        """Until `path` (a health endpoint) of `process` at `server` answers 200, its certificate
+        not checked; ControlPlaneError, with the logs, when it exits or the startup timeout passes."""
+        unverified = ssl.create_default_context()
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE
         deadline = time.monotonic() + self.startup_timeout
         last = ""
         while True:
-            if not self._controller_manager.alive():
-                raise self._fail("kube-controller-manager exited during startup", "kube-controller-manager")
+            if not process.alive():
+                raise self._fail(f"{process.name} exited during startup", process.name)
             try:
-                status, body = self.get("/healthz", context=insecure, timeout=2, server=f"https://127.0.0.1:{port}")
+                status, body = self.get(path, context=unverified, timeout=2, server=server)
                 if status == 200:
                     return
-                last = f"/healthz: HTTP {status}: {body[-300:]}"
+                last = f"{path}: HTTP {status}: {body[-500:]}"
             except OSError as exc:
-                last = f"/healthz: {exc}"
+                last = f"{path}: {exc}"
             if time.monotonic() > deadline:
-                raise self._fail(f"kube-controller-manager not healthy ({last})", "kube-controller-manager")
-            time.sleep(0.2)
+                raise self._fail(f"{process.name} not ready within {self.startup_timeout:.0f}s ({last})", process.name)
+            time.sleep(interval)
 
     # ---- more kube-apiservers, outages ---------------------------------------------------
 
@@ -546,7 +539,7 @@ class ControlPlane:
         assert self.workdir is not None and self.apiservers, "start() the control plane first"
         api = ApiServer(
             f"kube-apiserver-{len(self.apiservers) + 1}",
-            _free_port(),
+            free_port(),
             self.workdir / f"kubeconfig-{len(self.apiservers) + 1}",
         )
         self.apiservers.append(api)
@@ -671,7 +664,49 @@ class ControlPlane:
 
 
 def project_crd_files(crds_dir: Path = CRDS_DIR) -> list[Path]:
-    """The project's CRD manifests: crds/*.yaml, less a kustomization.yaml."""
+    """The project's CRD manifests: crds/*.yaml, less a kustomization.yaml.
+
+    Raises FileNotFoundError when there are none: the package is not installed from a checkout
+    (crds/ is found beside operator/), or crds/ was not generated."""
     if not crds_dir.is_dir():
-        return []
-    return sorted(p for p in crds_dir.glob("*.yaml") if p.name != "kustomization.yaml")
+        raise FileNotFoundError(
+            f"no CRD folder at {crds_dir}: the harness reads crds/ of the checkout the package is "
+            "installed from (pip install -e .)"
+        )
+    files = sorted(p for p in crds_dir.glob("*.yaml") if p.name != "kustomization.yaml")
+    if not files:
+        raise FileNotFoundError(f"{crds_dir} holds no *.yaml: generate them with `make crds`")
+    return files
+
+
+@contextmanager
+def running_control_plane(
+    assets: Path | None = None,
+    *,
+    crds: bool = True,
+    controller_manager: bool = False,
+    more_apiservers: int = 0,
+    keep_workdir: bool = False,
+) -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver, with the project's CRDs installed and Established unless ``crds``
+    is false; ``more_apiservers`` more kube-apiservers on the same etcd; kube-controller-manager
+    with ``controller_manager``. Stopped (its temp folder removed unless ``keep_workdir``) on
+    exit. Binaries from ``assets``, else :func:`find_assets`.
+
+    Raises ControlPlaneError (with the logs' tails) when any part does not come up, and
+    AssetsMisconfigured when kube-controller-manager is wanted but not among the assets."""
+    plane = ControlPlane(assets or find_assets(), keep_workdir=keep_workdir)
+    plane.start()  # stops what it started when it fails
+    try:
+        for _ in range(more_apiservers):
+            plane.add_apiserver()
+        if crds:
+            try:
+                plane.apply_crds(project_crd_files())
+            except (AssertionError, FileNotFoundError) as exc:
+                raise ControlPlaneError(f"installing crds/*.yaml failed: {exc}") from exc
+        if controller_manager:
+            plane.start_controller_manager()
+        yield plane
+    finally:
+        plane.stop()

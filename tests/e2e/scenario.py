@@ -1,406 +1,39 @@
-"""`preemption-operator run` as a child process of the e2e tests, and what the operator tests share.
+"""What the operator e2e tests share: their objects on the shared control plane and the reads
+they assert on.
 
-- :class:`OperatorProcess`: one operator (its own free metrics port, log file and Lease identity),
-  started against a kubeconfig, waited for on ``/readyz``, stopped with SIGTERM or killed with
-  SIGKILL. :class:`OperatorPool` starts several and stops whatever is left at teardown.
 - :class:`Scenario`: one test's objects (namespace, uniquely named ClusterQueues, flavor, ...),
   applied with kubectl and deleted afterwards, plus the reads the tests assert on.
 - :class:`WorkloadMonitor`: every state the API server stores for a namespace's Workloads, from a
   ``kubectl get --watch``: invariants (quota never exceeded, no double eviction) hold at *every*
   observed state, not only at the end.
-- :func:`wait_until`: polling with a timeout, never a fixed sleep.
+- :func:`within_cluster_queue_priority`: the scenario both test_operator.py and test_deploy.py run.
+
+The control plane and the operator process are the harness in :mod:`preemption_operator.testing`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import secrets
-import signal
 import subprocess
-import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from builders import KUEUE, Obj, WorkloadBuilder, cluster_queue, for_cluster, workload
+from preemption_operator.testing.control_plane import ControlPlane, die_with_parent_hook
+from preemption_operator.testing.operator_process import wait_until
+from preemption_operator.testing.workload_status import condition, eviction_count, is_true, reservation
 
-from preemption_operator.api.quantity import parse_quantity
-
-from .controlplane import ControlPlane, _die_with_parent_hook, _free_port, _tail
-
-T = TypeVar("T")
-
-KUEUE = "kueue.x-k8s.io/v1beta2"
-KUEUE_ALPHA = "kueue.x-k8s.io/v1alpha1"
-CONFIG_ANNOTATION = "kueue.x-k8s.io/preemption-config-name"
 TEST_LABEL = "e2e.preemption-operator/test"
-
-
-# ---- waiting -----------------------------------------------------------------------------------
-
-
-def wait_until(
-    check: Callable[[], T],
-    *,
-    timeout: float = 30.0,
-    interval: float = 0.2,
-    what: str = "condition",
-    diagnostics: Callable[[], str] | None = None,
-) -> T:
-    """Calls ``check`` until it returns a truthy value (returned) or the timeout passes.
-
-    ``check`` may raise AssertionError to say why it is not there yet; the last reason and the
-    ``diagnostics`` (operator logs, say) are in the failure message."""
-    __tracebackhide__ = True
-    deadline = time.monotonic() + timeout
-    last = ""
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-            last = f"got {result!r}"
-        except AssertionError as exc:
-            last = str(exc)
-        if time.monotonic() > deadline:
-            extra = f"\n{diagnostics()}" if diagnostics is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {last}{extra}")
-        time.sleep(interval)
-
-
-# ---- the operator process ----------------------------------------------------------------------
-
-
-def operator_command() -> list[str]:
-    """`preemption-operator` from the running virtualenv (else `python -m preemption_operator`)."""
-    script = Path(sys.executable).parent / "preemption-operator"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "preemption_operator"]
-
-
-@dataclass(frozen=True)
-class Sample:
-    name: str
-    labels: dict[str, str]
-    value: float
-
-
-class OperatorProcess:
-    """One `preemption-operator run`, its HTTP endpoints and its log."""
-
-    def __init__(
-        self,
-        name: str,
-        kubeconfig: Path,
-        workdir: Path,
-        *,
-        lease_name: str,
-        lease_namespace: str = "default",
-        lease_seconds: int = 4,
-        leader_election: bool = True,
-        base_env: dict[str, str] | None = None,
-        extra_args: Iterable[str] = (),
-    ) -> None:
-        self.name = name
-        self.kubeconfig = kubeconfig
-        self.lease_name = lease_name
-        self.lease_namespace = lease_namespace
-        self.port = _free_port()
-        self.log_path = workdir / f"operator-{name}.log"
-        self.argv = [
-            *operator_command(),
-            "run",
-            "--metrics-host=127.0.0.1",
-            f"--metrics-port={self.port}",
-            f"--lease-namespace={lease_namespace}",
-            f"--lease-name={lease_name}",
-            f"--lease-seconds={lease_seconds}",
-            *([] if leader_election else ["--no-leader-election"]),
-            *extra_args,
-        ]
-        env = dict(base_env if base_env is not None else os.environ)
-        for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE"):
-            env.pop(var, None)
-        env["KUBECONFIG"] = str(kubeconfig)
-        env["POD_NAME"] = name  # the Lease identity is "<POD_NAME>_<random>"
-        env["PYTHONUNBUFFERED"] = "1"
-        self.env = env
-        self.popen: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
-
-    # -- life cycle
-
-    def start(self) -> OperatorProcess:
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap()
-        self.popen = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=self.env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent_hook(),  # dies with the test run
-        )
-        return self
-
-    def wait_ready(self, timeout: float = 30.0) -> OperatorProcess:
-        """Until /readyz answers 200 (the cache is synced)."""
-
-        def ready() -> bool:
-            if not self.alive():
-                raise AssertionError(f"operator {self.name} exited with {self.returncode}")
-            return self.get("/readyz")[0] == 200
-
-        wait_until(ready, timeout=timeout, interval=0.1, what=f"operator {self.name} /readyz", diagnostics=self.tail)
-        return self
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self.popen is None else self.popen.poll()
-
-    def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM, then wait; SIGKILL if it does not exit in time (and fail). Returns the exit status."""
-        assert self.popen is not None
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise AssertionError(
-                    f"operator {self.name} ignored SIGTERM for {timeout:.0f}s\n{self.tail()}"
-                ) from None
-        self._reap()
-        return self.popen.returncode
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown code runs (the Lease is not released)."""
-        assert self.popen is not None
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait(10)
-        self._reap()
-
-    def _reap(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    # -- what it says
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def tail(self, lines: int = 60) -> str:
-        state = "running" if self.alive() else f"exited {self.returncode}"
-        return f"--- operator {self.name} ({state}), last {lines} log lines:\n{_tail(self.log_path, lines)}"
-
-    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as resp:
-                return resp.status, resp.read().decode(errors="replace")
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(errors="replace")
-        except OSError as exc:
-            return 0, str(exc)
-
-    def samples(self) -> list[Sample]:
-        status, body = self.get("/metrics")
-        assert status == 200, f"/metrics of {self.name}: HTTP {status}: {body[:300]}"
-        return [
-            Sample(s.name, dict(s.labels), s.value)
-            for family in text_string_to_metric_families(body)
-            for s in family.samples
-        ]
-
-    def metric(self, name: str, **labels: str) -> float | None:
-        """The value of one sample (labels must match exactly), None when absent."""
-        for s in self.samples():
-            if s.name == name and s.labels == labels:
-                return s.value
-        return None
-
-    def cycles(self) -> int:
-        return int(self.metric("preemption_operator_scheduling_cycle_duration_seconds_count") or 0)
-
-
-class OperatorPool:
-    """The operators of one test: started on demand, all stopped at teardown."""
-
-    def __init__(self, cluster: ControlPlane, workdir: Path, lease_name: str | None = None) -> None:
-        self.cluster = cluster
-        self.workdir = workdir
-        self.lease_name = lease_name or f"e2e-{secrets.token_hex(4)}"
-        self.started: list[OperatorProcess] = []
-
-    def start(
-        self,
-        name: str = "op",
-        *,
-        kubeconfig: Path | None = None,
-        ready: bool = True,
-        **kwargs: Any,
-    ) -> OperatorProcess:
-        kwargs.setdefault("lease_name", self.lease_name)
-        op = OperatorProcess(
-            name, kubeconfig or self.cluster.kubeconfig, self.workdir, base_env=self.cluster.env, **kwargs
-        )
-        self.started.append(op)
-        op.start()
-        if ready:
-            op.wait_ready()
-        return op
-
-    def diagnostics(self) -> str:
-        return "\n".join(op.tail() for op in self.started)
-
-    def close(self) -> None:
-        for op in self.started:
-            if op.alive():
-                with contextlib.suppress(AssertionError):  # it was killed; the log says why
-                    op.stop()
-        for namespace, name in {(op.lease_namespace, op.lease_name) for op in self.started}:
-            self.cluster.kubectl("delete", "lease", name, "-n", namespace, "--ignore-not-found", "--wait=false")
-        # Shown by pytest for failing tests only ("Captured stdout teardown").
-        for op in self.started:
-            print(op.tail(200))
-
-
-# ---- objects -----------------------------------------------------------------------------------
-
-
-def cluster_queue(
-    name: str,
-    flavor: str,
-    cpu: str | int,
-    *,
-    cohort: str | None = None,
-    preemption: dict[str, Any] | None = None,
-    annotations: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["cpu"],
-                "flavors": [{"name": flavor, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
-            }
-        ],
-    }
-    if cohort:
-        spec["cohortName"] = cohort
-    if preemption is not None:
-        spec["preemption"] = preemption
-    meta: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
-    if annotations:
-        meta["annotations"] = annotations
-    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": meta, "spec": spec}
-
-
-NO_CLASSIC_PREEMPTION = {
-    "withinClusterQueue": "Never",
-    "reclaimWithinCohort": "Never",
-    "borrowWithinCohort": {"policy": "Never"},
-}
-
-
-def lower_priority_config(name: str, rule: str = "hero-preempt-lower-priority", **activation: str) -> dict[str, Any]:
-    """The specification's hero PreemptionConfig: one rule that, on InsufficientQuota, takes
-    workloads of lower base priority anywhere in the cohort tree."""
-    return {
-        "apiVersion": KUEUE_ALPHA,
-        "kind": "PreemptionConfig",
-        "metadata": {"name": name},
-        "spec": {
-            "rules": [
-                {
-                    "name": rule,
-                    "activationPolicy": {"trigger": "InsufficientQuota", **activation},
-                    "candidateSelectors": [
-                        {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
-                    ],
-                }
-            ]
-        },
-    }
-
-
-def workload(
-    name: str,
-    namespace: str,
-    queue: str,
-    cpu: str | int = "2",
-    priority: int = 0,
-    *,
-    labels: dict[str, str] | None = None,
-    count: int = 1,
-    topology_required: str | None = None,
-    node_selector: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    if labels:
-        meta["labels"] = labels
-    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
-    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
-    if node_selector:
-        pod["nodeSelector"] = node_selector
-    pod_set: dict[str, Any] = {"name": "main", "count": count, "template": {"spec": pod}}
-    if topology_required:
-        pod_set["topologyRequest"] = {"required": topology_required}
-    return {
-        "apiVersion": KUEUE,
-        "kind": "Workload",
-        "metadata": meta,
-        "spec": {"queueName": queue, "priority": priority, "podSets": [pod_set]},
-    }
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return dict(c)
-    return None
-
-
-def is_true(obj: dict[str, Any], kind: str) -> bool:
-    c = condition(obj, kind)
-    return c is not None and c.get("status") == "True"
 
 
 def admitted_cpu(obj: dict[str, Any]) -> tuple[str | None, float]:
     """(ClusterQueue, cpu) a Workload holds quota for: (None, 0) without a reservation, or once
     finished (it keeps its admission on record; Kueue's cache no longer counts it)."""
-    status = obj.get("status") or {}
-    admission = status.get("admission")
-    if not admission or not is_true(obj, "QuotaReserved") or is_true(obj, "Finished"):
-        return None, 0.0
-    total = 0.0
-    for psa in admission.get("podSetAssignments") or []:
-        usage = (psa.get("resourceUsage") or {}).get("cpu")
-        if usage is not None:
-            total += float(parse_quantity(usage))
-    return admission.get("clusterQueue"), total
-
-
-def eviction_count(obj: dict[str, Any]) -> int:
-    stats = (obj.get("status") or {}).get("schedulingStats") or {}
-    return sum(int(e.get("count", 0)) for e in stats.get("evictions") or [])
+    cluster_queue, milli_cpu = reservation(obj)
+    return cluster_queue, milli_cpu / 1000
 
 
 def describe_conditions(text: str) -> list[dict[str, str]]:
@@ -425,6 +58,11 @@ def describe_conditions(text: str) -> list[dict[str, str]]:
     if current:
         out.append(current)
     return out
+
+
+def described(condition: dict[str, str]) -> tuple[str, str, str]:
+    """Status, Reason and Message of one condition of `describe_conditions`."""
+    return condition["Status"], condition["Reason"], condition["Message"]
 
 
 def describe_events(text: str) -> list[dict[str, str]]:
@@ -461,14 +99,16 @@ class Scenario:
         __tracebackhide__ = True
         return self.cluster.kubectl(*args, input=input, check=check)
 
-    def apply(self, *objects: dict[str, Any]) -> None:
-        """Creates or updates objects (client-side apply of a v1 List, in order)."""
+    def apply(self, *objects: Obj | WorkloadBuilder) -> None:
+        """Creates or updates objects (client-side apply of a v1 List, in order); cluster-scoped ones
+        are labelled with the test, for `cleanup`."""
         __tracebackhide__ = True
-        for obj in objects:
+        items = [for_cluster(obj) for obj in objects]
+        for obj in items:
             meta = obj.setdefault("metadata", {})
             if "namespace" not in meta and obj["kind"] not in ("Workload", "LocalQueue"):
                 meta.setdefault("labels", {})[TEST_LABEL] = self.namespace
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
     def get(self, resource: str, name: str | None = None, *, namespaced: bool = True) -> dict[str, Any]:
         args = ["get", resource] + ([name] if name else [])
@@ -505,7 +145,7 @@ class Scenario:
         cq = self.name(suffix)
         self.apply(
             self.flavor_object(),
-            cluster_queue(cq, self.flavor, cpu, **kwargs),
+            cluster_queue(cq, cpu, flavor=self.flavor, **kwargs),
             {
                 "apiVersion": KUEUE,
                 "kind": "LocalQueue",
@@ -578,7 +218,7 @@ class WorkloadMonitor:
             text=True,
             env=self.cluster.env,
             start_new_session=True,
-            preexec_fn=_die_with_parent_hook(),
+            preexec_fn=die_with_parent_hook(),
         )  # fmt: skip
         self._thread = threading.Thread(target=self._read, name=f"watch-{self.namespace}", daemon=True)
         self._thread.start()
@@ -675,10 +315,14 @@ def within_cluster_queue_priority(sc: Scenario, diagnostics: Callable[[], str] |
     with WorkloadMonitor(sc.cluster, ns) as monitor:
         # On a live cluster status cannot be created with the object: the running workloads are
         # admitted by the operator first, then the preemptor arrives.
-        sc.apply(workload("low", ns, lq, 2, -1), workload("mid", ns, lq, 2, 0), workload("high", ns, lq, 2, 1))
+        sc.apply(
+            workload("low", namespace=ns, queue=lq, cpu=2, priority=-1),
+            workload("mid", namespace=ns, queue=lq, cpu=2, priority=0),
+            workload("high", namespace=ns, queue=lq, cpu=2, priority=1),
+        )
         monitor.wait_seen(["low", "mid", "high"])  # the watch is live: it misses nothing from here on
         sc.wait_admitted("low", "mid", "high", diagnostics=diagnostics)
-        sc.apply(workload("incoming", ns, lq, 2, 1))
+        sc.apply(workload("incoming", namespace=ns, queue=lq, cpu=2, priority=1))
         wls = sc.wait_admitted("incoming", diagnostics=diagnostics)
         wait_until(
             lambda: not is_true(sc.workload("low"), "QuotaReserved") and is_true(sc.workload("low"), "Evicted"),
@@ -707,12 +351,8 @@ def within_cluster_queue_priority(sc: Scenario, diagnostics: Callable[[], str] |
         return conditions
 
     conditions = {c["Type"]: c for c in wait_until(victim_described, what="describe low", diagnostics=diagnostics)}
-    assert conditions["Evicted"]["Status"] == "True"
-    assert conditions["Evicted"]["Reason"] == "Preempted"
-    assert conditions["Evicted"]["Message"] == message
-    assert conditions["Preempted"]["Status"] == "True"
-    assert conditions["Preempted"]["Reason"] == "InClusterQueue"
-    assert conditions["Preempted"]["Message"] == message
+    assert described(conditions["Evicted"]) == ("True", "Preempted", message)
+    assert described(conditions["Preempted"]) == ("True", "InClusterQueue", message)
     assert conditions["QuotaReserved"]["Status"] == "False"
     assert conditions["Admitted"]["Status"] == "False"
     low = sc.workload("low")

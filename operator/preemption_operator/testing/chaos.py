@@ -56,11 +56,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from preemption_operator.api.quantity import parse_quantity
+from preemption_operator.api.meta import format_time
 
-from .controlplane import ApiServer, ControlPlane
-from .faultproxy import FaultProxy
+from .control_plane import ApiServer, ControlPlane
+from .fault_proxy import FaultProxy
 from .operator_process import OperatorProcess
+from .workload_status import condition, eviction_count, is_true, millis, reservation
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KUEUE_ALPHA = "kueue.x-k8s.io/v1alpha1"
@@ -226,40 +227,6 @@ def workload_path(namespace: str, name: str = "", subresource: str = "") -> str:
 
 
 # ---- reading Workloads ---------------------------------------------------------------------------
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return dict(c)
-    return None
-
-
-def is_true(obj: dict[str, Any], kind: str) -> bool:
-    c = condition(obj, kind)
-    return c is not None and c.get("status") == "True"
-
-
-def millis(quantity: Any) -> int:
-    return int(parse_quantity(str(quantity)) * 1000)
-
-
-def reservation(obj: dict[str, Any]) -> tuple[str | None, int]:
-    """(ClusterQueue, milli-cpu) an unfinished Workload holds; (None, 0) without a reservation."""
-    admission = (obj.get("status") or {}).get("admission")
-    if not admission or not is_true(obj, "QuotaReserved") or is_true(obj, "Finished"):
-        return None, 0
-    total = 0
-    for psa in admission.get("podSetAssignments") or []:
-        usage = (psa.get("resourceUsage") or {}).get("cpu")
-        if usage is not None:
-            total += millis(usage)
-    return admission.get("clusterQueue"), total
-
-
-def eviction_count(obj: dict[str, Any]) -> int:
-    stats = (obj.get("status") or {}).get("schedulingStats") or {}
-    return sum(int(e.get("count", 0)) for e in stats.get("evictions") or [])
 
 
 def touches(obj: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
@@ -502,9 +469,14 @@ class Topology:
         return objects
 
 
+def pod_template(cpu: int) -> dict[str, Any]:
+    """One container requesting `cpu`, run once: the pods of the Workloads and Jobs of the load."""
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
+    return {"spec": {"restartPolicy": "Never", "containers": [container]}}
+
+
 def new_job(name: str, namespace: str, queue: str, cpu: int, priority_class: str) -> dict[str, Any]:
     """A queued batch/v1 Job of one pod, created suspended (no webhook in these runs)."""
-    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -516,7 +488,7 @@ def new_job(name: str, namespace: str, queue: str, cpu: int, priority_class: str
         "spec": {
             "suspend": True,
             "backoffLimit": 0,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+            "template": pod_template(cpu),
         },
     }
 
@@ -536,23 +508,9 @@ def pod_cpu(pod: dict[str, Any]) -> int:
 
 
 def new_workload(name: str, namespace: str, queue: str, cpu: int, priority: int) -> dict[str, Any]:
-    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
-    return {
-        "apiVersion": KUEUE,
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "queueName": queue,
-            "priority": priority,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-                }
-            ],
-        },
-    }
+    pod_set = {"name": "main", "count": 1, "template": pod_template(cpu)}
+    spec = {"queueName": queue, "priority": priority, "podSets": [pod_set]}
+    return {"apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
 # ---- the invariant monitor -----------------------------------------------------------------------
@@ -1045,14 +1003,7 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
         status = obj.get("status") or {}
         name = obj["metadata"]["name"]
         if obj["kind"] == "ClusterQueue":
-            want = {
-                "pendingWorkloads": cq_pending[name],
-                "reservingWorkloads": cq_reserving[name],
-                "admittedWorkloads": cq_reserving[name],
-            }
-            got = {k: status.get(k, 0) for k in want}
-            if got != want:
-                problems.append(f"ClusterQueue {name} status {got}, Workloads say {want}")
+            problems += _count_problems(f"ClusterQueue {name}", status, cq_pending[name], cq_reserving[name])
             reserved = sum(
                 millis(r.get("total", "0"))
                 for f in status.get("flavorsReservation") or []
@@ -1065,15 +1016,15 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
                 )
         elif obj["kind"] == "LocalQueue":
             key = (obj["metadata"]["namespace"], name)
-            want = {
-                "pendingWorkloads": lq_pending[key],
-                "reservingWorkloads": lq_reserving[key],
-                "admittedWorkloads": lq_reserving[key],
-            }
-            got = {k: status.get(k, 0) for k in want}
-            if got != want:
-                problems.append(f"LocalQueue {key[0]}/{name} status {got}, Workloads say {want}")
+            problems += _count_problems(f"LocalQueue {key[0]}/{name}", status, lq_pending[key], lq_reserving[key])
     return problems
+
+
+def _count_problems(queue: str, status: dict[str, Any], pending: int, reserving: int) -> list[str]:
+    """A queue's status counts against those of the Workloads (admitted counts as reserving)."""
+    want = {"pendingWorkloads": pending, "reservingWorkloads": reserving, "admittedWorkloads": reserving}
+    got = {k: status.get(k, 0) for k in want}
+    return [] if got == want else [f"{queue} status {got}, Workloads say {want}"]
 
 
 def wait_settled(
@@ -1120,14 +1071,33 @@ def finished_condition() -> dict[str, Any]:
         "status": "True",
         "reason": "Succeeded",
         "message": "Job finished successfully",
-        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTransitionTime": format_time(datetime.now(UTC)),
     }
 
 
 _workload_serial = itertools.count(1)  # names are never reused within a process (I3 follows names)
 
 
-class WorkloadDriver:
+class _Worker:
+    """`_run` in a daemon thread, from `_start_thread` until `_stop_thread` (joined for up to 30 s)."""
+
+    _stop: threading.Event
+    _thread: threading.Thread | None
+
+    def _start_thread(self, name: str) -> None:
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class WorkloadDriver(_Worker):
     """Quota turning over: creates Workloads and Jobs on the topology's driven queues, finishes
     admitted ones after a random run time (a bare Workload by a Finished condition written
     through the status subresource, guarded by resourceVersion, as a job controller would; a Job
@@ -1158,14 +1128,11 @@ class WorkloadDriver:
         self._thread: threading.Thread | None = None
 
     def start(self) -> WorkloadDriver:
-        self._thread = threading.Thread(target=self._run, name="workload-driver", daemon=True)
-        self._thread.start()
+        self._start_thread("workload-driver")
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
+        self._stop_thread()
 
     def pause(self) -> None:
         self._paused.set()
@@ -1351,7 +1318,7 @@ _foreign_counter = itertools.count(1)  # shared: values keep increasing across w
 _foreign_lock = threading.Lock()
 
 
-class ForeignWriter:
+class ForeignWriter(_Worker):
     """Another controller writing the same Workloads: a label and an annotation (one metadata
     patch) or a condition of its own (one status patch), each an increasing counter, with a
     JSON patch guarded by resourceVersion and retried on conflict, at ``rate`` writes/s to
@@ -1372,14 +1339,11 @@ class ForeignWriter:
 
     def start(self) -> ForeignWriter:
         self.started = now_s()
-        self._thread = threading.Thread(target=self._run, name="foreign-writer", daemon=True)
-        self._thread.start()
+        self._start_thread("foreign-writer")
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
+        self._stop_thread()
         self.stopped = self.stopped or now_s()
 
     def successes(self) -> list[tuple[str, int, int, int]]:
@@ -1442,7 +1406,7 @@ class ForeignWriter:
                     "status": "True",
                     "reason": "Touched",
                     "message": str(counter),
-                    "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "lastTransitionTime": format_time(datetime.now(UTC)),
                 }
                 status = obj.get("status")
                 conditions = (status or {}).get("conditions")
