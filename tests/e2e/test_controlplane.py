@@ -194,7 +194,7 @@ def test_status_subresource_does_not_bump_generation(
     assert obj["spec"]["size"] == 1
     assert obj["metadata"]["generation"] == 1
 
-    # Metadata (where kopf keeps its progress annotations) does not bump it either.
+    # Metadata (where controllers keep bookkeeping annotations) does not bump it either.
     cp.kubectl("annotate", widget_crd, "w", "-n", namespace, "example.com/note=x", check=True)
     assert get_json(cp, widget_crd, "w", "-n", namespace)["metadata"]["generation"] == 1
 
