@@ -119,13 +119,13 @@ def test_field_paths_are_written_the_kubernetes_way(tmp_path: Path) -> None:
     assert "Workload ns/w: spec.podSets[0].count: Input should be greater than or equal to 0" in result.output
 
 
-def test_the_readme_lists_exactly_the_outcomes_the_code_has() -> None:
+def test_the_docs_list_exactly_the_outcomes_the_code_has() -> None:
     import re
     from typing import get_args
 
     from preemption_operator.engine.candidates import Outcome
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "offline.md").read_text()
     contract = re.search(r'"outcome": "([a-z|-]+)"', readme)
     assert contract is not None
     assert set(contract.group(1).split("|")) == set(get_args(Outcome))
