@@ -14,6 +14,8 @@ counted on besides.
 
 from __future__ import annotations
 
+import pytest
+
 from builders import NOW, T0, Obj, admitted, cache_of, cluster_queue, pending, scenario, seconds
 from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
@@ -23,6 +25,9 @@ from preemption_operator.engine.scheduler import Admission, QueueState, Schedule
 
 def _queue(name: str, cpu: int) -> dict[str, object]:
     return cluster_queue(name, cpu, cohort="co", borrowing_limit=100, within="LowerPriority", reclaim="Any")
+
+
+FAIR = FairSharing(enabled=True)
 
 
 def _two_bigs_and_two_borrowers() -> list[Obj]:
@@ -76,25 +81,29 @@ def _assert_round_two_preempts_sb_and_m2_waits(fair_sharing: FairSharing) -> Non
     assert pending["m2"] == "WaitingForQuota"
 
 
-def test_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide() -> None:
+def _passes(rounds: int, fair_sharing: FairSharing) -> tuple[list[str], list[str]]:
+    """Three passes of `rounds` over the setup, each decision written before the next (victims
+    gone at once): the workloads admitted and the victims, sorted."""
+    cache = cache_of(_two_bigs_and_two_borrowers(), fair_sharing)
+    state, scheduler = QueueState(), Scheduler(rounds=rounds)
+    admissions: list[str] = []
+    victims: list[str] = []
+    for _ in range(3):
+        result = scheduler.cycle(cache.snapshot(NOW), state)
+        for a in result.admitted:
+            admissions.append(a.workload.name)
+            _admit(cache, a)
+        for p in result.preempted:
+            victims.append(p.victim.name)
+            cache.delete("Workload", p.victim.key)
+    return sorted(admissions), sorted(victims)
+
+
+@pytest.mark.parametrize("fair_sharing", [FairSharing(), FAIR], ids=["classic", "fair"])
+def test_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide(fair_sharing: FairSharing) -> None:
     """The same setup, cycle by cycle: `big-b` preempts `sb` (its own queue's) and nothing else;
-    `m2` is not admitted while `big-b` waits."""
-    objects = _two_bigs_and_two_borrowers()
-    for rounds in (1, 64):
-        cache = cache_of(objects)
-        state, scheduler = QueueState(), Scheduler(rounds=rounds)
-        admissions: list[str] = []
-        victims: list[str] = []
-        for _ in range(3):
-            result = scheduler.cycle(cache.snapshot(NOW), state)
-            for a in result.admitted:
-                admissions.append(a.workload.name)
-                _admit(cache, a)
-            for p in result.preempted:
-                victims.append(p.victim.name)
-                cache.delete("Workload", p.victim.key)
-        assert sorted(admissions) == ["big-a", "big-b", "m1"], rounds
-        assert victims == ["sb"], rounds
+    `m2` is not admitted while `big-b` waits; 64 rounds a pass decide the same."""
+    assert _passes(1, fair_sharing) == _passes(64, fair_sharing) == (["big-a", "big-b", "m1"], ["sb"])
 
 
 def test_a_preemptor_whose_evictions_are_being_written_keeps_its_room_in_the_cohort() -> None:
@@ -119,32 +128,8 @@ def test_a_preemptor_whose_evictions_are_being_written_keeps_its_room_in_the_coh
     assert "default/big" in state.waiting
 
 
-FAIR = FairSharing(enabled=True)
-
-
 def test_with_fair_sharing_a_later_round_does_not_admit_a_borrower_past_a_head_that_no_longer_fit() -> None:
     """The same setup under fair sharing (the operator runs it with `--fair-sharing` and 64
     rounds): before one recheck served both modes, the second round admitted `m2` and `big-b`
     then evicted both `m1` and `sb`, where consecutive single cycles evict `sb` alone."""
     _assert_round_two_preempts_sb_and_m2_waits(FAIR)
-
-
-def test_with_fair_sharing_one_pass_of_rounds_decides_what_consecutive_single_cycles_decide() -> None:
-    objects = _two_bigs_and_two_borrowers()
-    runs = {}
-    for rounds in (1, 64):
-        cache = cache_of(objects, FAIR)
-        state, scheduler = QueueState(), Scheduler(rounds=rounds)
-        admissions: list[str] = []
-        victims: list[str] = []
-        for _ in range(3):
-            result = scheduler.cycle(cache.snapshot(NOW), state)
-            for a in result.admitted:
-                admissions.append(a.workload.name)
-                _admit(cache, a)
-            for p in result.preempted:
-                victims.append(p.victim.name)
-                cache.delete("Workload", p.victim.key)
-        runs[rounds] = (sorted(admissions), sorted(victims))
-    assert runs[64] == runs[1]
-    assert runs[1][1] == ["sb"]
