@@ -666,9 +666,10 @@ def test_settled_workloads_are_not_written(cluster: ControlPlane, scenario: Scen
         wait_until(nudged, what=f"a cycle that saw {nudge}", diagnostics=op.tail)
     assert versions() == before
 
-    # Workloads are only watched; only their status is ever written.
+    # Workloads are only watched; only their status is ever written (kubectl apply keeps its own).
     for name, wl in sc.workloads().items():
-        assert not wl["metadata"].get("annotations"), f"Workload {name}"
+        annotations = set(wl["metadata"].get("annotations") or {})
+        assert annotations <= {"kubectl.kubernetes.io/last-applied-configuration"}, f"Workload {name}: {annotations}"
     objects = [*sc.workloads().values()]
     objects += [sc.get("clusterqueues", cq, namespaced=False), sc.get("localqueues", "main")]
     objects.append(json.loads(cluster.kubectl("get", "namespace", ns, "-o", "json", check=True).stdout))
