@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from builders import (
@@ -152,17 +152,24 @@ def _rounds(objects: list[Obj], fair_sharing: FairSharing) -> Decisions:
     return _decisions([Engine(rounds=ROUNDS).cycle(snapshot, QueueState())])
 
 
+def _check(objects: list[Obj], fair_sharing: FairSharing) -> None:
+    decided = _rounds(objects, fair_sharing)
+    # What the examples exercise (pytest --hypothesis-show-statistics).
+    event("preemptions" if decided[1] else "no preemption")
+    event(f"admissions: {min(len(decided[0]), 4)}{'+' if len(decided[0]) >= 4 else ''}")
+    assert decided == _consecutive(objects, fair_sharing)
+
+
 @pytest.mark.slow
 @given(setups())
 def test_rounds_decide_what_consecutive_cycles_decide(objects: list[Obj]) -> None:
-    assert _rounds(objects, OFF) == _consecutive(objects, OFF)
+    _check(objects, OFF)
 
 
 @pytest.mark.slow
 @given(setups())
 def test_rounds_decide_what_consecutive_cycles_decide_with_fair_sharing(objects: list[Obj]) -> None:
-    fair = FairSharing(enabled=True)
-    assert _rounds(objects, fair) == _consecutive(objects, fair)
+    _check(objects, FairSharing(enabled=True))
 
 
 def test_a_workload_admitted_in_one_round_is_a_candidate_in_the_next() -> None:

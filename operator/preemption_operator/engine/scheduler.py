@@ -466,6 +466,8 @@ class Scheduler:
             entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
             for entry in order(entries, snapshot, state):
                 self._recheck_and_process(entry, snapshot, state, result, round_)
+            if number + 1 == self.rounds:
+                break
             snapshot.next_round(round_.victims)
             queues = round_.progressed | self._queues_in(snapshot, round_.touched)
         _keep_last_pending(result)
