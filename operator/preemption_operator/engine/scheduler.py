@@ -470,7 +470,8 @@ class Scheduler:
                 break
             snapshot.next_round(round_.victims)
             queues = round_.progressed | self._queues_in(snapshot, round_.touched)
-        _keep_last_pending(result)
+        if self.rounds > 1:
+            _keep_last_pending(result)
         return result
 
     def _recheck_and_process(

@@ -85,6 +85,7 @@ class Trees:
         self._base_cohorts = cohorts
         self._queues: dict[str, ClusterQueueInfo] = {}
         self._cohorts: dict[str, QuotaNode] = {}
+        self._roots: dict[str, str] = {}
 
     def _clone_tree(self, root: QuotaNode) -> None:
         def clone(node: QuotaNode, parent: QuotaNode | None) -> QuotaNode:
@@ -123,11 +124,14 @@ class Trees:
 
     def root_name(self, cluster_queue: str) -> str | None:
         """The root of a ClusterQueue's tree, without cloning anything."""
-        base = self._base_queues.get(cluster_queue)
-        if base is None:
-            return None
-        root = base.node.root()
-        return f"{'ClusterQueue' if root.is_cluster_queue else 'Cohort'}/{root.name}"
+        found = self._roots.get(cluster_queue)
+        if found is None:
+            base = self._base_queues.get(cluster_queue)
+            if base is None:
+                return None
+            root = base.node.root()
+            found = self._roots[cluster_queue] = f"{'ClusterQueue' if root.is_cluster_queue else 'Cohort'}/{root.name}"
+        return found
 
 
 class _View(Mapping[str, Any]):
