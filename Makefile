@@ -1,5 +1,5 @@
 # Entry points; the scripts in hack/ do the work.
-.PHONY: test crds rbac envtest e2e chaos bench kind kueue-harness
+.PHONY: test crds rbac envtest cluster e2e chaos bench kind kueue-harness
 
 test:  ## everything CI checks: lint, types, CRDs, unit and e2e tests
 	hack/test.sh
@@ -12,8 +12,11 @@ rbac:  ## regenerate the operator's ClusterRole (and the Helm chart's copy) from
 	preemption-operator rbac
 	preemption-operator rbac --output charts/preemption-operator/templates/clusterrole.yaml
 
-envtest:  ## build or reuse kube-apiserver, etcd and kubectl; prints their folder
+envtest:  ## build or reuse kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl and kwok; prints their folder
 	hack/setup-envtest.sh
+
+cluster:  ## a cluster on this machine: kube-scheduler and 8 kwok nodes (2 blocks of 2 racks) whose pods run; kubeconfig in cluster.kubeconfig
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" python hack/cluster.py --kubeconfig cluster.kubeconfig --nodes 8 --topology blocks=2,racks-per-block=2
 
 e2e:  ## only the tests against a real kube-apiserver
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" pytest tests/e2e

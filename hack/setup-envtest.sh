@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Fills a cache folder with kube-apiserver, kube-controller-manager, etcd and kubectl
-# (controller-runtime's envtest layout, plus the controller manager) and prints the folder, so
-# that `export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)` works. kube-apiserver,
-# kube-controller-manager and kubectl are built from the k8s.io/kubernetes Go module, etcd from
-# go.etcd.io/etcd/server/v3 at the version that Kubernetes release uses. Nothing is installed
-# outside the cache folder, and nothing needs root.
+# Fills a cache folder with kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
+# kubectl and kwok (controller-runtime's envtest layout, plus what a cluster of fake nodes needs)
+# and prints the folder, so that `export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)` works.
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl are built from the
+# k8s.io/kubernetes Go module, etcd from go.etcd.io/etcd/server/v3 at the version that Kubernetes
+# release uses, kwok from sigs.k8s.io/kwok. Nothing is installed outside the cache folder, and
+# nothing needs root.
 #
 # Usage: hack/setup-envtest.sh [--installed-only]
 #   --installed-only  build nothing: print the folder if the assets are already there and
 #                     current, else exit 1.
 # Environment: ENVTEST_K8S_VERSION (default 1.34.4), ENVTEST_ETCD_VERSION (default 3.6.5),
-# ENVTEST_CACHE (cache root).
+# ENVTEST_KWOK_VERSION (default 0.8.0), ENVTEST_CACHE (cache root).
 set -euo pipefail
 
 K8S_VERSION="${ENVTEST_K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.5}" # build/dependencies.yaml of Kubernetes 1.34.4
+KWOK_VERSION="${ENVTEST_KWOK_VERSION:-0.8.0}"
 CACHE_ROOT="${ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/preemption-operator/envtest}"
 ASSETS="$CACHE_ROOT/k8s-$K8S_VERSION"
 
@@ -23,7 +25,7 @@ for arg in "$@"; do
   case "$arg" in
     --installed-only | -i) installed_only=true ;;
     -h | --help)
-      sed -n '2,13s/^# \{0,1\}//p' "$0"
+      sed -n '2,14s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -42,7 +44,7 @@ die() {
 complete() {
   local dir="$1"
   [ -n "$dir" ] && [ -x "$dir/kube-apiserver" ] && [ -x "$dir/kube-controller-manager" ] &&
-    [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]
+    [ -x "$dir/kube-scheduler" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ] && [ -x "$dir/kwok" ]
 }
 
 if complete "${KUBEBUILDER_ASSETS:-}"; then
@@ -109,13 +111,25 @@ build_etcd() {
   mv "$ASSETS/etcd.tmp" "$ASSETS/etcd"
 }
 
+# kwok's module pins its own dependencies: `go install` builds it as its go.mod says.
+build_kwok() {
+  command -v go >/dev/null || die "the Go toolchain is needed to build kwok"
+  local bin
+  bin="$(mktemp -d)"
+  # shellcheck disable=SC2064 # expand $bin now: the trap runs after the local is gone
+  trap "rm -rf '$bin'" RETURN
+  log "building kwok v$KWOK_VERSION (a cold build takes a few minutes)"
+  CGO_ENABLED=0 GOBIN="$bin" go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION" >&2
+  mv "$bin/kwok" "$ASSETS/kwok"
+}
+
 # A binary is current when it reports this release; a link to a machine's binary or an older
 # build (one without the version stamp reports v0.0.0-master) is built again.
 current() {
   local name="$1"
   [ -x "$ASSETS/$name" ] && [ ! -L "$ASSETS/$name" ] || return 1
   case "$name" in
-    kube-apiserver | kube-controller-manager)
+    kube-apiserver | kube-controller-manager | kube-scheduler)
       [ "$("$ASSETS/$name" --version 2>/dev/null)" = "Kubernetes v$K8S_VERSION" ]
       ;;
     # Read whole, then matched: `grep -q` in a pipe may stop the binary mid-write (SIGPIPE),
@@ -126,11 +140,14 @@ current() {
     etcd)
       grep -qx "etcd Version: $ETCD_VERSION" <<<"$("$ASSETS/etcd" --version 2>/dev/null || true)"
       ;;
+    kwok)
+      grep -q "^kwok version v$KWOK_VERSION " <<<"$("$ASSETS/kwok" --version 2>/dev/null || true)"
+      ;;
   esac
 }
 
 need_build=()
-for cmd in kube-apiserver kube-controller-manager kubectl; do
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   current "$cmd" || need_build+=("$cmd")
 done
 if [ "${#need_build[@]}" -gt 0 ]; then
@@ -140,6 +157,10 @@ fi
 if ! current etcd; then
   $installed_only && exit 1
   (build_etcd)
+fi
+if ! current kwok; then
+  $installed_only && exit 1
+  (build_kwok)
 fi
 
 complete "$ASSETS" || die "assets in $ASSETS are incomplete"

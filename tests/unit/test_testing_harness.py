@@ -14,7 +14,7 @@ import pytest
 from preemption_operator.testing.control_plane import CRDS_DIR, project_crd_files
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = ["chaos", "control_plane", "fault_proxy", "operator_process", "workload_status"]
+MODULES = ["chaos", "cluster", "control_plane", "fault_proxy", "operator_process", "workload_status"]
 
 
 def test_the_harness_imports_without_pytest() -> None:
@@ -45,3 +45,55 @@ def test_missing_or_empty_crds_are_an_error_that_says_what_to_do(tmp_path: Path)
 )
 def test_scripts_do_not_edit_sys_path(script: Path) -> None:
     assert not re.search(r"sys\.path\.(insert|append|extend)|sys\.path\s*[+]?=", script.read_text())
+
+
+def test_cluster_nodes_carry_hostname_and_rack_labels_in_contiguous_racks() -> None:
+    from preemption_operator.testing.cluster import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, Nodes
+
+    shape = Nodes.parse(8, "cpu=4,nvidia.com/gpu=2", "blocks=2,racks-per-block=2")
+    objects = shape.objects()
+    assert [o["metadata"]["name"] for o in objects] == [f"node-{i:04d}" for i in range(8)]
+    labels = [o["metadata"]["labels"] for o in objects]
+    assert [lab[RACK_LABEL] for lab in labels] == [
+        "rack-0",
+        "rack-0",
+        "rack-1",
+        "rack-1",
+        "rack-2",
+        "rack-2",
+        "rack-3",
+        "rack-3",
+    ]
+    assert [lab[BLOCK_LABEL] for lab in labels] == ["block-0"] * 4 + ["block-1"] * 4
+    assert all(lab[HOSTNAME_LABEL] == o["metadata"]["name"] for lab, o in zip(labels, objects, strict=True))
+    assert objects[0]["status"]["capacity"] == {"cpu": "4", "nvidia.com/gpu": "2", "pods": "110"}
+    assert RACK_LABEL not in Nodes.parse(2).objects()[0]["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(
+    ("capacity", "topology", "message"),
+    [
+        ("cpu", "", "--node-capacity: 'cpu' is not key=value"),
+        ("", "blocks=2,racks=3", "--topology: unknown key 'racks'"),
+        ("", "blocks=two", "--topology: blocks and racks-per-block are whole numbers"),
+        ("", "blocks=4,racks-per-block=4", "--nodes 8 cannot hold 4 block(s) of 4 rack(s) with a node each"),
+    ],
+)
+def test_cluster_flags_that_make_no_sense_say_why(capacity: str, topology: str, message: str) -> None:
+    from preemption_operator.testing.cluster import Nodes
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Nodes.parse(8, capacity, topology)
+
+
+def test_the_cluster_script_refuses_bad_flags_before_starting_anything(tmp_path: Path) -> None:
+    script = ROOT / "hack" / "cluster.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--kubeconfig", str(tmp_path / "k"), "--topology", "blocks=x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert "--topology: blocks and racks-per-block are whole numbers" in run.stderr
+    assert not (tmp_path / "k").exists()

@@ -46,7 +46,12 @@ CRDS_DIR = SOURCE_ROOT / "crds"
 BINARIES = ("kube-apiserver", "etcd", "kubectl")
 CONTROLLER_MANAGER = "kube-controller-manager"
 """Optional: only the Job tests need it (hack/setup-envtest.sh builds it with the rest)."""
+SCHEDULER = "kube-scheduler"
+KWOK = "kwok"
+"""Optional: only a cluster with nodes needs them (testing/cluster.py)."""
 CONTROLLERS = ("job", "garbagecollector", "namespace", "serviceaccount-token")
+NODE_CONTROLLERS = ("nodelifecycle",)
+"""With nodes: the node lifecycle controller lifts the not-ready taint Ready nodes are created with."""
 WORKDIR_PREFIX = "preemption-e2e-"
 ENABLE_HINT = "export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)"
 
@@ -277,6 +282,8 @@ class ControlPlane:
         self.startup_seconds = 0.0
         self._etcd: _Process | None = None
         self._controller_manager: _Process | None = None
+        self._nodes_side: list[_Process] = []
+        """kube-scheduler and kwok, when started: stopped first."""
         self.apiservers: list[ApiServer] = []
 
     # ---- life cycle ---------------------------------------------------------------------
@@ -310,9 +317,15 @@ class ControlPlane:
 
     def stop(self) -> None:
         _live.discard(self)
-        for proc in [self._controller_manager, *(api.process for api in self.apiservers), self._etcd]:
+        for proc in [
+            *self._nodes_side,
+            self._controller_manager,
+            *(api.process for api in self.apiservers),
+            self._etcd,
+        ]:
             if proc is not None:
                 proc.stop()
+        self._nodes_side = []
         for api in self.apiservers:
             api.process = None
         self._etcd = None
@@ -325,7 +338,12 @@ class ControlPlane:
     def logs(self, lines: int = 40, *, failed: str | None = None) -> str:
         """The tails of the kube-apiserver and etcd logs (longer for the one that ``failed``)."""
         out = []
-        for proc in [*(api.process for api in self.apiservers), self._etcd, self._controller_manager]:
+        for proc in [
+            *(api.process for api in self.apiservers),
+            self._etcd,
+            self._controller_manager,
+            *self._nodes_side,
+        ]:
             if proc is not None:
                 state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
                 n = lines if failed in (None, proc.name) else min(lines, 8)
@@ -509,6 +527,63 @@ class ControlPlane:
         )
         self._wait_until_serving(self._controller_manager, f"https://127.0.0.1:{port}", "/healthz", interval=0.2)
 
+    # ---- the scheduler and kwok (a cluster with nodes) -----------------------------------------
+
+    def _asset(self, name: str) -> str:
+        if not os.access(self.assets / name, os.X_OK):
+            raise AssetsMisconfigured(f"{self.assets} has no {name}: run `{ENABLE_HINT}`")
+        return str(self.assets / name)
+
+    def start_scheduler(self) -> None:
+        """kube-scheduler with its default profile, as the admin; returns when its /healthz passes."""
+        assert self.workdir is not None and self.apiservers, "start() the control plane first"
+        binary = self._asset(SCHEDULER)
+        port = free_port()
+        certs = self.workdir / "scheduler-certs"
+        certs.mkdir(exist_ok=True)
+        kubeconfig = str(self.kubeconfig)
+        scheduler = _Process(
+            SCHEDULER,
+            [
+                binary,
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--authentication-skip-lookup=true",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={certs}",
+                "--profiling=false",
+            ],
+            self.workdir / f"{SCHEDULER}.log",
+            self.workdir,
+        )
+        self._nodes_side.append(scheduler)
+        self._wait_until_serving(scheduler, f"https://127.0.0.1:{port}", "/healthz", interval=0.2)
+
+    def start_kwok(self, stages: Path, cidr: str = "10.0.0.0/16") -> None:
+        """kwok, managing every node with the Stages in `stages` (a YAML file): fake nodes' kubelet.
+        Returns once it runs; its nodes become Ready as they are created."""
+        assert self.workdir is not None and self.apiservers, "start() the control plane first"
+        binary = self._asset(KWOK)
+        kwok = _Process(
+            KWOK,
+            [
+                binary,
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={stages}",
+                "--manage-all-nodes=true",
+                f"--cidr={cidr}",
+            ],
+            self.workdir / f"{KWOK}.log",
+            self.workdir,
+        )
+        self._nodes_side.append(kwok)
+        time.sleep(0.5)
+        if not kwok.alive():
+            raise self._fail(f"{KWOK} exited during startup", KWOK)
+
     def _wait_until_serving(self, process: _Process, server: str, path: str, *, interval: float) -> None:
         """Until `path` (a health endpoint) of `process` at `server` answers 200, its certificate
         not checked; ControlPlaneError, with the logs, when it exits or the startup timeout passes."""
@@ -685,6 +760,7 @@ def running_control_plane(
     *,
     crds: bool = True,
     controller_manager: bool = False,
+    controllers: Sequence[str] = CONTROLLERS,
     more_apiservers: int = 0,
     keep_workdir: bool = False,
 ) -> Iterator[ControlPlane]:
@@ -706,7 +782,7 @@ def running_control_plane(
             except (AssertionError, FileNotFoundError) as exc:
                 raise ControlPlaneError(f"installing crds/*.yaml failed: {exc}") from exc
         if controller_manager:
-            plane.start_controller_manager()
+            plane.start_controller_manager(controllers)
         yield plane
     finally:
         plane.stop()

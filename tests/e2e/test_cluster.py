@@ -1,0 +1,236 @@
+"""Issue 25: Jobs on a cluster whose pods really run. kube-scheduler binds them and kwok's fake nodes
+run them (preemption_operator.testing.cluster): an admission becomes pods bound to the nodes of
+the admitted flavor, or inside the admitted topology domain; a preempted Job's pods terminate
+with their grace period while the quota stays held, and only then does the preemptor run.
+
+Eight nodes of 4 cpu labelled for the flavor, in 2 blocks of 2 racks (two nodes a rack), and two
+more of another pool that no flavor names.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import KUEUE
+from preemption_operator.engine.placement import decode_assignment
+from preemption_operator.testing.cluster import (
+    BLOCK_LABEL,
+    COMPLETE_AFTER,
+    HOSTNAME_LABEL,
+    RACK_LABEL,
+    Nodes,
+    add_nodes,
+    running_cluster,
+)
+from preemption_operator.testing.control_plane import ControlPlane, ControlPlaneError
+from preemption_operator.testing.operator_process import OperatorPool, wait_until
+from preemption_operator.testing.workload_status import condition, is_true
+
+from .conftest import _namespace_name, in_ci
+from .jobs import POOL_LABEL, batch_job, job, pods, priority_class, suspended, workload_of
+from .scenario import Scenario
+
+pytestmark = pytest.mark.cluster
+
+NODE_CPU = 4
+RACK_CPU = 2 * NODE_CPU
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+
+
+@pytest.fixture(scope="module")
+def node_cluster(envtest_assets: Path) -> Iterator[ControlPlane]:
+    """The cluster of this module (kube-scheduler and kwok need one of their own)."""
+    capacity = {"cpu": str(NODE_CPU), "memory": "16Gi", "pods": "110"}
+    batch = Nodes(8, capacity, blocks=2, racks_per_block=2, labels={POOL_LABEL: "batch"})
+    error = None
+    try:
+        with running_cluster(batch, assets=envtest_assets) as plane:
+            add_nodes(plane, Nodes(2, capacity, labels={POOL_LABEL: "other"}, prefix="other"))
+            yield plane
+            return
+    except ControlPlaneError as exc:  # names the part that did not start, with its log
+        error = str(exc)
+    if in_ci() or "exited" in error or "not Ready" in error:
+        pytest.fail(f"the cluster did not start: {error}", pytrace=False)
+    pytest.skip(error)
+
+
+@pytest.fixture
+def sc(node_cluster: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Scenario]:
+    name = _namespace_name(request.node.name)
+    node_cluster.kubectl("create", "namespace", name, check=True)
+    scenario = Scenario(node_cluster, name)
+    try:
+        yield scenario
+    finally:
+        scenario.cleanup()
+        node_cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+@pytest.fixture
+def operators(node_cluster: ControlPlane, sc: Scenario, tmp_path: Path) -> Iterator[OperatorPool]:
+    pool = OperatorPool(node_cluster, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def nodes(sc: Scenario) -> dict[str, dict[str, str]]:
+    """Every node's labels, by name."""
+    items = sc.get("nodes", namespaced=False)["items"]
+    return {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in items}
+
+
+def batch_flavor(sc: Scenario, **spec: Any) -> None:
+    flavor = sc.flavor_object()
+    flavor["spec"] = {"nodeLabels": {POOL_LABEL: "batch"}, **spec}
+    sc.apply(flavor)
+
+
+def bound_cpu(sc: Scenario) -> int:
+    """The cpu of the namespace's pods bound to a node and not finished (being deleted included)."""
+    total = 0
+    for pod in pods(sc, everything=True):
+        if pod["spec"].get("nodeName") and pod["status"].get("phase") not in ("Succeeded", "Failed"):
+            for container in pod["spec"]["containers"]:
+                total += int(container["resources"]["requests"]["cpu"])
+    return total
+
+
+def test_a_job_runs_on_its_flavors_nodes_and_finishes(sc: Scenario, operators: OperatorPool) -> None:
+    """Queued, admitted, its pods bound by kube-scheduler to the nodes carrying the flavor's
+    nodeLabels (not the other pool's), Running, then Succeeded: the Workload is Finished."""
+    ns = sc.namespace
+    _, lq = sc.queue("main", 8)
+    batch_flavor(sc)
+    op = operators.start()
+    sc.apply(batch_job("work", ns, lq, cpu="1", parallelism=3, pod_annotations={COMPLETE_AFTER: "4s"}))
+
+    def running() -> list[dict[str, Any]]:
+        found = pods(sc, "work")
+        assert len(found) == 3 and all(p["status"].get("phase") == "Running" for p in found), [
+            (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase")) for p in found
+        ]
+        return found
+
+    started = wait_until(running, what="work's pods running", diagnostics=op.tail)
+    labels = nodes(sc)
+    assert all(labels[p["spec"]["nodeName"]][POOL_LABEL] == "batch" for p in started), [
+        p["spec"]["nodeName"] for p in started
+    ]
+    assert is_true(workload_of(sc, "work"), "Admitted")
+
+    def finished() -> dict[str, Any]:
+        wl = workload_of(sc, "work")
+        assert is_true(wl, "Finished"), wl["status"].get("conditions")
+        return wl
+
+    wl = wait_until(finished, timeout=60, what="work's Workload Finished", diagnostics=op.tail)
+    assert (condition(wl, "Finished") or {}).get("reason") == "Succeeded"
+    assert all(p["status"]["phase"] == "Succeeded" for p in pods(sc, "work"))
+    complete = [c for c in job(sc, "work")["status"].get("conditions") or [] if c["type"] == "Complete"]
+    assert complete and complete[0]["status"] == "True"
+
+
+def test_a_topology_aware_job_runs_inside_its_admitted_rack(sc: Scenario, operators: OperatorPool) -> None:
+    """A pod set that requires a rack is admitted into one, and kube-scheduler binds every pod
+    to a node of that rack (the placement is enforced on the pod template)."""
+    ns = sc.namespace
+    topology = sc.name("racks")
+    sc.apply(
+        {
+            "apiVersion": KUEUE,
+            "kind": "Topology",
+            "metadata": {"name": topology},
+            "spec": {"levels": [{"nodeLabel": BLOCK_LABEL}, {"nodeLabel": RACK_LABEL}, {"nodeLabel": HOSTNAME_LABEL}]},
+        }
+    )
+    _, lq = sc.queue("tas", 4 * RACK_CPU)
+    batch_flavor(sc, topologyName=topology)
+    op = operators.start()
+    sc.apply(
+        batch_job("ring", ns, lq, cpu="1", parallelism=RACK_CPU - 2, pod_annotations={REQUIRED_TOPOLOGY: RACK_LABEL})
+    )
+
+    def bound() -> list[dict[str, Any]]:
+        found = pods(sc, "ring")
+        assert len(found) == RACK_CPU - 2 and all(p["spec"].get("nodeName") for p in found)
+        return found
+
+    placed = wait_until(bound, what="ring's pods bound", diagnostics=op.tail)
+    labels = nodes(sc)
+    on = {p["spec"]["nodeName"] for p in placed}
+    racks = {labels[node][RACK_LABEL] for node in on}
+    assert len(racks) == 1, f"pods spread over racks {sorted(racks)}"
+    assignment = workload_of(sc, "ring")["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    domains = decode_assignment(assignment)
+    admitted = {values[HOSTNAME_LABEL] for values, _ in domains}
+    assert on <= admitted, f"pods on {sorted(on)}, admitted on {sorted(admitted)}"
+    assert {labels[node][RACK_LABEL] for node in admitted} == racks
+
+
+def test_a_preempted_jobs_pods_terminate_with_their_grace_period_before_the_preemptor_runs(
+    sc: Scenario, operators: OperatorPool
+) -> None:
+    """`low` runs 4 pods of 1 cpu in a queue of 4 cpu; `high` comes, with a higher priority. `low` is
+    suspended; its pods are deleted and stay Terminating for their grace period, its Workload keeps
+    the quota meanwhile, and `high` starts only once they are gone: the pods bound to nodes never
+    take more cpu than the queue has."""
+    ns = sc.namespace
+    sc.apply(priority_class(sc.name("low"), 10), priority_class(sc.name("high"), 1000))
+    _, lq = sc.queue("main", 4, within="LowerPriority")
+    batch_flavor(sc)
+    op = operators.start()
+    sc.apply(batch_job("low", ns, lq, cpu="1", parallelism=4, priority_class=sc.name("low"), grace_seconds=5))
+    wait_until(
+        lambda: len([p for p in pods(sc, "low") if p["status"].get("phase") == "Running"]) == 4,
+        what="low running",
+        diagnostics=op.tail,
+    )
+    most = {"cpu": 0}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            most["cpu"] = max(most["cpu"], bound_cpu(sc))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        sc.apply(batch_job("high", ns, lq, cpu="1", parallelism=2, priority_class=sc.name("high")))
+
+        def terminating() -> float:
+            found = pods(sc, "low")
+            assert found and all(p["metadata"].get("deletionTimestamp") for p in found), "low's pods not deleted yet"
+            return time.monotonic()
+
+        deleted_at = wait_until(terminating, what="low's pods terminating", diagnostics=op.tail)
+        assert suspended(job(sc, "low"))
+        low_wl = workload_of(sc, "low")
+        assert is_true(low_wl, "Evicted") and is_true(low_wl, "QuotaReserved"), low_wl["status"]["conditions"]
+        assert suspended(job(sc, "high")), "high started while low's pods were still running"
+        wait_until(lambda: not pods(sc, "low"), timeout=30, what="low's pods gone", diagnostics=op.tail)
+        gone_after = time.monotonic() - deleted_at
+        assert gone_after >= 3.0, f"low's pods went after {gone_after:.1f}s, not their 5s grace period"
+        wait_until(
+            lambda: not is_true(workload_of(sc, "low"), "QuotaReserved"),
+            what="low's quota given back once its pods are gone",
+            diagnostics=op.tail,
+        )
+        wait_until(
+            lambda: len([p for p in pods(sc, "high") if p["status"].get("phase") == "Running"]) == 2,
+            what="high running",
+            diagnostics=op.tail,
+        )
+    finally:
+        stop.set()
+        watcher.join()
+    assert most["cpu"] <= 4, f"pods bound to nodes took {most['cpu']} cpu of the queue's 4"
