@@ -15,8 +15,9 @@ rbac:  ## regenerate the operator's ClusterRole (and the Helm chart's copy) from
 envtest:  ## build or reuse kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl and kwok; prints their folder
 	hack/setup-envtest.sh
 
-cluster:  ## a cluster on this machine: kube-scheduler and 8 kwok nodes (2 blocks of 2 racks) whose pods run; kubeconfig in cluster.kubeconfig
-	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" python hack/cluster.py --kubeconfig cluster.kubeconfig --nodes 8 --topology blocks=2,racks-per-block=2
+cluster:  ## a cluster on this machine: kube-scheduler and 8 kwok nodes (2 blocks of 2 racks, labelled for the examples) whose pods run; kubeconfig in cluster.kubeconfig
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" python hack/cluster.py --kubeconfig cluster.kubeconfig --nodes 8 \
+		--topology blocks=2,racks-per-block=2 --node-labels example.com/pool=on-demand
 
 e2e:  ## only the tests against a real kube-apiserver
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" pytest tests/e2e

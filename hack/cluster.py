@@ -5,7 +5,7 @@ lifecycles), with the project's CRDs installed. Runs in the foreground; prints a
 every node is Ready; SIGINT or SIGTERM stops everything it started.
 
     export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)
-    python hack/cluster.py --kubeconfig /tmp/cluster.kubeconfig --nodes 8 --topology blocks=2,racks-per-block=2
+    python hack/cluster.py --kubeconfig cluster.kubeconfig --nodes 8 --topology blocks=2,racks-per-block=2
 
 Nodes carry `kubernetes.io/hostname` and, with --topology, `cloud.provider.com/topology-block` and
 `cloud.provider.com/topology-rack`. A pod bound to a node runs at once; with the annotation
@@ -36,6 +36,12 @@ def main() -> int:
         help="Each node's capacity (default cpu=32,memory=256Gi,nvidia.com/gpu=8,pods=110).",
     )
     parser.add_argument(
+        "--node-labels",
+        default="",
+        metavar="KEY=VALUE[,...]",
+        help="More labels on every node (a ResourceFlavor's nodeLabels, say).",
+    )
+    parser.add_argument(
         "--topology",
         default="",
         metavar="blocks=N,racks-per-block=M",
@@ -43,7 +49,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     try:
-        nodes = Nodes.parse(args.nodes, args.node_capacity, args.topology)
+        nodes = Nodes.parse(args.nodes, args.node_capacity, args.topology, args.node_labels)
     except ValueError as exc:
         parser.error(str(exc))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

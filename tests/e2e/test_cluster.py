@@ -3,12 +3,15 @@ run them (preemption_operator.testing.cluster): an admission becomes pods bound 
 the admitted flavor, or inside the admitted topology domain; a preempted Job's pods terminate
 with their grace period while the quota stays held, and only then does the preemptor run.
 
-Eight nodes of 4 cpu labelled for the flavor, in 2 blocks of 2 racks (two nodes a rack), and two
-more of another pool that no flavor names.
+Eight nodes of 4 cpu labelled for the flavor, in 2 blocks of 2 racks (two nodes a rack), two more
+of another pool that no flavor names, and two labelled for the examples (`example.com/pool:
+on-demand`).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -34,11 +37,13 @@ from preemption_operator.testing.workload_status import condition, is_true
 
 from .conftest import _namespace_name, in_ci
 from .jobs import POOL_LABEL, batch_job, job, pods, priority_class, suspended, workload_of
-from .scenario import Scenario
+from .scenario import Scenario, describe_events
 
 pytestmark = pytest.mark.cluster
 
 NODE_CPU = 4
+EXAMPLE_POOL = "example.com/pool"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hero-jobs"
 RACK_CPU = 2 * NODE_CPU
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 
@@ -52,6 +57,7 @@ def node_cluster(envtest_assets: Path) -> Iterator[ControlPlane]:
     try:
         with running_cluster(batch, assets=envtest_assets) as plane:
             add_nodes(plane, Nodes(2, capacity, labels={POOL_LABEL: "other"}, prefix="other"))
+            add_nodes(plane, Nodes(2, capacity, labels={EXAMPLE_POOL: "on-demand"}, prefix="on-demand"))
             yield plane
             return
     except ControlPlaneError as exc:  # names the part that did not start, with its log
@@ -234,3 +240,87 @@ def test_a_preempted_jobs_pods_terminate_with_their_grace_period_before_the_pree
         stop.set()
         watcher.join()
     assert most["cpu"] <= 4, f"pods bound to nodes took {most['cpu']} cpu of the queue's 4"
+
+
+def test_the_hero_jobs_walkthrough_runs_as_its_readme_says(node_cluster: ControlPlane, tmp_path: Path) -> None:
+    """examples/hero-jobs applied step by step as its README says, on nodes whose pods run: the
+    research Jobs' pods run on the flavor's nodes; the hero preempts `train`, whose pods go before
+    the hero's run; `kubectl describe job` says why; the hero's pod succeeds (30 s), its Workload
+    is Finished, and `train` runs again."""
+    pool = OperatorPool(node_cluster, tmp_path)
+    op = pool.start()
+
+    def kubectl(*args: str) -> str:
+        return node_cluster.kubectl(*args, check=True).stdout
+
+    def pods_of(namespace: str, job_name: str) -> list[dict[str, Any]]:
+        listed = kubectl("get", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job_name}", "-o", "json")
+        return [p for p in json.loads(listed)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    def running_on_pool(namespace: str, job_name: str, count: int) -> list[dict[str, Any]]:
+        found = [p for p in pods_of(namespace, job_name) if p["status"].get("phase") == "Running"]
+        assert len(found) == count, f"{job_name}: {len(found)} pod(s) running"
+        return found
+
+    try:
+        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "cluster.yaml"))
+        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "jobs.yaml"))
+        kubectl("wait", "--for=jsonpath={.spec.suspend}=false", "job", "--all", "-n", "research", "--timeout=60s")
+        research = wait_until(
+            lambda: running_on_pool("research", "train", 2) + running_on_pool("research", "evaluate", 1),
+            what="the research pods running",
+            diagnostics=op.tail,
+        )
+        labels = {
+            n["metadata"]["name"]: n["metadata"]["labels"]
+            for n in json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
+        }
+        assert {labels[p["spec"]["nodeName"]].get(EXAMPLE_POOL) for p in research} == {"on-demand"}
+        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "pending.yaml"))
+
+        def settled() -> str:
+            shown = kubectl("get", "jobs", "-A")
+            assert re.search(r"research\s+train\s+Suspended\s", shown), shown
+            assert re.search(r"hero\s+hero\s+Running\s", shown), shown
+            return shown
+
+        wait_until(settled, what="train suspended, the hero running", diagnostics=op.tail)
+        hero = wait_until(
+            lambda: running_on_pool("hero", "hero", 1), what="the hero's pod running", diagnostics=op.tail
+        )
+        assert labels[hero[0]["spec"]["nodeName"]].get(EXAMPLE_POOL) == "on-demand"
+        assert not pods_of("research", "train"), "train's pods still running beside the hero's"
+
+        def told() -> dict[str, dict[str, str]]:
+            events = {e["Reason"]: e for e in describe_events(kubectl("describe", "job", "train", "-n", "research"))}
+            assert {"Started", "Stopped", "Suspended"} <= set(events), events
+            return events
+
+        events = wait_until(told, what="the Events of train", diagnostics=op.tail)
+        assert (
+            "because of preemption config hero-jobs rule hero-preempt-lower-priority/0" in events["Stopped"]["Message"]
+        )
+
+        def hero_finished() -> bool:
+            hero_wls = json.loads(kubectl("get", "workloads", "-n", "hero", "-o", "json"))["items"]
+            assert hero_wls and is_true(hero_wls[0], "Finished"), [
+                w.get("status", {}).get("conditions") for w in hero_wls
+            ]
+            return True
+
+        wait_until(hero_finished, timeout=90, what="the hero's Workload Finished", diagnostics=op.tail)
+        wait_until(
+            lambda: running_on_pool("research", "train", 2), timeout=60, what="train running again", diagnostics=op.tail
+        )
+    finally:
+        pool.close()
+        node_cluster.kubectl(
+            "delete",
+            "-f",
+            str(EXAMPLE / "pending.yaml"),
+            "-f",
+            str(EXAMPLE / "jobs.yaml"),
+            "--wait=false",
+            "--ignore-not-found",
+        )
+        node_cluster.kubectl("delete", "-f", str(EXAMPLE / "cluster.yaml"), "--wait=false", "--ignore-not-found")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from .jobs import (
     suspended,
     workload_of,
 )
-from .scenario import Scenario, WorkloadMonitor, describe_events
+from .scenario import Scenario, WorkloadMonitor
 
 
 @pytest.fixture(scope="module")
@@ -335,64 +334,3 @@ def test_the_webhooks_suspend_queued_jobs_at_creation_and_keep_a_running_jobs_qu
             "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "preemption-operator",
             "--ignore-not-found",
         )  # fmt: skip
-
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hero-jobs"
-
-
-def test_the_hero_jobs_example_runs_as_its_readme_says(job_plane: ControlPlane, tmp_path: Path) -> None:
-    """examples/hero-jobs applied step by step as its README says: `kubectl get jobs` shows the
-    victim suspended and the hero running, `kubectl describe job` why."""
-    pool = OperatorPool(job_plane, tmp_path)
-    op = pool.start()
-    try:
-
-        def kubectl(*args: str) -> str:
-            return job_plane.kubectl(*args, check=True).stdout
-
-        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "cluster.yaml"))
-        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "jobs.yaml"))
-        kubectl("wait", "--for=jsonpath={.spec.suspend}=false", "job", "--all", "-n", "research", "--timeout=60s")
-        kubectl("apply", "--server-side", "-f", str(EXAMPLE / "pending.yaml"))
-
-        def settled() -> dict[str, str]:
-            table = kubectl(
-                "get", "jobs", "-A", "--no-headers", "-o", "custom-columns=NAME:.metadata.name,SUSPEND:.spec.suspend"
-            )
-            state = dict(line.split() for line in table.splitlines())
-            assert state == {"hero": "false", "evaluate": "false", "train": "true"}, state
-            return state
-
-        wait_until(settled, what="train suspended, evaluate and hero running", diagnostics=op.tail)
-        shown = kubectl("get", "jobs", "-A")
-        assert re.search(r"research\s+train\s+Suspended\s", shown), shown
-        assert re.search(r"hero\s+hero\s+Running\s", shown), shown
-
-        def told() -> dict[str, dict[str, str]]:
-            text = kubectl("describe", "job", "train", "-n", "research")
-            events = {e["Reason"]: e for e in describe_events(text)}
-            assert {"Started", "Stopped", "Suspended"} <= set(events), events
-            return events
-
-        events = wait_until(told, what="the Events of train", diagnostics=op.tail)
-        assert (
-            "because of preemption config hero-jobs rule hero-preempt-lower-priority/0" in events["Stopped"]["Message"]
-        )
-        assert events["Started"]["Message"] == "Admitted by clusterQueue research"
-    finally:
-        pool.close()
-        for namespace in ("research", "hero"):
-            for pod in json.loads(job_plane.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout or "{}").get(
-                "items", []
-            ):
-                job_plane.kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--wait=false")
-        job_plane.kubectl(
-            "delete",
-            "-f",
-            str(EXAMPLE / "pending.yaml"),
-            "-f",
-            str(EXAMPLE / "jobs.yaml"),
-            "--wait=false",
-            "--ignore-not-found",
-        )
-        job_plane.kubectl("delete", "-f", str(EXAMPLE / "cluster.yaml"), "--wait=false", "--ignore-not-found")

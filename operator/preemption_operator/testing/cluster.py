@@ -65,9 +65,9 @@ class Nodes:
         return out
 
     @classmethod
-    def parse(cls, count: int, capacity: str = "", topology: str = "") -> Nodes:
-        """From the cluster script's flags: `cpu=32,memory=256Gi`, `blocks=2,racks-per-block=4`;
-        ValueError says what is wrong."""
+    def parse(cls, count: int, capacity: str = "", topology: str = "", labels: str = "") -> Nodes:
+        """From the cluster script's flags: `cpu=32,memory=256Gi`, `blocks=2,racks-per-block=4`,
+        `example.com/pool=on-demand`; ValueError says what is wrong."""
         amounts = _pairs("--node-capacity", capacity) if capacity else dict(DEFAULT_CAPACITY)
         amounts.setdefault("pods", DEFAULT_CAPACITY["pods"])
         shape = _pairs("--topology", topology) if topology else {}
@@ -81,7 +81,7 @@ class Nodes:
             raise ValueError("--topology: blocks and racks-per-block are whole numbers") from None
         if count < 1 or blocks < 0 or racks < 1 or (blocks and count < blocks * racks):
             raise ValueError(f"--nodes {count} cannot hold {blocks} block(s) of {racks} rack(s) with a node each")
-        return cls(count, amounts, blocks, racks)
+        return cls(count, amounts, blocks, racks, _pairs("--node-labels", labels) if labels else {})
 
 
 def _pairs(flag: str, text: str) -> dict[str, str]:
