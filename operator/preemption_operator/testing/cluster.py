@@ -124,14 +124,19 @@ def add_nodes(plane: ControlPlane, nodes: Nodes, *, timeout: float = 60.0) -> li
 
 @contextmanager
 def running_cluster(
-    nodes: Nodes | None = None, *, assets: Path | None = None, keep_workdir: bool = False
+    nodes: Nodes | None = None,
+    *,
+    assets: Path | None = None,
+    crds: bool = True,
+    keep_workdir: bool = False,
 ) -> Iterator[ControlPlane]:
-    """The control plane with the project's CRDs, kube-controller-manager, kube-scheduler, kwok and
-    `nodes`, every node Ready; stopped on exit. ControlPlaneError (with the logs of the part
-    that failed) when any of them does not come up."""
+    """The control plane with kube-controller-manager, kube-scheduler, kwok and `nodes`, every
+    node Ready, and the project's CRDs unless ``crds`` is false (a benchmark installs Kueue's
+    instead); stopped on exit. ControlPlaneError (with the logs of the part that failed) when any
+    of them does not come up."""
     controllers = (*CONTROLLERS, *NODE_CONTROLLERS)
     with running_control_plane(
-        assets, controller_manager=True, controllers=controllers, keep_workdir=keep_workdir
+        assets, crds=crds, controller_manager=True, controllers=controllers, keep_workdir=keep_workdir
     ) as plane:
         plane.start_scheduler()
         plane.start_kwok(STAGES)
