@@ -53,6 +53,8 @@ def main() -> int:
     except ValueError as exc:
         parser.error(str(exc))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Started in the background by a shell script, a process inherits SIGINT ignored: take it back.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with running_cluster(nodes) as plane:
             args.kubeconfig.write_text(plane.kubeconfig.read_text())

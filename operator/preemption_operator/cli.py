@@ -46,6 +46,14 @@ def _check(files: dict[Path, str], where: Path, command: str) -> None:
     click.echo(f"{where}: up to date")
 
 
+LABEL_KEYS_TO_COPY = click.option(
+    "--label-keys-to-copy",
+    default="",
+    help="Job labels copied to the Workloads made for jobs, comma-separated (Kueue's labelKeysToCopy; "
+    "PreemptionConfig selectors match Workload labels). Default: none.",
+)
+
+
 @cli.command()
 @generator_options("--output-dir", Path("crds"), "Folder to write the CRD files to.")
 def crds(output_dir: Path, check: bool) -> None:
@@ -149,12 +157,7 @@ def _fair_sharing(enabled: bool, strategies: str | None) -> FairSharing:
     help="Job kinds to queue, comma-separated, as Kueue's integrations.frameworks names them ('' for none: "
     "Workloads only, their quota given back at eviction).",
 )
-@click.option(
-    "--label-keys-to-copy",
-    default="",
-    help="Job labels copied to the Workloads made for jobs, comma-separated (Kueue's labelKeysToCopy; "
-    "PreemptionConfig selectors match Workload labels). Default: none.",
-)
+@LABEL_KEYS_TO_COPY
 @click.option(
     "--no-webhooks",
     is_flag=True,
@@ -294,6 +297,7 @@ FROM_CLUSTER = click.option(
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
 @click.option("--summary", is_flag=True, help="Counts per cycle and action, and each queue's final state (text).")
 @FROM_CLUSTER
+@LABEL_KEYS_TO_COPY
 @fair_sharing_options
 def simulate(
     paths: tuple[Path, ...],
@@ -302,6 +306,7 @@ def simulate(
     max_cycles: int,
     summary: bool,
     from_cluster: bool,
+    label_keys_to_copy: str,
     fair_sharing: bool,
     fair_sharing_strategies: str | None,
 ) -> None:
@@ -315,7 +320,7 @@ def simulate(
 
     sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     skipped: list[str] = []
-    objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled)
+    objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled, _names(label_keys_to_copy))
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
     result = simulation.run(objects, now, max_cycles, arriving, progress=_progress(), fair_sharing=sharing)
     if sys.stderr.isatty():
@@ -353,6 +358,7 @@ def _progress() -> Any:
     help="Write each flap found as simulate input (its states, in order) into this folder.",
 )
 @FROM_CLUSTER
+@LABEL_KEYS_TO_COPY
 @fair_sharing_options
 def lint(
     paths: tuple[Path, ...],
@@ -360,6 +366,7 @@ def lint(
     fail_on: str,
     witness: Path | None,
     from_cluster: bool,
+    label_keys_to_copy: str,
     fair_sharing: bool,
     fair_sharing_strategies: str | None,
 ) -> None:
@@ -373,7 +380,7 @@ def lint(
     from . import lint as linting
 
     sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
-    objects, arriving = _load(paths, [], from_cluster)
+    objects, arriving = _load(paths, [], from_cluster, copy=_names(label_keys_to_copy))
     report = linting.lint([*objects, *arriving], witness, fair_sharing=sharing.enabled)
     if output == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -392,10 +399,16 @@ def lint(
 
 
 def _load(
-    paths: tuple[Path, ...], skipped: list[str], from_cluster: bool = False, fair_sharing: bool | None = None
+    paths: tuple[Path, ...],
+    skipped: list[str],
+    from_cluster: bool = False,
+    fair_sharing: bool | None = None,
+    copy: tuple[str, ...] = (),
 ) -> tuple[list[Any], list[Any]]:
     """(objects, objects arriving once the rest settled): exit 2 with the reason when unusable.
-    `fair_sharing`: whether the engine runs with it (None: DRS quota values not judged here)."""
+    `fair_sharing`: whether the engine runs with it (None: DRS quota values not judged here);
+    `copy`: the job labels the Workloads made for jobs get, as the operator's --label-keys-to-copy
+    (a live cluster's Workloads have them already)."""
     from .offline import manifests
 
     if bool(paths) == from_cluster:
@@ -411,8 +424,10 @@ def _load(
         read = manifests.read(paths)
         manifests.check(read, paths)
         later = [m for m in read if Path(m.source).name in manifests.ARRIVING]
-        objects = manifests.parse([m for m in read if m not in later], skipped, fair_sharing=fair_sharing)
-        arriving = manifests.parse(later, skipped, beside=read, fair_sharing=fair_sharing)
+        objects = manifests.parse(
+            [m for m in read if m not in later], skipped, fair_sharing=fair_sharing, label_keys_to_copy=copy
+        )
+        arriving = manifests.parse(later, skipped, beside=read, fair_sharing=fair_sharing, label_keys_to_copy=copy)
     except manifests.ManifestError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -423,6 +438,7 @@ def _load(
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--workload", "-w", required=True, metavar="NAMESPACE/NAME", help="The workload to explain.")
 @FROM_CLUSTER
+@LABEL_KEYS_TO_COPY
 @click.option(
     "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
@@ -438,6 +454,7 @@ def explain(
     paths: tuple[Path, ...],
     workload: str,
     from_cluster: bool,
+    label_keys_to_copy: str,
     output: str,
     now_text: str | None,
     max_cycles: int,
@@ -452,7 +469,7 @@ def explain(
     from .offline import simulate as simulation
 
     sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
-    objects, arriving = _load(paths, [], from_cluster, sharing.enabled)
+    objects, arriving = _load(paths, [], from_cluster, sharing.enabled, _names(label_keys_to_copy))
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
     result = simulation.run(objects, now, max_cycles, arriving, fair_sharing=sharing)
     data = result.to_dict()

@@ -324,3 +324,117 @@ def test_the_hero_jobs_walkthrough_runs_as_its_readme_says(node_cluster: Control
             "--ignore-not-found",
         )
         node_cluster.kubectl("delete", "-f", str(EXAMPLE / "cluster.yaml"), "--wait=false", "--ignore-not-found")
+
+
+DEFRAG = Path(__file__).resolve().parents[2] / "examples" / "topology-defragmentation-jobs"
+
+
+def test_the_defragmentation_walkthrough_frees_a_rack_even_with_a_restart_in_the_middle(
+    node_cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """examples/topology-defragmentation-jobs applied as its README says, with the operator killed
+    (SIGKILL: no shutdown code runs) while the victim's pods are terminating, and a new one
+    started. The end is consistent: exactly one small Job was preempted, `large-training`'s pods
+    run in the rack it freed, the other small Job never stopped, and once `large-training` is
+    Complete the victim runs again. Meanwhile no node ever held more pods than its 4 cpu, nor the
+    queue more than its 16."""
+    pool = OperatorPool(node_cluster, tmp_path)
+    copy = ["--label-keys-to-copy=example.com/node-count"]
+    op = pool.start("first", extra_args=copy)
+
+    def kubectl(*args: str) -> str:
+        return node_cluster.kubectl(*args, check=True).stdout
+
+    def training_pods() -> list[dict[str, Any]]:
+        return json.loads(kubectl("get", "pods", "-n", "training", "-o", "json"))["items"]
+
+    def live(job_name: str) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in training_pods()
+            if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == job_name
+            and not p["metadata"].get("deletionTimestamp")
+            and p["status"].get("phase") == "Running"
+        ]
+
+    def workloads() -> dict[str, dict[str, Any]]:
+        items = json.loads(kubectl("get", "workloads", "-n", "training", "-o", "json"))["items"]
+        return {w["metadata"]["ownerReferences"][0]["name"]: w for w in items}
+
+    rack = {f"node-{r}{i}": f"rack-{r}" for r in "ab" for i in (1, 2)}
+    most = {"node": 0, "queue": 0}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            per_node: dict[str, int] = {}
+            for pod in training_pods():
+                if pod["spec"].get("nodeName") and pod["status"].get("phase") not in ("Succeeded", "Failed"):
+                    cpu = sum(int(c["resources"]["requests"]["cpu"]) for c in pod["spec"]["containers"])
+                    per_node[pod["spec"]["nodeName"]] = per_node.get(pod["spec"]["nodeName"], 0) + cpu
+            most["node"] = max([most["node"], *per_node.values()])
+            most["queue"] = max(most["queue"], sum(per_node.values()))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    try:
+        kubectl(
+            "apply", "--server-side",
+            "-f", str(DEFRAG / "topology.yaml"), "-f", str(DEFRAG / "cluster.yaml"), "-f", str(DEFRAG / "preemption-config.yaml"),
+        )  # fmt: skip
+        kubectl("apply", "--server-side", "-f", str(DEFRAG / "jobs.yaml"))
+        kubectl("wait", "--for=jsonpath={.spec.suspend}=false", "job", "--all", "-n", "training", "--timeout=60s")
+
+        def small_nodes() -> dict[str, str]:
+            found = {name: live(name) for name in ("small-a", "small-b")}
+            assert all(len(running) == 1 for running in found.values()), {n: len(r) for n, r in found.items()}
+            return {name: running[0]["spec"]["nodeName"] for name, running in found.items()}
+
+        small = wait_until(small_nodes, what="the small Jobs' pods running", diagnostics=op.tail)
+        assert small == {"small-a": "node-a1", "small-b": "node-b1"}
+        watcher.start()
+        kubectl("apply", "--server-side", "-f", str(DEFRAG / "pending.yaml"))
+
+        def victim_terminating() -> str:
+            evicted = [name for name, wl in workloads().items() if is_true(wl, "Evicted")]
+            assert len(evicted) == 1, evicted
+            assert any(
+                p["metadata"].get("deletionTimestamp")
+                for p in training_pods()
+                if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == evicted[0]
+            ), "the victim's pod is not terminating yet"
+            return evicted[0]
+
+        victim = wait_until(victim_terminating, what="a small Job evicted, its pod terminating", diagnostics=op.tail)
+        op.kill()
+        op = pool.start("second", extra_args=copy)
+        survivor = "small-b" if victim == "small-a" else "small-a"
+        freed = rack[small[victim]]
+
+        large = wait_until(
+            lambda: len(live("large-training")) == 2 and live("large-training"),
+            what="large-training's pods running",
+            diagnostics=op.tail,
+        )
+        assert {rack[p["spec"]["nodeName"]] for p in large} == {freed}, [p["spec"]["nodeName"] for p in large]
+        wls = workloads()
+        assert suspended(json.loads(kubectl("get", "job", victim, "-n", "training", "-o", "json")))
+        preempted = condition(wls[victim], "Preempted") or {}
+        assert preempted.get("reason") == "ConfigurablePreemption", wls[victim]["status"]["conditions"]
+        assert "rule evict-smaller-jobs-for-large-topology/0" in preempted.get("message", "")
+        assert not condition(wls[survivor], "Evicted"), wls[survivor]["status"]["conditions"]
+        assert len(live(survivor)) == 1
+        # large-training's pods succeed 30 s after they start; then the victim comes back.
+        wait_until(lambda: len(live(victim)) == 1, timeout=90, what=f"{victim} running again", diagnostics=op.tail)
+        assert is_true(workloads()["large-training"], "Finished")
+        assert live(victim)[0]["spec"]["nodeName"] == small[victim]
+        assert not condition(workloads()[survivor], "Evicted")
+    finally:
+        stop.set()
+        if watcher.is_alive():
+            watcher.join()
+        pool.close()
+        for name in ("pending.yaml", "jobs.yaml", "preemption-config.yaml", "cluster.yaml", "topology.yaml"):
+            node_cluster.kubectl("delete", "-f", str(DEFRAG / name), "--wait=false", "--ignore-not-found")
+    assert most["node"] <= 4, f"a node held pods of {most['node']} cpu (4 allocatable)"
+    assert most["queue"] <= 16, f"the queue's pods took {most['queue']} cpu of 16"

@@ -460,6 +460,40 @@ def test_simulate_reads_queued_jobs_as_their_workloads_and_lets_pending_yaml_arr
     assert admitted == ["job-evaluate", "job-train", "job-hero"]
 
 
+def test_simulate_copies_the_job_labels_the_operator_would_copy() -> None:
+    """examples/topology-defragmentation-jobs: its rule selects on the Workload label
+    example.com/node-count, which only --label-keys-to-copy brings over from the Jobs, in
+    `simulate` as in `run`. Without it no small Job is a candidate and the large one stays pending."""
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from preemption_operator.cli import cli
+
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "topology-defragmentation-jobs")
+
+    def simulated(*flags: str) -> dict[str, Any]:
+        result = CliRunner().invoke(cli, ["simulate", example, "--output", "json", *flags])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    copied = simulated("--label-keys-to-copy", "example.com/node-count")
+    preempted = [a for a in copied["actions"] if a["action"] == "Preempted"]
+    assert [(a["workload"].rsplit("-", 1)[0], a["reason"]) for a in preempted] == [
+        ("training/job-small-a", "ConfigurablePreemption")
+    ]
+    large = {w["name"].rsplit("-", 1)[0]: w for w in copied["workloads"]}["job-large-training"]["status"]
+    assert {c["type"]: c["status"] for c in large["conditions"]}.get("Admitted") == "True"
+    (assigned,) = large["admission"]["podSetAssignments"]
+    assert assigned["topologyAssignment"]["slices"][0]["valuesPerLevel"][0]["roots"] == ["node-a1", "node-a2"]
+
+    plain = simulated()
+    assert not [a for a in plain["actions"] if a["action"] == "Preempted"]
+    large = {w["name"].rsplit("-", 1)[0]: w for w in plain["workloads"]}["job-large-training"]["status"]
+    assert "admission" not in large, large
+
+
 # -- topology-aware scheduling -----------------------------------------------------------------
 
 RACK = "cloud.provider.com/topology-rack"

@@ -126,15 +126,21 @@ def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]
 
 
 def _job_workload(
-    integration: Integration, members: list[Manifest], classes: dict[tuple[str, str], int]
+    integration: Integration,
+    members: list[Manifest],
+    classes: dict[tuple[str, str], int],
+    label_keys_to_copy: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The Workload the operator would make for a queued job of these objects."""
+    """The Workload the operator would make for a queued job of these objects (with the operator's
+    --label-keys-to-copy)."""
     from ..jobs.reconciler import ComposeError, Settings, new_workload
 
     body = members[0].body
     try:
         job = integration.load([_with_uid(member.body) for member in members])
-        workload = new_workload(job, Settings(), lambda kind, name: classes.get((kind, name)))
+        workload = new_workload(
+            job, Settings(label_keys_to_copy=label_keys_to_copy), lambda kind, name: classes.get((kind, name))
+        )
     except (ComposeError, ValueError, TypeError, AttributeError) as exc:
         raise ManifestError(f"{members[0].source}: {object_ref(body)}: {exc}") from None
     if body["metadata"].get("creationTimestamp"):
@@ -171,13 +177,15 @@ def parse(
     *,
     lenient: bool = False,
     fair_sharing: bool | None = None,
+    label_keys_to_copy: tuple[str, ...] = (),
 ) -> list[Any]:
     """The objects the engine reads. A queued job (batch/v1 Job with a queue-name label; a job
     of several objects, all of them) stands for the Workload the operator makes for it; objects of other kinds (a Deployment) are left
     out, each noted in `skipped` when given; a kind the engine reads that does not validate is
     an error (with `lenient`, for a live cluster's objects, a note in `skipped`). Priority
     classes named by jobs are looked up in `beside` too. `fair_sharing`: whether the engine will run
-    with it (False refuses DRS quota values; None leaves them to the caller)."""
+    with it (False refuses DRS quota values; None leaves them to the caller); `label_keys_to_copy`:
+    the job labels their Workloads get (the operator's --label-keys-to-copy)."""
     manifests = list(manifests)
     classes = _class_values([*manifests, *beside])
     jobs = _jobs(manifests)
@@ -188,7 +196,7 @@ def parse(
             if index not in jobs:
                 continue  # its job's Workload stands where the job's first object is
             integration, members = jobs[index]
-            workload = _job_workload(integration, [manifests[i] for i in members], classes)
+            workload = _job_workload(integration, [manifests[i] for i in members], classes, label_keys_to_copy)
             try:
                 objects.append(parse_object(workload))
             except ObjectError as exc:
