@@ -1,6 +1,6 @@
 """Chaos soak: the operator under every fault family for minutes, with the promise checked
 throughout ("a ClusterQueue is never over-admitted and nothing is lost") by the invariant monitor
-of preemption_operator.testing.chaos (I1-I3 at every observed state, I4 after each phase).
+of preemption_operator.testing.chaos (I1-I3, I5 and I6 at every observed state, I4 after each phase).
 
     python benchmarks/chaos_soak.py [--kills 24] [--outages 2] [--phase-seconds 40] [--seed N]
 
@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from preemption_operator.testing.chaos import (
+    NODES,
     ChaosEnv,
     DriverConfig,
     HookMissing,
@@ -47,7 +48,8 @@ from preemption_operator.testing.chaos import (
     leader_stall,
     leader_stop_before_write,
 )
-from preemption_operator.testing.control_plane import running_control_plane
+from preemption_operator.testing.cluster import start_nodes
+from preemption_operator.testing.control_plane import CONTROLLERS, NODE_CONTROLLERS, running_control_plane
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -250,7 +252,8 @@ def write_report(
         "",
         f"- command: `{command}`",
         f"- machine: {machine()}",
-        f"- control plane: etcd + 2 x {apiserver_version(assets)} on loopback",
+        f"- control plane: etcd + 2 x {apiserver_version(assets)} on loopback, kube-scheduler, kwok with "
+        f"{NODES.count} nodes of {NODES.capacity['cpu']} cpu",
         f"- operator measured: {describe_operator()}",
         f"- seed: {env.seed}",
         f"- topology: {len(env.topology.cohorts)} cohorts x 3 ClusterQueues + 1 without a cohort, one flavor, cpu only;"
@@ -319,10 +322,14 @@ def main() -> None:
     started = datetime.now(UTC)
     began = time.monotonic()
     with (
-        # Jobs among the load (real pods, created and deleted) need kube-controller-manager.
-        running_control_plane(controller_manager=True, more_apiservers=1) as plane,
+        # Jobs among the load (real pods, created, bound, run and deleted) need kube-controller-manager,
+        # kube-scheduler and kwok's nodes.
+        running_control_plane(
+            controller_manager=True, controllers=(*CONTROLLERS, *NODE_CONTROLLERS), more_apiservers=1
+        ) as plane,
         tempfile.TemporaryDirectory(prefix="chaos-soak-") as work,
     ):
+        start_nodes(plane, NODES)
         env = ChaosEnv(plane, Path(work), name="soak", seed=args.seed)
         with env:
             phases = soak(env, args)

@@ -1,5 +1,5 @@
 """The chaos suite, short version: one test per fault family, each ending with the promise
-checked (I1-I3 at every observed state, I4 within 60 s once the faults stop); see preemption_operator.testing.chaos.
+checked (I1-I3, I5 and I6 at every observed state, I4 within 60 s once the faults stop); see preemption_operator.testing.chaos.
 
 The long version is benchmarks/chaos_soak.py (`make chaos`). A run is reproducible in its
 choices (not its timing) with CHAOS_SEED=<n>; the seed is in every failure message.
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from preemption_operator.testing.chaos import (
+    NODES,
     ChaosEnv,
     DriverConfig,
     HookMissing,
@@ -29,7 +30,8 @@ from preemption_operator.testing.chaos import (
     leader_stall,
     leader_stop_before_write,
 )
-from preemption_operator.testing.control_plane import ControlPlane
+from preemption_operator.testing.cluster import start_nodes, wait_nodes_ready
+from preemption_operator.testing.control_plane import CONTROLLERS, NODE_CONTROLLERS, ControlPlane, ControlPlaneError
 
 from .conftest import control_plane_fixture
 
@@ -40,14 +42,28 @@ SETTLE_SECONDS = 60.0
 
 @pytest.fixture(scope="module")
 def chaos_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
-    # Jobs among the load: real pods, created and deleted.
-    yield from control_plane_fixture(
-        envtest_assets, "the chaos control plane", controller_manager=True, more_apiservers=1
-    )
+    # Jobs among the load: real pods, created, bound by kube-scheduler, run by kwok, deleted.
+    for plane in control_plane_fixture(
+        envtest_assets,
+        "the chaos control plane",
+        controller_manager=True,
+        controllers=(*CONTROLLERS, *NODE_CONTROLLERS),
+        more_apiservers=1,
+    ):
+        try:
+            start_nodes(plane, NODES)
+        except ControlPlaneError as exc:
+            pytest.fail(f"the chaos cluster's nodes did not start: {exc}", pytrace=False)
+        yield plane
 
 
 @pytest.fixture
 def env(chaos_plane: ControlPlane, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ChaosEnv]:
+    # After an API server outage the nodes are tainted until kwok's heartbeats are seen again.
+    try:
+        wait_nodes_ready(chaos_plane, [n["metadata"]["name"] for n in NODES.objects()], timeout=120)
+    except ControlPlaneError as exc:
+        pytest.fail(f"the chaos cluster's nodes are not usable: {exc}", pytrace=False)
     seed = int(os.environ.get("CHAOS_SEED") or random.randrange(1 << 30))
     name = request.node.name.removeprefix("test_").replace("_", "-")[:20].strip("-")
     with ChaosEnv(chaos_plane, tmp_path, name=name, seed=seed) as chaos:

@@ -97,3 +97,38 @@ def test_the_cluster_script_refuses_bad_flags_before_starting_anything(tmp_path:
     assert run.returncode == 2
     assert "--topology: blocks and racks-per-block are whole numbers" in run.stderr
     assert not (tmp_path / "k").exists()
+
+
+def _pod(name: str, cpu: str, node: str | None = None, phase: str = "Running", deleting: bool = False) -> dict:
+    meta: dict = {"name": name, "namespace": "other", "resourceVersion": "1"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def test_the_chaos_monitor_flags_a_node_whose_bound_pods_exceed_its_cpu_once_per_episode() -> None:
+    """I6, fed states as its watches would: pods of any namespace bound to a node count (being
+    deleted included) until they finish; unbound and finished pods do not."""
+    from preemption_operator.testing.chaos import InvariantMonitor, Topology
+
+    monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4"}}}
+    monitor._relist_nodes([node])
+    monitor._relist_pods([_pod("a", "2", "n1"), _pod("pending", "8")])
+    monitor._pod_event("ADDED", _pod("b", "1500m", "n1", deleting=True))
+    monitor._pod_event("MODIFIED", _pod("done", "3", "n1", phase="Succeeded"))
+    assert not monitor.violations and monitor.max_node_fill == pytest.approx(3.5 / 4)
+
+    monitor._pod_event("ADDED", _pod("c", "1", "n1"))
+    monitor._pod_event("MODIFIED", _pod("c", "1", "n1"))  # the same episode: one violation
+    (violation,) = monitor.violations
+    assert violation.invariant == "I6" and violation.subject == "node n1"
+    assert "4.5 cpu > 4 allocatable" in violation.message and "other/b=1.5cpu" in violation.message
+
+    monitor._pod_event("DELETED", _pod("b", "1500m", "n1", deleting=True))  # its grace period is over
+    monitor._pod_event("ADDED", _pod("d", "1", "n1"))  # back at 4: a new episode could start
+    monitor._pod_event("ADDED", _pod("e", "1", "n1"))
+    assert [v.invariant for v in monitor.violations] == ["I6", "I6"]

@@ -15,12 +15,17 @@ run's Workloads (one cluster-wide watch, re-listed when it breaks) and checks:
 - I5: per ClusterQueue and per cohort, the cpu requested by the pods of admitted Jobs that may
   still run (not Succeeded or Failed; pods being deleted count) never exceeds the same bounds as
   I1: no two Jobs run on more quota than exists. Pods are attributed by the label
-  ``kueue.x-k8s.io/cluster-queue-name`` the operator gives them when it starts a Job.
+  ``kueue.x-k8s.io/cluster-queue-name`` the operator gives them when it starts a Job. On a
+  cluster with nodes this bounds the pods bound to nodes too (they are among them);
+- I6: per node, the cpu requested by the pods bound to it that may still run (any namespace;
+  pods being deleted count until they are gone) never exceeds its allocatable cpu.
 
 Load: :class:`WorkloadDriver` creates Workloads and batch/v1 Jobs (several priorities), finishes
 admitted ones after a random run time (a Workload by its Finished condition, a Job by marking its
 pods Succeeded, as a kubelet would), deletes some (racing the operator if asked). The control
-plane runs kube-controller-manager's job controller, so Jobs create and delete real pods.
+plane runs kube-controller-manager's job controller, so Jobs create and delete real pods; with
+kube-scheduler and kwok's nodes (preemption_operator.testing.cluster) those pods are bound, run,
+and take their grace period to go.
 :class:`ChaosEnv` puts a run together (topology, monitor, operators, fault proxies) and the
 fault families are functions over it (``kill_storm``, ``leader_stop_before_write``,
 ``leader_stall``, ``apiserver_outage``, ``error_injection``, ``foreign_and_racing_deletes``),
@@ -58,6 +63,7 @@ from urllib.parse import quote, urlsplit
 
 from preemption_operator.api.meta import format_time
 
+from .cluster import Nodes
 from .control_plane import ApiServer, ControlPlane
 from .fault_proxy import FaultProxy
 from .operator_process import OperatorProcess
@@ -81,6 +87,9 @@ CQ_POD_LABEL = "kueue.x-k8s.io/cluster-queue-name"
 PRIORITIES = (0, 10, 100, 1000)
 """A WorkloadPriorityClass `<prefix>-p<value>` for each: Jobs take their priority from one."""
 CLASSIC = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+NODES = Nodes(10, {"cpu": "4", "memory": "16Gi", "pods": "110"})
+"""The nodes of a chaos cluster: room for the default topology's 36 cpu of quota, in pieces that
+3-cpu pods fragment."""
 
 
 def now_s() -> float:
@@ -470,9 +479,10 @@ class Topology:
 
 
 def pod_template(cpu: int) -> dict[str, Any]:
-    """One container requesting `cpu`, run once: the pods of the Workloads and Jobs of the load."""
+    """One container requesting `cpu`, run once: the pods of the Workloads and Jobs of the load.
+    On a node a deleted pod stays for its grace period: an evicted Job's quota is held meanwhile."""
     container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": str(cpu)}}}
-    return {"spec": {"restartPolicy": "Never", "containers": [container]}}
+    return {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 2, "containers": [container]}}
 
 
 def new_job(name: str, namespace: str, queue: str, cpu: int, priority_class: str) -> dict[str, Any]:
@@ -514,6 +524,23 @@ def new_workload(name: str, namespace: str, queue: str, cpu: int, priority: int)
 
 
 # ---- the invariant monitor -----------------------------------------------------------------------
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _bound_pod(pod: dict[str, Any]) -> tuple[str, int] | None:
+    """(node, milli-cpu) of a pod bound to a node that may still run (being deleted included)."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    return str(node), pod_cpu(pod)
+
+
+def _allocatable_cpu(node: dict[str, Any]) -> int:
+    return millis(((node.get("status") or {}).get("allocatable") or {}).get("cpu", "0"))
 
 
 @dataclass(frozen=True)
@@ -559,7 +586,7 @@ class _Tracked:
 
 class InvariantMonitor:
     """Follows every Workload and every pod of a topology's namespaces through two cluster-wide
-    watches and checks I1, I2 and I5 at every observed state (I3 at the end, against a
+    watches (and the nodes through a third) and checks I1, I2, I5 and I6 at every observed state (I3 at the end, against a
     ForeignWriter's record). When a watch breaks (API server restarted, 410 Gone) it resumes or
     re-lists, on whichever server answers."""
 
@@ -590,6 +617,14 @@ class InvariantMonitor:
         self._pods_synced = threading.Event()
         self.pod_events = 0
         self.max_pod_cpu = 0
+        self._bound: dict[str, tuple[str, int]] = {}
+        """Pods bound to a node that may still run, any namespace: key -> (node, milli-cpu)."""
+        self._allocatable: dict[str, int] = {}
+        """node -> allocatable milli-cpu."""
+        self._nodes_synced = threading.Event()
+        self._node_conn: list[Any] = []
+        self.max_node_fill = 0.0
+        """The highest share of a node's allocatable cpu its bound pods requested at once."""
         self.last_event_at = 0.0
 
     # -- life cycle
@@ -604,21 +639,29 @@ class InvariantMonitor:
         for name, path, relist, event, synced, conn in (
             ("invariant-monitor", f"{KUEUE_PATH}/workloads", self._relist, self._event, self._synced, self._conn),
             ("pod-monitor", "/api/v1/pods", self._relist_pods, self._pod_event, self._pods_synced, self._pod_conn),
+            (
+                "node-monitor",
+                "/api/v1/nodes",
+                self._relist_nodes,
+                self._node_event,
+                self._nodes_synced,
+                self._node_conn,
+            ),
         ):
             thread = threading.Thread(
                 target=self._follow, args=(path, relist, event, synced, conn), name=name, daemon=True
             )
             thread.start()
             self._threads.append(thread)
-        if not self._synced.wait(30) or not self._pods_synced.wait(30):
+        if not all(event.wait(30) for event in (self._synced, self._pods_synced, self._nodes_synced)):
             raise AssertionError(
-                f"the invariant monitor did not list Workloads and pods within 30s: {self.errors[-3:]}"
+                f"the invariant monitor did not list Workloads, pods and nodes within 30s: {self.errors[-3:]}"
             )
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        for conn in [*self._conn, *self._pod_conn]:
+        for conn in [*self._conn, *self._pod_conn, *self._node_conn]:
             with contextlib.suppress(OSError, AttributeError):
                 conn.sock.shutdown(socket.SHUT_RDWR)
         for thread in self._threads:
@@ -687,17 +730,29 @@ class InvariantMonitor:
     def _relist_pods(self, items: list[dict[str, Any]]) -> None:
         with self._lock:
             self._pods = {}
+            self._bound = {}
             for pod in items:
+                bound = _bound_pod(pod)
+                if bound is not None:
+                    self._bound[_key(pod)] = bound
                 running = self._running_pod(pod)
                 if running is not None:
                     meta = pod["metadata"]
                     self._pods[f"{meta['namespace']}/{meta['name']}"] = running
             self._check_pods(set(self.topology.cluster_queues), "after a re-list of pods")
+            self._check_nodes(set(self._allocatable), "after a re-list of pods")
 
     def _pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         with self._lock:
+            was = self._bound.pop(key, None)
+            bound = None if kind == "DELETED" else _bound_pod(pod)
+            if bound is not None:
+                self._bound[key] = bound
+            nodes = {held[0] for held in (was, bound) if held is not None}
+            if nodes:
+                self._check_nodes(nodes, f"after {kind} pod {key} (resourceVersion {meta.get('resourceVersion')})")
             old = self._pods.pop(key, None)
             running = None if kind == "DELETED" else self._running_pod(pod)
             if running is not None:
@@ -724,6 +779,47 @@ class InvariantMonitor:
                         subject,
                         f"pods of started Jobs request {used / 1000:g} cpu > {bound / 1000:g} allowed, {when}; "
                         f"pods: {', '.join(holders)}",
+                    )
+            else:
+                self._over.discard(episode)
+
+    # -- I6: the pods bound to nodes
+
+    def _relist_nodes(self, items: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._allocatable = {node["metadata"]["name"]: _allocatable_cpu(node) for node in items}
+            self._check_nodes(set(self._allocatable), "after a re-list of nodes")
+
+    def _node_event(self, kind: str, node: dict[str, Any]) -> None:
+        name = (node.get("metadata") or {}).get("name", "")
+        with self._lock:
+            if kind == "DELETED":
+                self._allocatable.pop(name, None)
+            else:
+                self._allocatable[name] = _allocatable_cpu(node)
+                self._check_nodes({name}, f"after {kind} node {name}")
+
+    def _check_nodes(self, nodes: set[str], when: str) -> None:
+        """I6 for the given nodes (those not listed yet are checked once they are); one violation
+        per episode."""
+        for node in nodes:
+            allocatable = self._allocatable.get(node)
+            if allocatable is None:
+                continue
+            on = {key: cpu for key, (where, cpu) in self._bound.items() if where == node}
+            used = sum(on.values())
+            if allocatable:
+                self.max_node_fill = max(self.max_node_fill, used / allocatable)
+            episode = f"node {node}"
+            if used > allocatable:
+                if episode not in self._over:
+                    self._over.add(episode)
+                    pods = sorted(f"{key}={cpu / 1000:g}cpu" for key, cpu in on.items())
+                    self._violate(
+                        "I6",
+                        episode,
+                        f"pods bound to it request {used / 1000:g} cpu > {allocatable / 1000:g} allocatable, {when}; "
+                        f"pods: {', '.join(pods)}",
                     )
             else:
                 self._over.discard(episode)
@@ -941,7 +1037,8 @@ class InvariantMonitor:
             lines = [
                 f"invariant monitor: {self.events} events, {self.relists} lists, "
                 f"{len(self.admissions)} admissions, {len(self.evictions)} evictions observed, "
-                f"{self.pod_events} pod changes of started Jobs (at most {self.max_pod_cpu / 1000:g} cpu at once); "
+                f"{self.pod_events} pod changes of started Jobs (at most {self.max_pod_cpu / 1000:g} cpu at once), "
+                f"nodes filled to at most {self.max_node_fill:.0%} of their cpu; "
                 f"violations: {dict(sorted(by.items())) or 'none'}"
             ]
             lines += [f"  {v}" for v in self.violations[:limit]]

@@ -101,25 +101,40 @@ def add_nodes(plane: ControlPlane, nodes: Nodes, *, timeout: float = 60.0) -> li
         "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}), check=True
     )
     names = [o["metadata"]["name"] for o in objects]
+    wait_nodes_ready(plane, names, timeout=timeout)
+    return names
+
+
+def wait_nodes_ready(plane: ControlPlane, names: list[str], *, timeout: float = 60.0) -> None:
+    """Until every named node is Ready and untainted (a node that lost the API server for a
+    while is tainted until it is back); ControlPlaneError, with kwok's log, when not in time."""
     deadline = time.monotonic() + timeout
     while True:
-        ready = plane.kubectl(
-            "get",
-            "nodes",
-            "-o",
-            'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
-            check=True,
-        ).stdout
-        states = dict(line.split("=", 1) for line in ready.splitlines() if "=" in line)
-        if all(states.get(name) == "True" for name in names):
-            return names
+        listed = json.loads(plane.kubectl("get", "nodes", "-o", "json", check=True).stdout)["items"]
+        usable = {
+            node["metadata"]["name"]
+            for node in listed
+            if not node["spec"].get("taints")
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or [])
+        }
+        waiting = sorted(n for n in names if n not in usable)
+        if not waiting:
+            return
         if time.monotonic() > deadline:
-            waiting = sorted(n for n in names if states.get(n) != "True")
             raise ControlPlaneError(
                 f"{len(waiting)} node(s) not Ready within {timeout:.0f}s ({', '.join(waiting[:5])})\n"
                 + plane.logs(failed="kwok")
             )
         time.sleep(0.2)
+
+
+def start_nodes(plane: ControlPlane, nodes: Nodes) -> list[str]:
+    """kube-scheduler, kwok and `nodes` on a running control plane (whose kube-controller-manager
+    runs NODE_CONTROLLERS too, to lift the taint new nodes get until they are Ready); returns
+    the nodes' names once every one is Ready."""
+    plane.start_scheduler()
+    plane.start_kwok(STAGES)
+    return add_nodes(plane, nodes)
 
 
 @contextmanager
@@ -138,7 +153,5 @@ def running_cluster(
     with running_control_plane(
         assets, crds=crds, controller_manager=True, controllers=controllers, keep_workdir=keep_workdir
     ) as plane:
-        plane.start_scheduler()
-        plane.start_kwok(STAGES)
-        add_nodes(plane, nodes or Nodes())
+        start_nodes(plane, nodes or Nodes())
         yield plane
