@@ -58,10 +58,13 @@ build_k8s_binaries() {
   # A throwaway module: k8s.io/kubernetes lists its staging modules at v0.0.0, which the
   # module proxy does not serve; each is replaced by the tag of the same minor release.
   command -v go >/dev/null || die "the Go toolchain is needed to build kube-apiserver"
-  local work minor gomod ldflags pkg
+  local work out minor gomod ldflags pkg cmd
+  local -a pkgs=()
   work="$(mktemp -d)"
-  # shellcheck disable=SC2064 # expand $work now: the trap runs after the local is gone
-  trap "rm -rf '$work'" RETURN
+  # Built next to the assets, so that each one's final move is a rename on one filesystem.
+  out="$(mktemp -d "$ASSETS/.build.XXXXXX")"
+  # shellcheck disable=SC2064 # expand $work and $out now: the trap runs after the locals are gone
+  trap "rm -rf '$work' '$out'" RETURN
   minor="${K8S_VERSION#*.}"
   minor="${minor%%.*}"
   # Stamp the version as the release build does (hack/lib/version.sh), so that /version
@@ -86,11 +89,12 @@ build_k8s_binaries() {
   } >tools.go
   log "resolving modules for k8s.io/kubernetes v$K8S_VERSION"
   go mod tidy >&2
-  for cmd in "$@"; do
-    log "building $cmd (a cold build takes several minutes)"
-    CGO_ENABLED=0 go build -tags providerless -trimpath -ldflags="$ldflags" -o "$ASSETS/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
-    mv "$ASSETS/$cmd.tmp" "$ASSETS/$cmd"
-  done
+  # One `go build` for all of them: they share most of their packages, and one invocation
+  # compiles each package once and keeps both cores busy through every link.
+  for cmd in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$cmd"); done
+  log "building $* in one go build (a cold build takes about 15 minutes on 2 cores)"
+  CGO_ENABLED=0 go build -tags providerless -trimpath -ldflags="$ldflags" -o "$out/" "${pkgs[@]}" >&2
+  for cmd in "$@"; do mv "$out/$cmd" "$ASSETS/$cmd"; done
 }
 
 # etcd's server module pins its own dependencies: it gets a throwaway module of its own.
