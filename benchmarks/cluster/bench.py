@@ -2,7 +2,7 @@
 fresh cluster of kwok nodes (kube-scheduler binds the pods, kwok runs and finishes them), and
 what happened to the cluster written to benchmarks/results/cluster.md with two plots.
 
-    python benchmarks/cluster/bench.py [--scale 1] [--seed 1] [--day 240] [--load 1.1] [--drain 150]
+    python benchmarks/cluster/bench.py [--scale 1] [--seed 1] [--day 240] [--load 1.0] [--drain 150]
                                        [--sides kueue,classic,rules] [--trace FILE]
     python benchmarks/cluster/bench.py --build-only      # Kueue's binary into the cache
 
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=1, help="cluster size: 64 x SCALE nodes of 8 GPUs (default 1)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--day", type=float, default=240.0, help="seconds one day of the trace lasts (default 240)")
-    parser.add_argument("--load", type=float, default=1.1, help="offered GPU-seconds / capacity over the day")
+    parser.add_argument("--load", type=float, default=1.0, help="offered GPU-seconds / capacity over the day")
     parser.add_argument("--drain", type=float, default=150.0, help="seconds after the day before a side is stopped")
     parser.add_argument("--sides", default=",".join(manifests.SIDES), help="comma-separated, run in this order")
     parser.add_argument("--trace", type=Path, help="replay this trace file instead of generating one")
