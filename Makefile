@@ -1,5 +1,5 @@
 # Entry points; the scripts in hack/ do the work.
-.PHONY: test crds rbac envtest cluster e2e chaos bench kind kueue-harness
+.PHONY: test crds rbac envtest cluster e2e chaos bench bench-cluster kind kueue-harness
 
 test:  ## everything CI checks: lint, types, CRDs, unit and e2e tests
 	hack/test.sh
@@ -27,6 +27,9 @@ chaos:  ## the chaos soak (~10 min): every fault family, >= 20 kills; results go
 
 bench:  ## engine benchmarks; results go to benchmarks/results/
 	python benchmarks/engine.py
+
+bench-cluster:  ## the cluster-outcome benchmark (~25 min; pip install -e '.[bench]'): one trace of GPU jobs on Kueue v0.19.2 and on this operator, kwok nodes; results go to benchmarks/results/cluster.md
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" python benchmarks/cluster/bench.py
 
 kind:  ## a kind cluster with the operator and an example (needs Docker)
 	hack/kind-up.sh

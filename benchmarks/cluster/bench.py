@@ -3,10 +3,11 @@ fresh cluster of kwok nodes (kube-scheduler binds the pods, kwok runs and finish
 what happened to the cluster written to benchmarks/results/cluster.md with two plots.
 
     python benchmarks/cluster/bench.py [--scale 1] [--seed 1] [--day 240] [--load 1.0] [--drain 150]
-                                       [--sides kueue,classic,rules] [--trace FILE]
+                                       [--sides kueue,classic,rules] [--rounds 1] [--trace FILE]
     python benchmarks/cluster/bench.py --build-only      # Kueue's binary into the cache
 
-Sides, run one after the other on a fresh cluster each, with the same trace file:
+Sides, run one after the other on a fresh cluster each, with the same trace file (with --rounds N,
+N rounds of all sides, each round's order rotated by one):
 - kueue:   Kueue v0.19.2's controller manager (cmd/kueue), its batch/job integration;
 - classic: this operator, with the same queues and classic preemption;
 - rules:   this operator, the same plus PreemptionConfig rules for hero jobs and topology
@@ -73,6 +74,8 @@ class SideRun:
     unfinished: int
     submit_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    round: int = 0
+    """1, 2, ... with --rounds above 1; 0 for a single round."""
 
 
 def apply(plane: ControlPlane, objects: list[dict]) -> None:
@@ -188,6 +191,12 @@ def run_side(side: str, trace: Trace, args: argparse.Namespace, workdir: Path, b
     )
 
 
+def rounds(sides: list[str], count: int) -> list[list[str]]:
+    """The sides' order in each round, rotated by one each round so that no side always runs
+    first (on a machine that warms up or slows down, the first side would be favoured)."""
+    return [sides[i % len(sides) :] + sides[: i % len(sides)] for i in range(count)]
+
+
 def machine() -> dict[str, str]:
     cpu = "unknown"
     with open("/proc/cpuinfo") as f:
@@ -214,11 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=float, default=1.0, help="offered GPU-seconds / capacity over the day")
     parser.add_argument("--drain", type=float, default=150.0, help="seconds after the day before a side is stopped")
     parser.add_argument("--sides", default=",".join(manifests.SIDES), help="comma-separated, run in this order")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run the sides this many times, interleaved, each round's order rotated"
+    )
     parser.add_argument("--trace", type=Path, help="replay this trace file instead of generating one")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--artifacts", type=Path, help="folder for the trace, logs and raw data (default: a temp dir)")
     parser.add_argument("--build-only", action="store_true", help="build Kueue's binary and stop")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     unknown = set(sides) - set(manifests.SIDES)
     if unknown:
@@ -247,14 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     started_at = datetime.now(UTC)
     wall0 = time.monotonic()
     runs: list[SideRun] = []
-    for side in sides:
-        workdir = artifacts / side
-        workdir.mkdir(exist_ok=True)
-        log(f"side {side}: starting a fresh cluster")
-        run = run_side(side, trace, args, workdir, binary)
-        log(f"side {side}: done in {run.wall:.0f}s ({run.unfinished} jobs unfinished)")
-        runs.append(run)
-        (artifacts / f"{side}-outcome.json").write_text(json.dumps(asdict(run), default=str) + "\n")
+    for number, order in enumerate(rounds(sides, args.rounds), start=1):
+        for side in order:
+            name = side if args.rounds == 1 else f"{side}-{number}"
+            workdir = artifacts / name
+            workdir.mkdir(exist_ok=True)
+            log(f"side {name}: starting a fresh cluster")
+            run = run_side(side, trace, args, workdir, binary)
+            run.round = number if args.rounds > 1 else 0
+            log(f"side {name}: done in {run.wall:.0f}s ({run.unfinished} jobs unfinished)")
+            runs.append(run)
+            (artifacts / f"{name}-outcome.json").write_text(json.dumps(asdict(run), default=str) + "\n")
     wall = time.monotonic() - wall0
     after = machine()
 

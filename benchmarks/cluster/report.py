@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from bench import SideRun
 
 
+def label(run: SideRun, names: dict[str, str]) -> str:
+    """A side's column and legend name; with --rounds, its round too."""
+    return f"{names[run.side]}, round {run.round}" if run.round else names[run.side]
+
+
 def seconds(value: float) -> str:
     if value == INF:
         return "unfinished"
@@ -39,7 +44,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def results_table(runs: Sequence[SideRun], names: dict[str, str]) -> str:
-    header = ["measure", *(names[r.side] for r in runs)]
+    header = ["measure", *(label(r, names) for r in runs)]
     rows: list[list[Any]] = [
         [
             "mean GPUs allocated over the day, % of capacity",
@@ -86,7 +91,7 @@ def plot_utilization(runs: Sequence[SideRun], names: dict[str, str], trace: Trac
     fig, ax = plt.subplots(figsize=(9, 4))
     for r in runs:
         ax.plot(
-            r.outcome.times, [100 * a / r.outcome.capacity for a in r.outcome.allocated], label=names[r.side], lw=1.2
+            r.outcome.times, [100 * a / r.outcome.capacity for a in r.outcome.allocated], label=label(r, names), lw=1.2
         )
     ax.axvline(trace.day_seconds, color="grey", ls="--", lw=0.8)
     ax.text(trace.day_seconds, 2, " end of the day's arrivals", color="grey", fontsize=8)
@@ -115,7 +120,7 @@ def plot_completion_cdf(runs: Sequence[SideRun], names: dict[str, str], path: Pa
             if not values:
                 continue
             ys = [(i + 1) / len(values) for i in range(len(done))]  # unfinished jobs keep the CDF below 1
-            ax.step(done, ys, where="post", label=names[r.side])
+            ax.step(done, ys, where="post", label=label(r, names))
         ax.set_title(f"{cls} jobs")
         ax.set_xlabel("completion time, s")
         ax.set_ylim(0, 1.02)
@@ -178,9 +183,9 @@ def render(
     print(load_table)
     print(results)
     total_offered = sum(trace.offered_gpu_seconds().values()) / (shape.gpus * trace.day_seconds)
-    notes = [f"- {names[r.side]}: {n}" for r in runs for n in r.notes]
+    notes = [f"- {label(r, names)}: {n}" for r in runs for n in r.notes]
     notes += [
-        f"- {names[r.side]}: {len(r.submit_errors)} Job(s) refused: {r.submit_errors[:3]}"
+        f"- {label(r, names)}: {len(r.submit_errors)} Job(s) refused: {r.submit_errors[:3]}"
         for r in runs
         if r.submit_errors
     ]

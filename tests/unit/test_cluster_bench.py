@@ -179,3 +179,16 @@ def test_an_outcome_gathers_utilization_completion_hero_starts_preemptions_and_l
     assert out.hero_start.p50 == 3.0
     assert out.preemptions == {"short": 0, "train": 1, "hero": 0}
     assert out.lost_by_class == {"short": 0.0, "train": 24.0, "hero": 0.0} and out.lost == 24.0
+
+
+def test_rounds_interleave_the_sides_and_rotate_who_goes_first() -> None:
+    for sibling in ("kueue", "observer", "report"):  # what bench.py imports from its own folder
+        _load(sibling)
+    bench = _load("bench")
+    assert bench.rounds(["kueue", "classic", "rules"], 1) == [["kueue", "classic", "rules"]]
+    assert bench.rounds(["kueue", "classic", "rules"], 4) == [
+        ["kueue", "classic", "rules"],
+        ["classic", "rules", "kueue"],
+        ["rules", "kueue", "classic"],
+        ["kueue", "classic", "rules"],
+    ]
