@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +133,31 @@ def test_the_chaos_monitor_flags_a_node_whose_bound_pods_exceed_its_cpu_once_per
     monitor._pod_event("ADDED", _pod("d", "1", "n1"))  # back at 4: a new episode could start
     monitor._pod_event("ADDED", _pod("e", "1", "n1"))
     assert [v.invariant for v in monitor.violations] == ["I6", "I6"]
+
+
+def test_the_chaos_driver_finishes_only_pods_kwok_has_started() -> None:
+    """A Job's pods are finished by hand only once Running: kwok's stage that starts a bound
+    Pending pod would otherwise overwrite the hand-written Succeeded with Running, and the
+    scheduler, which had freed the pod's node when it turned Succeeded, would find it bound again
+    next to the pod it placed meanwhile (seen as an I6 violation in the chaos suite)."""
+    from preemption_operator.testing.chaos import InvariantMonitor, Topology, WorkloadDriver
+
+    class Client:
+        def __init__(self, pods: list[dict]) -> None:
+            self.pods, self.patched = pods, []
+
+        def list_items(self, path: str) -> tuple[list[dict], str]:
+            return self.pods, "1"
+
+        def request(self, method: str, path: str, body: Any = None, **_: Any) -> tuple[int, Any]:
+            self.patched.append(path.split("/pods/")[1])
+            return 200, {}
+
+    monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    pending = Client([_pod("bound-not-started", "1", "n1", phase="Pending"), _pod("unbound", "1", phase="Pending")])
+    driver = WorkloadDriver(pending, Topology("t"), monitor)  # type: ignore[arg-type]
+    assert driver.finish_job("ns", "j") is False and pending.patched == []
+
+    started = Client([_pod("running", "1", "n1"), _pod("done", "1", "n1", phase="Succeeded")])
+    driver = WorkloadDriver(started, Topology("t"), monitor)  # type: ignore[arg-type]
+    assert driver.finish_job("ns", "j") is True and started.patched == ["running/status"]

@@ -1356,15 +1356,16 @@ class WorkloadDriver(_Worker):
                 self._admitted_at.pop(key, None)
 
     def finish_job(self, namespace: str, job: str) -> bool:
-        """Marks the pods of a running Job Succeeded (the job controller then completes it, and
+        """Marks the Running pods of a Job Succeeded (the job controller then completes it, and
         the operator finishes its Workload); False when it has no pod to finish yet."""
         selector = quote(f"batch.kubernetes.io/job-name={job}")
         pods, _ = self.client.list_items(f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")
         done = False
         for pod in pods:
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or pod["metadata"].get(
-                "deletionTimestamp"
-            ):
+            # Only a Running pod: kwok's stage that starts a bound Pending pod would overwrite a
+            # Succeeded written before it with Running, and bring back a pod the scheduler has
+            # already let go of. A Job whose pods have not started is finished on a later tick.
+            if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
                 continue
             path = f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status"
             status, data = self.client.request(
