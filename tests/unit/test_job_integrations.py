@@ -25,14 +25,16 @@ def test_the_batch_job_integration_is_registered_under_kueues_name() -> None:
 def test_integrations_are_enabled_by_name_and_an_unknown_name_is_refused_with_the_known_ones() -> None:
     assert enabled(["batch/job", "batch/job"]) == (INTEGRATION,)
     assert enabled([]) == ()
-    with pytest.raises(ValueError, match=r"^unknown integration 'pod': known are batch/job$"):
+    with pytest.raises(ValueError, match=r"^unknown integration 'pod': known are batch/job, jobset.x-k8s.io/jobset$"):
         enabled(["batch/job", "pod"])
 
 
 def test_the_flag_refuses_an_unknown_integration_before_anything_runs() -> None:
     result = CliRunner().invoke(cli, ["run", "--integrations", "batch/job, kubeflow.org/mpijob"])
     assert result.exit_code == 2
-    assert "error: unknown integration 'kubeflow.org/mpijob': known are batch/job" in result.output
+    assert (
+        "error: unknown integration 'kubeflow.org/mpijob': known are batch/job, jobset.x-k8s.io/jobset" in result.output
+    )
 
 
 def test_a_framework_name_and_a_kind_are_registered_once() -> None:
@@ -40,7 +42,7 @@ def test_a_framework_name_and_a_kind_are_registered_once() -> None:
         register(dataclasses.replace(INTEGRATION))
     with pytest.raises(ValueError, match="batch/v1 Job is integrated already, as 'batch/job'"):
         register(dataclasses.replace(INTEGRATION, framework="example.com/job"))
-    assert INTEGRATIONS == {"batch/job": INTEGRATION}
+    assert INTEGRATIONS["batch/job"] is INTEGRATION and of_kind("batch/v1", "Job") is INTEGRATION
 
 
 def test_only_integrations_that_stop_their_jobs_keep_an_evicted_workloads_quota() -> None:

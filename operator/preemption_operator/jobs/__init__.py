@@ -4,3 +4,4 @@ Workload and back.
 Importing the package registers every integration (framework.INTEGRATIONS): one module each."""
 
 from . import batch_job as batch_job
+from . import jobset as jobset

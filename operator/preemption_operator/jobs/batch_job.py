@@ -96,14 +96,7 @@ class BatchJob:
         return [pod_set]
 
     def equivalent(self, pod_sets: list[dict[str, Any]], admitted: bool) -> bool:
-        if len(pod_sets) != 1 or pod_sets[0].get("name") != POD_SET:
-            return False
-        (have,) = pod_sets
-        if have.get("count") != self.pods_count() or have.get("minCount") != self.partial():
-            return False
-        mine, theirs = self._template.get("spec") or {}, (have.get("template") or {}).get("spec") or {}
-        fields = ("containers", "initContainers") if admitted else ("containers", "initContainers", "tolerations")
-        return all((mine.get(f) or None) == (theirs.get(f) or None) for f in fields)
+        return podsets.equivalent(self.pod_sets(), pod_sets, admitted)
 
     def priority_class_name(self) -> str:
         return str((self._template.get("spec") or {}).get("priorityClassName") or "")

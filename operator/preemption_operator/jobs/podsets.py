@@ -6,6 +6,7 @@ integration only says where its templates are."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -128,6 +129,38 @@ def patch_to(have: Any, want: Any) -> Any:
         if have.get(key) != value:
             out[key] = patch_to(have.get(key), value) if isinstance(value, Mapping) else value
     return out
+
+
+def apply(doc: Mapping[str, Any], patch: Any) -> Any:
+    """`doc` with the merge patch (RFC 7386) applied: for an integration whose templates sit in a
+    list, where the patch must carry the whole element."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(dict(doc)) if isinstance(doc, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = apply(out.get(key) or {}, value) if isinstance(value, Mapping) else copy.deepcopy(value)
+    return out
+
+
+def equivalent(want: list[dict[str, Any]], have: list[dict[str, Any]], admitted: bool) -> bool:
+    """Whether a Workload's pod sets (`have`) still describe the job's (`want`), as Kueue compares
+    them: the same names, counts and minimum counts, and the same containers and init containers
+    (and, before admission, tolerations, which admission adds to)."""
+    if len(want) != len(have):
+        return False
+    fields = ("containers", "initContainers") if admitted else ("containers", "initContainers", "tolerations")
+    for mine, theirs in zip(want, have, strict=True):
+        if mine.get("name") != theirs.get("name") or mine.get("count") != theirs.get("count"):
+            return False
+        if mine.get("minCount") != theirs.get("minCount"):
+            return False
+        a, b = (mine.get("template") or {}).get("spec") or {}, (theirs.get("template") or {}).get("spec") or {}
+        if any((a.get(f) or None) != (b.get(f) or None) for f in fields):
+            return False
+    return True
 
 
 def _joined(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

@@ -727,15 +727,18 @@ class ControlPlane:
         """Wait until the CRDs among ``names`` (kubectl ``-o name`` output) are Established."""
         __tracebackhide__ = True
         crds = [n for n in names if n.startswith("customresourcedefinition")]
-        if crds:
-            self.kubectl(
-                "wait",
-                "--for=condition=Established",
-                f"--timeout={int(timeout)}s",
-                *crds,
-                check=True,
-                timeout=timeout + 10,
-            )
+        deadline = time.monotonic() + timeout
+        while crds:
+            left = max(1, int(deadline - time.monotonic()))
+            waited = self.kubectl("wait", "--for=condition=Established", f"--timeout={left}s", *crds, timeout=left + 10)
+            # A CRD just created may have no conditions yet, which `kubectl wait` reports as an
+            # error at once rather than waiting for them.
+            if waited.returncode == 0 or "accessor error" not in waited.stderr or time.monotonic() > deadline:
+                assert waited.returncode == 0, (
+                    f"kubectl wait for {' '.join(crds)} to be Established exited {waited.returncode}:\n{waited.stderr}"
+                )
+                return
+            time.sleep(0.2)
 
 
 def project_crd_files(crds_dir: Path = CRDS_DIR) -> list[Path]:
