@@ -11,6 +11,9 @@ Nodes carry `kubernetes.io/hostname` and, with --topology, `cloud.provider.com/t
 `cloud.provider.com/topology-rack`. A pod bound to a node runs at once; with the annotation
 `pod-complete.stage.kwok.x-k8s.io/delay: 30s` it succeeds 30 s later; a deleted pod goes away
 after its terminationGracePeriodSeconds.
+
+With `--controllers jobset`, the JobSet controller runs too (built once from the Go module proxy
+into the project's cache, its CRD installed) before `ready` is printed.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from preemption_operator.testing import job_controllers
 from preemption_operator.testing.cluster import Nodes, running_cluster
 from preemption_operator.testing.control_plane import AssetsMisconfigured, AssetsUnavailable, ControlPlaneError
+from preemption_operator.testing.go_modules import ModuleUnavailable
 
 
 def main() -> int:
@@ -47,27 +53,44 @@ def main() -> int:
         metavar="blocks=N,racks-per-block=M",
         help="Spread the nodes over N blocks of M racks (labels for topology-aware flavors).",
     )
+    parser.add_argument(
+        "--controllers",
+        default="",
+        metavar="NAME[,...]",
+        help=f"Job controllers to run as well, built on first use: {', '.join(job_controllers.KNOWN)}.",
+    )
     args = parser.parse_args()
     try:
         nodes = Nodes.parse(args.nodes, args.node_capacity, args.topology, args.node_labels)
     except ValueError as exc:
         parser.error(str(exc))
+    controllers = [name.strip() for name in args.controllers.split(",") if name.strip()]
+    unknown = sorted(set(controllers) - set(job_controllers.KNOWN))
+    if unknown:
+        parser.error(f"unknown controller(s) {', '.join(unknown)}: known are {', '.join(job_controllers.KNOWN)}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # Started in the background by a shell script, a process inherits SIGINT ignored: take it back.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with running_cluster(nodes) as plane:
+        with running_cluster(nodes) as plane, tempfile.TemporaryDirectory(prefix="cluster-controllers-") as work:
+            started = [job_controllers.CONTROLLERS[name](plane, Path(work)).start() for name in controllers]
             args.kubeconfig.write_text(plane.kubeconfig.read_text())
             print(
                 f"{nodes.count} node(s) Ready; kube-apiserver at {plane.server}; kubeconfig in {args.kubeconfig}",
                 flush=True,
             )
+            for controller in started:
+                print(f"{controller.name} controller ready; its log: {controller.log_path}", flush=True)
             print("ready", flush=True)
-            while True:
-                time.sleep(3600)
+            try:
+                while True:
+                    time.sleep(3600)
+            finally:
+                for controller in started:
+                    controller.stop()
     except KeyboardInterrupt:
         return 0
-    except (AssetsUnavailable, AssetsMisconfigured, ControlPlaneError) as exc:
+    except (AssetsUnavailable, AssetsMisconfigured, ControlPlaneError, ModuleUnavailable, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

@@ -59,6 +59,15 @@ else
   echo "control-plane binaries unavailable: tests/e2e will be skipped" >&2
 fi
 
+log "job controllers for the cluster tests (the JobSet controller, from its Go module)"
+if ! python hack/setup-controllers.py; then
+  if [ -n "${CI:-}" ]; then
+    echo "could not build the job controllers; the cluster tests that run them cannot run" >&2
+    exit 1
+  fi
+  echo "job controllers unavailable: the tests that run them will be skipped" >&2
+fi
+
 log "tests (pytest)"
 set +e
 pytest "$@"

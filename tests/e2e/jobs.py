@@ -124,3 +124,39 @@ def suspended(obj: dict[str, Any]) -> bool:
 
 def job_events(sc: Scenario, name: str) -> list[dict[str, str]]:
     return describe_events(sc.kubectl("describe", "job", name, "-n", sc.namespace).stdout)
+
+
+def replicated_job(name: str, replicas: int, parallelism: int, cpu: str) -> dict[str, Any]:
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "parallelism": parallelism,
+                "completions": parallelism,
+                "backoffLimit": 0,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+            }
+        },
+    }
+
+
+def jobset(name: str, namespace: str, queue: str, priority: str) -> dict[str, Any]:
+    """A leader of 1 cpu and two workers of 1 cpu, queued and created suspended."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue, PRIORITY_LABEL: priority}},
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [replicated_job("leader", 1, 1, "1"), replicated_job("workers", 1, 2, "1")],
+        },
+    }
+
+
+def workload_of_jobset(sc: Scenario, name: str) -> dict[str, Any]:
+    pattern = re.compile(rf"jobset-{re.escape(name)}-[0-9a-f]{{5}}")
+    found = [wl for wl_name, wl in sc.workloads().items() if pattern.fullmatch(wl_name)]
+    assert len(found) == 1, f"Workloads of JobSet {name}: {sorted(sc.workloads())}"
+    return found[0]

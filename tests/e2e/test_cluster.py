@@ -36,7 +36,7 @@ from preemption_operator.testing.operator_process import OperatorPool, wait_unti
 from preemption_operator.testing.workload_status import condition, is_true
 
 from .conftest import _namespace_name, in_ci
-from .jobs import POOL_LABEL, batch_job, job, pods, priority_class, suspended, workload_of
+from .jobs import POOL_LABEL, batch_job, job, jobset, pods, priority_class, suspended, workload_of, workload_of_jobset
 from .scenario import Scenario, describe_events
 
 pytestmark = pytest.mark.cluster
@@ -438,3 +438,102 @@ def test_the_defragmentation_walkthrough_frees_a_rack_even_with_a_restart_in_the
             node_cluster.kubectl("delete", "-f", str(DEFRAG / name), "--wait=false", "--ignore-not-found")
     assert most["node"] <= 4, f"a node held pods of {most['node']} cpu (4 allocatable)"
     assert most["queue"] <= 16, f"the queue's pods took {most['queue']} cpu of 16"
+
+
+@pytest.fixture(scope="module")
+def jobset_controller(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The JobSet controller (built once from the Go module proxy) with JobSet's CRD."""
+    from preemption_operator.testing.go_modules import ModuleUnavailable
+    from preemption_operator.testing.job_controllers import JobSetController
+
+    controller = JobSetController(node_cluster, tmp_path_factory.mktemp("controllers"))
+    try:
+        controller.start()
+    except (ModuleUnavailable, RuntimeError) as error:
+        if in_ci():
+            pytest.fail(f"the JobSet controller did not start: {error}", pytrace=False)
+        pytest.skip(str(error))
+    yield controller
+    controller.stop()
+
+
+def jobset_pods(sc: Scenario, name: str) -> list[dict[str, Any]]:
+    listed = sc.kubectl("get", "pods", "-n", sc.namespace, "-l", f"jobset.sigs.k8s.io/jobset-name={name}", "-o", "json")
+    return [p for p in json.loads(listed.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_jobset_runs_on_its_flavors_nodes_is_preempted_comes_back_and_finishes(
+    sc: Scenario, operators: OperatorPool, jobset_controller: Any
+) -> None:
+    """A JobSet with the real JobSet controller (Kueue's jobset e2e: "Should run a jobSet on
+    worker if admitted", "should allow to preempt"): held suspended until admitted; its child
+    Jobs' pods run on the flavor's nodes; a higher-priority Job preempts it, the JobSet is
+    suspended and its pods go; once the Job is done the JobSet runs again and finishes, and its
+    Workload is Finished. No more cpu than the queue's should ever be bound: that one check is an
+    expected failure for now (the quota comes back before the suspended JobSet's pods are gone)."""
+    ns = sc.namespace
+    sc.apply(priority_class(sc.name("low"), 100), priority_class(sc.name("high"), 1000))
+    _, lq = sc.queue("main", 4, within="LowerPriority")
+    batch_flavor(sc)
+    op = operators.start(extra_args=["--integrations=batch/job,jobset.x-k8s.io/jobset"])
+
+    def logs() -> str:
+        return f"{op.tail()}\n--- the JobSet controller:\n{jobset_controller.tail()}"
+
+    trainer = jobset("trainer", ns, lq, sc.name("low"))
+    for rj in trainer["spec"]["replicatedJobs"]:
+        rj["template"]["spec"]["template"]["metadata"] = {"annotations": {COMPLETE_AFTER: "15s"}}
+        rj["template"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 2
+    sc.apply(trainer)
+    most = [0]
+
+    def running(count: int) -> list[dict[str, Any]]:
+        most[0] = max(most[0], bound_cpu(sc))
+        found = jobset_pods(sc, "trainer")
+        assert len(found) == count and all(p["status"].get("phase") == "Running" for p in found), [
+            (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase")) for p in found
+        ]
+        return found
+
+    started = wait_until(lambda: running(3), what="the JobSet's pods running", diagnostics=logs)
+    labels = nodes(sc)
+    assert all(labels[p["spec"]["nodeName"]][POOL_LABEL] == "batch" for p in started)
+
+    sc.apply(
+        batch_job("urgent", ns, lq, cpu="2", priority_class=sc.name("high"), pod_annotations={COMPLETE_AFTER: "10s"})
+    )
+
+    def trainer_suspended() -> bool:
+        most[0] = max(most[0], bound_cpu(sc))
+        current = sc.get("jobsets", "trainer")
+        assert suspended(current), (
+            f"the JobSet is not suspended: {current.get('status')}; its Workload: "
+            f"{workload_of_jobset(sc, 'trainer')['status'].get('conditions')}"
+        )
+        return True
+
+    def urgent_running() -> bool:
+        most[0] = max(most[0], bound_cpu(sc))
+        assert [p["status"].get("phase") for p in pods(sc, "urgent")] == ["Running"]
+        assert not jobset_pods(sc, "trainer"), "the JobSet's pods still run beside the urgent Job"
+        return True
+
+    wait_until(trainer_suspended, what="the JobSet suspended", diagnostics=logs)
+    wait_until(urgent_running, what="the urgent Job running", diagnostics=logs)
+    preempted = condition(workload_of_jobset(sc, "trainer"), "Preempted") or {}
+    assert (preempted.get("status"), preempted.get("reason")) == ("True", "InClusterQueue"), preempted
+
+    def finished() -> dict[str, Any]:
+        most[0] = max(most[0], bound_cpu(sc))
+        wl = workload_of_jobset(sc, "trainer")
+        assert is_true(wl, "Finished"), wl["status"].get("conditions")
+        return wl
+
+    wl = wait_until(finished, timeout=120, what="the JobSet finished after running again", diagnostics=logs)
+    assert (condition(wl, "Finished") or {}).get("reason") == "Succeeded"
+    assert is_true(workload_of(sc, "urgent"), "Finished")
+    if most[0] > 4:
+        # Known gap: the quota comes back when the JobSet's status counts no active child Job
+        # (as Kueue reads it), while the Jobs' pods may still be terminating; holding it until
+        # they are gone needs the child Jobs' `terminating` counts (issue 26, next step).
+        pytest.xfail(f"{most[0]} cpu bound at once in a queue of 4: a JobSet's quota comes back before its pods go")

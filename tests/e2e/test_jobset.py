@@ -8,7 +8,6 @@ operator's side of the protocol, on the objects as the API server validates and 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +19,7 @@ from preemption_operator.testing.operator_process import OperatorPool, wait_unti
 from preemption_operator.testing.workload_status import condition, is_true
 
 from .conftest import in_ci
-from .jobs import POOL_LABEL, PRIORITY_LABEL, QUEUE_LABEL, batch_job, priority_class, suspended
+from .jobs import POOL_LABEL, batch_job, jobset, priority_class, suspended, workload_of_jobset
 from .scenario import Scenario
 
 INTEGRATIONS = "--integrations=batch/job,jobset.x-k8s.io/jobset"
@@ -37,42 +36,6 @@ def jobset_cluster(cluster: ControlPlane) -> Iterator[ControlPlane]:
     names = cluster.apply_crds(files)
     yield cluster
     cluster.kubectl("delete", *names, "--ignore-not-found", "--wait=false")
-
-
-def replicated_job(name: str, replicas: int, parallelism: int, cpu: str) -> dict[str, Any]:
-    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
-    return {
-        "name": name,
-        "replicas": replicas,
-        "template": {
-            "spec": {
-                "parallelism": parallelism,
-                "completions": parallelism,
-                "backoffLimit": 0,
-                "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-            }
-        },
-    }
-
-
-def jobset(name: str, namespace: str, queue: str, priority: str) -> dict[str, Any]:
-    """A leader of 1 cpu and two workers of 1 cpu, queued and created suspended."""
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue, PRIORITY_LABEL: priority}},
-        "spec": {
-            "suspend": True,
-            "replicatedJobs": [replicated_job("leader", 1, 1, "1"), replicated_job("workers", 1, 2, "1")],
-        },
-    }
-
-
-def workload_of_jobset(sc: Scenario, name: str) -> dict[str, Any]:
-    pattern = re.compile(rf"jobset-{re.escape(name)}-[0-9a-f]{{5}}")
-    found = [wl for wl_name, wl in sc.workloads().items() if pattern.fullmatch(wl_name)]
-    assert len(found) == 1, f"Workloads of JobSet {name}: {sorted(sc.workloads())}"
-    return found[0]
 
 
 def templates(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -87,16 +87,25 @@ def test_cluster_flags_that_make_no_sense_say_why(capacity: str, topology: str, 
         Nodes.parse(8, capacity, topology)
 
 
-def test_the_cluster_script_refuses_bad_flags_before_starting_anything(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--topology", "blocks=x"], "--topology: blocks and racks-per-block are whole numbers"),
+        (["--controllers", "jobset,kuberay"], "unknown controller(s) kuberay: known are jobset"),
+    ],
+)
+def test_the_cluster_script_refuses_bad_flags_before_starting_anything(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
     script = ROOT / "hack" / "cluster.py"
     run = subprocess.run(
-        [sys.executable, str(script), "--kubeconfig", str(tmp_path / "k"), "--topology", "blocks=x"],
+        [sys.executable, str(script), "--kubeconfig", str(tmp_path / "k"), *flags],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert run.returncode == 2
-    assert "--topology: blocks and racks-per-block are whole numbers" in run.stderr
+    assert message in run.stderr
     assert not (tmp_path / "k").exists()
 
 

@@ -1,0 +1,153 @@
+"""The real controllers of the job kinds the operator integrates, run against a test cluster: each
+built once from the Go module proxy into the project's cache, its CRDs installed from the same
+module, started as a process with leader election off.
+
+Each serves its admission webhooks with a self-signed certificate, and those for its own kinds
+are registered with the API server (by URL, with that certificate's CA), so its objects are
+defaulted and validated as in a real install. Webhooks on Pods are left out: they would see
+every pod of the cluster, and only serve placement features the tests do not use."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..k8s.certs import issue
+from . import go_modules
+from .control_plane import ControlPlane, die_with_parent_hook, free_port, log_tail
+
+
+class JobSetController:
+    """The JobSet controller manager (sigs.k8s.io/jobset, the release Kueue v0.19.2 uses)."""
+
+    name = "jobset"
+
+    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
+        self.plane = plane
+        self.workdir = workdir / "jobset"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "jobset.log"
+        self.health_port = free_port()
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120.0) -> JobSetController:
+        """Builds it if needed, installs its CRD and waits until it is ready."""
+        binary = go_modules.install(*BUILDS["jobset"], "jobset")
+        self.plane.apply_crds(go_modules.jobset_crds())
+        certs = self.workdir / "certs"
+        certs.mkdir(exist_ok=True)
+        serving = issue(["127.0.0.1", "localhost"])
+        (certs / "tls.crt").write_bytes(serving.cert)
+        (certs / "tls.key").write_bytes(serving.key)
+        webhook_port = free_port()
+        config = {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
+            "metrics": {"bindAddress": "0"},
+            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(certs)},
+        }
+        config_path = self.workdir / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        with open(self.log_path, "wb") as log:
+            self.popen = subprocess.Popen(
+                [str(binary), f"--config={config_path}", f"--kubeconfig={self.plane.kubeconfig}"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.plane.env,
+                start_new_session=True,
+                preexec_fn=die_with_parent_hook(),
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"jobset controller exited with {self.popen.returncode}:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as resp:
+                    if resp.status == 200:
+                        self._register_webhooks(f"https://127.0.0.1:{webhook_port}", serving.ca)
+                        return self
+            except (OSError, urllib.error.HTTPError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"jobset controller not ready within {timeout:.0f}s:\n{self.tail()}")
+            time.sleep(0.2)
+
+    WEBHOOKS = "jobset-webhooks"
+
+    def _register_webhooks(self, url: str, ca: bytes) -> None:
+        """JobSet's defaulting and validation of JobSets (the paths and rules of its release)."""
+
+        def hook(name: str, path: str, operations: list[str]) -> dict[str, Any]:
+            return {
+                "name": name,
+                "clientConfig": {"url": f"{url}{path}", "caBundle": base64.b64encode(ca).decode()},
+                "rules": [
+                    {
+                        "apiGroups": ["jobset.x-k8s.io"],
+                        "apiVersions": ["v1alpha2"],
+                        "operations": operations,
+                        "resources": ["jobsets"],
+                    }
+                ],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }
+
+        registration = [
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": self.WEBHOOKS},
+                "webhooks": [hook("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", ["CREATE"])],
+            },
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": self.WEBHOOKS},
+                "webhooks": [hook("vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", ["CREATE", "UPDATE"])],
+            },
+        ]
+        self.plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": registration}),
+            check=True,
+        )
+
+    def tail(self, lines: int = 40) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        # Nothing may call a server that is gone: JobSets could no longer be written.
+        self.plane.kubectl(
+            "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", self.WEBHOOKS, "--ignore-not-found"
+        )
+        self.popen.terminate()
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(10)
+
+
+BUILDS = {"jobset": go_modules.JOBSET}
+"""Each controller's Go module and version."""
+CONTROLLERS = {"jobset": JobSetController}
+"""What `hack/cluster.py --controllers` takes, by name."""
+KNOWN = tuple(CONTROLLERS)
