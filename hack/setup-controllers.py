@@ -25,7 +25,8 @@ def main(argv: list[str]) -> int:
         return 2
     for name in names:
         module, version = BUILDS[name]
-        print(f"setup-controllers: {name} from {module}@{version} (a cold build takes a few minutes)", file=sys.stderr)
+        if not go_modules.installed(module, version, name):
+            print(f"setup-controllers: building {name} from {module}@{version} (cold: 2 minutes)", file=sys.stderr)
         try:
             print(go_modules.install(module, version, name))
         except go_modules.ModuleUnavailable as exc:

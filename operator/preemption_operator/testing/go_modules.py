@@ -30,13 +30,22 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preemption-operator" / "controllers"
 
 
+def binary_path(version: str, name: str) -> Path:
+    return cache_root() / f"{name}-{version}" / name
+
+
+def installed(module: str, version: str, name: str) -> bool:
+    """Whether `install` would find the binary built already."""
+    return os.access(binary_path(version, name), os.X_OK)
+
+
 def install(module: str, version: str, name: str, package: str = ".") -> Path:
     """The binary of a module's main package, built once into the project's cache and found there
     afterwards. It is built inside the module's own source (as its go.mod and go.sum pin its
     dependencies) rather than by `go install module@version`, which asks the proxy for the
     module's version list, and some proxies refuse that."""
-    binary = cache_root() / f"{name}-{version}" / name
-    if os.access(binary, os.X_OK):
+    binary = binary_path(version, name)
+    if installed(module, version, name):
         return binary
     source = module_dir(module, version)
     go = _go(f"build {module}@{version}")
