@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +21,7 @@ import yaml
 
 from ..k8s.certs import issue
 from . import go_modules
-from .control_plane import ControlPlane, die_with_parent_hook, free_port, log_tail
+from .control_plane import ControlPlane, _Process, free_port, log_tail
 
 
 class JobSetController:
@@ -36,7 +35,7 @@ class JobSetController:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "jobset.log"
         self.health_port = free_port()
-        self.popen: subprocess.Popen[bytes] | None = None
+        self.process: _Process | None = None
 
     def start(self, timeout: float = 120.0) -> JobSetController:
         """Builds it if needed, installs its CRD and waits until it is ready."""
@@ -59,20 +58,16 @@ class JobSetController:
         }
         config_path = self.workdir / "config.yaml"
         config_path.write_text(yaml.safe_dump(config))
-        with open(self.log_path, "wb") as log:
-            self.popen = subprocess.Popen(
-                [str(binary), f"--config={config_path}", f"--kubeconfig={self.plane.kubeconfig}"],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.plane.env,
-                start_new_session=True,
-                preexec_fn=die_with_parent_hook(),
-            )
+        self.process = _Process(
+            self.name,
+            [str(binary), f"--config={config_path}", f"--kubeconfig={self.plane.kubeconfig}"],
+            self.log_path,
+            self.workdir,
+        )
         deadline = time.monotonic() + timeout
         while True:
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"jobset controller exited with {self.popen.returncode}:\n{self.tail()}")
+            if not self.process.alive():
+                raise RuntimeError(f"jobset controller exited with {self.process.popen.returncode}:\n{self.tail()}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as resp:
                     if resp.status == 200:
@@ -132,18 +127,13 @@ class JobSetController:
         return log_tail(self.log_path, lines)
 
     def stop(self, timeout: float = 20.0) -> None:
-        if self.popen is None or self.popen.poll() is not None:
+        if self.process is None or not self.process.alive():
             return
         # Nothing may call a server that is gone: JobSets could no longer be written.
         self.plane.kubectl(
             "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", self.WEBHOOKS, "--ignore-not-found"
         )
-        self.popen.terminate()
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(10)
+        self.process.stop(timeout)
 
 
 BUILDS = {"jobset": go_modules.JOBSET}
