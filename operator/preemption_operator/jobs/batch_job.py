@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ..api.kinds import Kind
 from . import podsets, webhook
-from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register
+from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register, whole
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 """Partial admission: the fewest pods the Job can run with (Kueue's annotation)."""
@@ -31,10 +31,6 @@ NOT_COPIED_LABELS = ("job-name", "controller-uid", "batch.kubernetes.io/controll
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 """The pod label that numbers a Job's pods: its pod set's index for topology-aware scheduling."""
 MIN_PARALLELISM_FIELD = f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]"
-
-
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 class BatchJob:
@@ -67,7 +63,7 @@ class BatchJob:
 
     def pods_count(self) -> int:
         """Parallelism (1 when unset), no more than the completions asked for, as Kueue counts."""
-        count = _int(self._spec.get("parallelism"), 1)
+        count = whole(self._spec.get("parallelism"), 1)
         completions = self._spec.get("completions")
         if isinstance(completions, int) and completions < count:
             count = completions
@@ -110,7 +106,7 @@ class BatchJob:
     def is_active(self) -> bool:
         # Stricter than Kueue (which reads `active` only): pods being deleted may still run
         # until they are gone, and their quota must not be handed out before that.
-        return _int(self._status.get("active"), 0) > 0 or _int(self._status.get("terminating"), 0) > 0
+        return whole(self._status.get("active"), 0) > 0 or whole(self._status.get("terminating"), 0) > 0
 
     def finished(self) -> Finished | None:
         for condition in self._status.get("conditions") or []:
@@ -145,7 +141,7 @@ class BatchJob:
             spec: dict[str, Any] = {}
             if template:
                 spec["template"] = template
-            if self.partial() is not None and _int(self._spec.get("parallelism"), 1) != original.count:
+            if self.partial() is not None and whole(self._spec.get("parallelism"), 1) != original.count:
                 spec["parallelism"] = original.count
             if spec:
                 unmark["spec"] = spec
@@ -155,11 +151,7 @@ class BatchJob:
 
 def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A Job being created is suspended when it names a queue: it must not start before admission."""
-    if not BatchJob(obj).queue_name() or (obj.get("metadata") or {}).get("deletionTimestamp"):
-        return []
-    if (obj.get("spec") or {}).get("suspend") is True:
-        return []
-    return [{"op": "add", "path": "/spec/suspend", "value": True}]
+    return webhook.suspend_at_creation(obj, bool(BatchJob(obj).queue_name()))
 
 
 def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:

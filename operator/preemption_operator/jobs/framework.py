@@ -23,6 +23,11 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 
+def whole(value: Any, default: int) -> int:
+    """An integer field of a job's spec or status, `default` when unset or not an integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 @dataclass(frozen=True)
 class PodSetInfo:
     """What admission puts into one pod set of a job and restoring takes out again (Kueue's

@@ -13,16 +13,12 @@ from typing import Any, ClassVar
 
 from ..api.kinds import Kind
 from . import podsets, webhook
-from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register
+from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register, whole
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 """The pod label that numbers the pods of one child Job: a pod set's index for topology."""
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 """The pod label that numbers the child Jobs of one replicated job: the topology subgroup."""
-
-
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _replicated_jobs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -40,12 +36,12 @@ def _pod_template(rj: Mapping[str, Any]) -> Mapping[str, Any]:
 def pods_per_replica(rj: Mapping[str, Any]) -> int:
     """One child Job's pods: parallelism (1 when unset), no more than its completions."""
     spec = _job_spec(rj)
-    count = _int(spec.get("parallelism"), 1)
-    return max(0, min(count, _int(spec.get("completions"), count)))
+    count = whole(spec.get("parallelism"), 1)
+    return max(0, min(count, whole(spec.get("completions"), count)))
 
 
 def replicas(rj: Mapping[str, Any]) -> int:
-    return max(0, _int(rj.get("replicas"), 1))
+    return max(0, whole(rj.get("replicas"), 1))
 
 
 class JobSet:
@@ -106,7 +102,7 @@ class JobSet:
 
     def is_active(self) -> bool:
         """A child Job still has pods running (the JobSet's status counts Jobs, as Kueue reads it)."""
-        return any(_int(s.get("active"), 0) > 0 for s in self._status.get("replicatedJobsStatus") or [])
+        return any(whole(s.get("active"), 0) > 0 for s in self._status.get("replicatedJobsStatus") or [])
 
     def finished(self) -> Finished | None:
         for condition in self._status.get("conditions") or []:
@@ -150,11 +146,7 @@ def _with_template(rj: Mapping[str, Any], template: Mapping[str, Any]) -> dict[s
 
 def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A JobSet being created is suspended when it names a queue."""
-    if not JobSet(obj).queue_name() or (obj.get("metadata") or {}).get("deletionTimestamp"):
-        return []
-    if (obj.get("spec") or {}).get("suspend") is True:
-        return []
-    return [{"op": "add", "path": "/spec/suspend", "value": True}]
+    return webhook.suspend_at_creation(obj, bool(JobSet(obj).queue_name()))
 
 
 def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:

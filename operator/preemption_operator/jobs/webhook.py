@@ -46,6 +46,16 @@ def queue_change_errors(obj: Mapping[str, Any], old: Mapping[str, Any], suspende
     return []
 
 
+def suspend_at_creation(obj: Mapping[str, Any], queued: bool) -> list[dict[str, Any]]:
+    """The patch that creates a queued job with `spec.suspend: true` (a kind that suspends
+    through its spec): it must not start before admission."""
+    if not queued or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return []
+    if (obj.get("spec") or {}).get("suspend") is True:
+        return []
+    return [{"op": "add", "path": "/spec/suspend", "value": True}]
+
+
 def aggregate(errors: list[str]) -> str:
     """As Kubernetes joins field errors: one alone, several in brackets."""
     return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
