@@ -469,8 +469,8 @@ def test_a_jobset_runs_on_its_flavors_nodes_is_preempted_comes_back_and_finishes
     worker if admitted", "should allow to preempt"): held suspended until admitted; its child
     Jobs' pods run on the flavor's nodes; a higher-priority Job preempts it, the JobSet is
     suspended and its pods go; once the Job is done the JobSet runs again and finishes, and its
-    Workload is Finished. No more cpu than the queue's should ever be bound: that one check is an
-    expected failure for now (the quota comes back before the suspended JobSet's pods are gone)."""
+    Workload is Finished. No more cpu than the queue's is ever bound: the quota comes back only once
+    the child Jobs' pods are gone (their own status says so; the JobSet's does not)."""
     ns = sc.namespace
     sc.apply(priority_class(sc.name("low"), 100), priority_class(sc.name("high"), 1000))
     _, lq = sc.queue("main", 4, within="LowerPriority")
@@ -532,8 +532,4 @@ def test_a_jobset_runs_on_its_flavors_nodes_is_preempted_comes_back_and_finishes
     wl = wait_until(finished, timeout=120, what="the JobSet finished after running again", diagnostics=logs)
     assert (condition(wl, "Finished") or {}).get("reason") == "Succeeded"
     assert is_true(workload_of(sc, "urgent"), "Finished")
-    if most[0] > 4:
-        # Known gap: the quota comes back when the JobSet's status counts no active child Job
-        # (as Kueue reads it), while the Jobs' pods may still be terminating; holding it until
-        # they are gone needs the child Jobs' `terminating` counts (issue 26, next step).
-        pytest.xfail(f"{most[0]} cpu bound at once in a queue of 4: a JobSet's quota comes back before its pods go")
+    assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"

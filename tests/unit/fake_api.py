@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preemption_operator.api.kinds import BY_NAME
-from preemption_operator.jobs.batch_job import BatchJob
+from preemption_operator.jobs.framework import INTEGRATIONS
 from preemption_operator.k8s.api import ApiError
 
 
@@ -43,7 +43,8 @@ class Hold:
     waiting: int = 0
 
 
-KINDS = {**BY_NAME, "Job": BatchJob.kind}
+KINDS = {**BY_NAME, **{i.kind.name: i.kind for i in INTEGRATIONS.values()}}
+"""The kinds it stores: the operator's own and every integrated job kind."""
 
 
 def object_path(body: dict[str, Any]) -> str:

@@ -16,6 +16,9 @@ from preemption_operator.controller.feeder import CacheFeeder
 from preemption_operator.controller.jobs import JobController
 from preemption_operator.engine.cache import Cache
 from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
+from preemption_operator.jobs.framework import QUEUE_LABEL as QUEUE
+from preemption_operator.jobs.framework import of_kind
+from preemption_operator.jobs.jobset import JobSet
 from preemption_operator.k8s.api import ApiError
 from preemption_operator.k8s.writer import StatusWriter
 from unit.fake_api import FakeApi
@@ -261,3 +264,86 @@ async def test_no_workload_is_made_for_a_job_the_watch_has_not_yet_reported_gone
     api.put(job)
     await controller.reconcile(key)
     assert api.count("POST", "*/workloads") == 1
+
+
+async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone() -> None:
+    """Issue 26: a suspended JobSet's status counts no active Job as soon as its Jobs are
+    suspended, while their pods still terminate; its child Jobs (Integration.children) hold the
+    quota until then. A child Job's change alone is what wakes the JobSet up."""
+    api = FakeApi()
+    cache, waker, events = Cache(), Waker(), Events()
+    feeder = CacheFeeder(cache, waker)
+    jobset_integration = of_kind("jobset.x-k8s.io/v1alpha2", "JobSet")
+    assert jobset_integration is not None and jobset_integration.children is not None
+    controller = JobController(
+        api,  # type: ignore[arg-type]
+        cache,
+        feeder,
+        StatusWriter(api),  # type: ignore[arg-type]
+        events,
+        lambda: True,
+        integrations=[jobset_integration],
+    )
+    assert controller.child_kinds() == (JOB,)  # batch/job is not enabled: its Jobs are watched for the JobSet
+    trainer = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "trainer", "namespace": NS, "uid": "uid-js", "labels": {QUEUE: "research"}},
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": running_job()["spec"]}}],
+        },
+        "status": {"replicatedJobsStatus": [{"name": "workers", "active": 0}]},
+    }
+    key = controller.key_of(JobSet.kind, trainer)
+    workload = evicted_workload()
+    workload["metadata"]["name"] = key.name
+    workload["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "trainer",
+            "uid": "uid-js",
+            "controller": True,
+        }
+    ]
+    workload["spec"]["podSets"][0]["name"] = "workers"
+    workload["status"]["admission"]["podSetAssignments"][0]["name"] = "workers"
+    api.put(workload)
+    feeder.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    child = running_job()
+    child["metadata"] = {
+        "name": "trainer-workers-0",
+        "namespace": NS,
+        "uid": "uid-child",
+        "ownerReferences": [
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "name": "trainer",
+                "uid": "uid-js",
+                "controller": True,
+            }
+        ],
+    }
+    child["spec"]["suspend"] = True
+    child["status"] = {"active": 0, "terminating": 2}
+    controller.replace(JOB, [copy.deepcopy(child)], "1")
+    controller.replace(JobSet.kind, [api.put(trainer)], "1")
+    assert controller.children_active(key)
+    assert await controller.reconcile(key) is None  # its pods still terminate: the quota stays
+    assert cache.infos[f"{NS}/{key.name}"].cluster_queue == "research"
+
+    while not controller._queue.empty():
+        controller._queue.get_nowait()
+    controller._queued.clear()
+    child["status"] = {"active": 0, "terminating": 0}
+    controller.event(JOB, "MODIFIED", copy.deepcopy(child))
+    assert controller._queue.get_nowait() == key  # the child's change looks at the JobSet again
+    await controller.reconcile(key)
+    assert "admission" not in api.objects[kinds.Workload.path(key.name, NS)]["status"]
+    assert waker.released == ["research"]
+
+    controller.event(JOB, "DELETED", copy.deepcopy(child))
+    assert not controller._children

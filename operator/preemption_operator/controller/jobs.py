@@ -100,6 +100,14 @@ class JobController:
         chosen = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
         self.integrations = {integration.kind.name: integration for integration in chosen}
         """Kind name -> the integration of that kind."""
+        self.parents: dict[str, tuple[Integration, ...]] = {}
+        """Kind name -> the integrations whose jobs have children of that kind (Integration.children)."""
+        for integration in chosen:
+            if integration.children is not None:
+                name = integration.children.kind.name
+                self.parents[name] = (*self.parents.get(name, ()), integration)
+        self._children: dict[WorkloadKey, dict[str, bool]] = {}
+        """Job -> whether each of its children (by name) may still have pods."""
         self.jobs: dict[WorkloadKey, dict[str, dict[str, Any]]] = {}
         """Each job's objects, by name."""
         self._members: dict[Member, WorkloadKey] = {}
@@ -122,7 +130,24 @@ class JobController:
 
     # -- informer handlers ---------------------------------------------------------------------
 
+    def child_kinds(self) -> tuple[Kind, ...]:
+        """The kinds of children to watch besides the integrated kinds themselves."""
+        return tuple(
+            integration.children.kind
+            for parents in self.parents.values()
+            for integration in parents[:1]
+            if integration.children is not None and integration.children.kind.name not in self.integrations
+        )
+
     def replace(self, kind: Kind, items: list[dict[str, Any]], resource_version: str) -> None:
+        if kind.name in self.parents:
+            for children in self._children.values():
+                children.clear()
+            for body in items:
+                self._child(kind, body, gone=False)
+            self._children = {job: children for job, children in self._children.items() if children}
+        if kind.name not in self.integrations and kind.name != kinds.Workload.name:
+            return
         if kind.name == kinds.Workload.name:
             self._owned.clear()
             self._workloads.clear()
@@ -138,6 +163,10 @@ class JobController:
         self._collect_orphans()
 
     def event(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> None:
+        if kind.name in self.parents:
+            self._child(kind, obj, gone=event_type == "DELETED")
+        if kind.name not in self.integrations and kind.name != kinds.Workload.name:
+            return
         if kind.name == kinds.Workload.name:
             if event_type == "DELETED":
                 job = self._disown(_key(obj))
@@ -150,6 +179,31 @@ class JobController:
             self._member_gone(_member(kind, obj))
         else:
             self._member_seen(kind, obj)
+
+    def _child(self, kind: Kind, body: dict[str, Any], gone: bool) -> None:
+        """Notes whether a child's pods may still run, under the job that controls it; that job
+        is looked at again when this changes."""
+        namespace = str(_meta(body).get("namespace") or "")
+        name = str(_meta(body).get("name") or "")
+        for integration in self.parents[kind.name]:
+            assert integration.children is not None
+            workload = integration.controlling_job(body)
+            if workload is None:
+                continue
+            job = WorkloadKey(integration.kind.name, namespace, workload)
+            children = self._children.setdefault(job, {})
+            before = children.get(name)
+            if gone:
+                children.pop(name, None)
+                if not children:
+                    del self._children[job]
+            else:
+                children[name] = integration.children.active(body)
+            if children.get(name) != before and job in self.jobs:
+                self._enqueue(job)
+
+    def children_active(self, job: WorkloadKey) -> bool:
+        return any(self._children.get(job, {}).values())
 
     def _member_seen(self, kind: Kind, body: dict[str, Any]) -> None:
         member = _member(kind, body)
@@ -302,7 +356,15 @@ class JobController:
         bodies = [objects[name] for name in sorted(objects)]
         job = self.integrations[key.kind].load(bodies)
         try:
-            step = plan(job, self.workload_of(key), self._flavors(), self.now(), self.settings, self._priority)
+            step = plan(
+                job,
+                self.workload_of(key),
+                self._flavors(),
+                self.now(),
+                self.settings,
+                self._priority,
+                children_active=self.children_active(key),
+            )
         except ComposeError as exc:
             self._event(job, JobEvent("Warning", "ErrWorkloadCompose", str(exc)))
             raise

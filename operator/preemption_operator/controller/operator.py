@@ -159,6 +159,7 @@ class Operator:
                 for kind in kinds.WATCHED
             ]
             self.informers += [Informer(self.api, integration.kind, self.jobs) for integration in self.integrations]
+            self.informers += [Informer(self.api, kind, self.jobs) for kind in self.jobs.child_kinds()]
         else:
             self.informers += [Informer(self.api, kind, feeder) for kind in kinds.WATCHED]
         self.synced = asyncio.Event()

@@ -114,6 +114,17 @@ class GenericJob(Protocol):
         `originals` (the Workload's copy) has them."""
 
 
+@dataclass(frozen=True)
+class Children:
+    """The objects a job's own controller makes for it (a JobSet's Jobs), whose status tells
+    whether their pods are gone when the job's own status cannot (a JobSet counts only Jobs with
+    running pods, not those whose pods are still terminating)."""
+
+    kind: Kind
+    active: Callable[[Mapping[str, Any]], bool]
+    """Whether a pod of this child may still run."""
+
+
 Mutate = Callable[[Mapping[str, Any]], list[dict[str, Any]]]
 """An object being created -> the JSON patch operations its mutating webhook answers with."""
 Validate = Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[str]]
@@ -140,6 +151,9 @@ class Integration:
     compose: Callable[[Sequence[Mapping[str, Any]]], GenericJob] | None = None
     """The job from all its objects (Kueue's ComposableJob), in name order. None: each object is a
     job of its own, `job(obj)`."""
+    children: Children | None = None
+    """What its own controller makes for each job (None: nothing the job's status does not
+    already account for). A job is active while any of its children is."""
     claims: Callable[[Mapping[str, Any]], str | None] | None = None
     """Which job a Workload belongs to, by the `workload_name` of that job (None: not one of this
     integration's). Unset: the job that is its controller owner, whatever the Workload is called
@@ -157,13 +171,23 @@ class Integration:
         """The `workload_name` of the job a Workload belongs to, None if none of this integration's."""
         if self.claims is not None:
             return self.claims(workload)
-        refs = (workload.get("metadata") or {}).get("ownerReferences") or []
-        owner = next((ref for ref in refs if ref.get("controller")), None)
+        return self.controlling_job(workload)
+
+    def controlling_job(self, obj: Mapping[str, Any]) -> str | None:
+        """The `workload_name` of the job of this integration that is the object's controller
+        owner (None: not one of its jobs), for a job of one object."""
+        owner = controller_of(obj)
         if owner is None or owner.get("kind") != self.kind.name:
             return None
         if str(owner.get("apiVersion") or "").rpartition("/")[0] != self.kind.group:
             return None
         return owned_workload_name(self.kind, owner)
+
+
+def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """An object's controller owner reference (None if it has none)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((ref for ref in refs if isinstance(ref, Mapping) and ref.get("controller")), None)
 
 
 def owned_workload_name(kind: Kind, owner: Mapping[str, Any]) -> str:

@@ -13,7 +13,18 @@ from typing import Any, ClassVar
 
 from ..api.kinds import Kind
 from . import podsets, webhook
-from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register, whole
+from .batch_job import BatchJob
+from .framework import (
+    QUEUE_LABEL,
+    Children,
+    Finished,
+    Integration,
+    JobPatch,
+    PodSetInfo,
+    owned_workload_name,
+    register,
+    whole,
+)
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 """The pod label that numbers the pods of one child Job: a pod set's index for topology."""
@@ -101,7 +112,8 @@ class JobSet:
         return self._spec.get("suspend") is True
 
     def is_active(self) -> bool:
-        """A child Job still has pods running (the JobSet's status counts Jobs, as Kueue reads it)."""
+        """A child Job still has pods running (the JobSet's status counts Jobs, as Kueue reads it;
+        the child Jobs themselves, Integration.children, also tell of pods still terminating)."""
         return any(whole(s.get("active"), 0) > 0 for s in self._status.get("replicatedJobsStatus") or [])
 
     def finished(self) -> Finished | None:
@@ -157,4 +169,10 @@ def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]
     return errors
 
 
-INTEGRATION = register(Integration("jobset.x-k8s.io/jobset", JobSet, mutate, validate))
+def _child_active(job: Mapping[str, Any]) -> bool:
+    return BatchJob(job).is_active()
+
+
+INTEGRATION = register(
+    Integration("jobset.x-k8s.io/jobset", JobSet, mutate, validate, children=Children(BatchJob.kind, _child_active))
+)

@@ -251,11 +251,14 @@ def plan(
     now: datetime,
     settings: Settings | None = None,
     priority: Callable[[str, str], int | None] = lambda kind, name: None,
+    children_active: bool = False,
 ) -> Step | None:
     """The one step due for `job` and its Workload, in the order Kueue's job reconciler takes
-    them (None: nothing to do until something changes). Raises ComposeError when the Workload
-    cannot be built yet."""
+    them (None: nothing to do until something changes). `children_active`: a child the job's own
+    controller made for it (Integration.children) may still have pods. Raises ComposeError when
+    the Workload cannot be built yet."""
     settings = settings or Settings()
+    active = job.is_active() or children_active
     if not job.queue_name():
         return None
     done = job.finished()
@@ -265,7 +268,7 @@ def plan(
         if not job.is_suspended():
             patches = tuple(job.stop([]))
             return PatchJob(patches, JobEvent("Normal", "Stopped", "Missing Workload; unable to restore pod templates"))
-        if job.is_active():
+        if active:
             return None  # suspended, its pods not gone yet
         body = new_workload(job, settings, priority)
         meta = body["metadata"]
@@ -304,7 +307,7 @@ def plan(
                 JobEvent("Normal", "Stopped", message),
                 JobEvent("Normal", reason, why),
             )
-        if reserved and not job.is_active():
+        if reserved and not active:
             return WriteWorkloadStatus(released(now), "released")
         return None
     admitted = reserved and _condition(status, "Admitted")
