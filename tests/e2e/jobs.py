@@ -160,3 +160,50 @@ def workload_of_jobset(sc: Scenario, name: str) -> dict[str, Any]:
     found = [wl for wl_name, wl in sc.workloads().items() if pattern.fullmatch(wl_name)]
     assert len(found) == 1, f"Workloads of JobSet {name}: {sorted(sc.workloads())}"
     return found[0]
+
+
+GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+
+
+def plain_pod(
+    name: str,
+    namespace: str,
+    queue: str,
+    priority: str,
+    cpu: str = "1",
+    *,
+    group: str | None = None,
+    total: int | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A queued Pod (of a group when `group` is given), ending with grace 2 s when deleted."""
+    labels = {QUEUE_LABEL: queue, PRIORITY_LABEL: priority}
+    notes = dict(annotations or {})
+    if group is not None:
+        labels[GROUP_LABEL] = group
+        notes[GROUP_TOTAL] = str(total)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": notes},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+            ],
+        },
+    }
+
+
+def group_pods(sc: Scenario, group: str) -> list[dict[str, Any]]:
+    """The Pods of a pod group, those being deleted included."""
+    proc = sc.kubectl("get", "pods", "-n", sc.namespace, "-l", f"{GROUP_LABEL}={group}", "-o", "json")
+    items: list[dict[str, Any]] = json.loads(proc.stdout)["items"]
+    return items
+
+
+def a_pod(sc: Scenario, name: str) -> dict[str, Any] | None:
+    proc = sc.kubectl("get", "pod", name, "-n", sc.namespace, "-o", "json", check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None

@@ -170,6 +170,13 @@ class Scenario:
 
     def cleanup(self) -> None:
         ns = self.namespace
+        # Queued Pods keep the operator's finalizer, and the operator is gone by now.
+        listed = self.kubectl("get", "pods", "-n", ns, "-l", "kueue.x-k8s.io/managed=true", "-o", "name", check=False)
+        for pod in listed.stdout.split():
+            self.kubectl(
+                "patch", pod, "-n", ns, "--type=json", "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]',
+                check=False,
+            )  # fmt: skip
         for kind in ("workloads", "localqueues"):
             self.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", "--ignore-not-found", check=False)
         for kind in ("clusterqueues", "cohorts", "preemptionconfigs", "resourceflavors", "topologies", "nodes"):

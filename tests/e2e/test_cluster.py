@@ -31,12 +31,25 @@ from preemption_operator.testing.cluster import (
     add_nodes,
     running_cluster,
 )
-from preemption_operator.testing.control_plane import ControlPlane, ControlPlaneError
+from preemption_operator.testing.control_plane import ControlPlane, ControlPlaneError, free_port
 from preemption_operator.testing.operator_process import OperatorPool, wait_until
 from preemption_operator.testing.workload_status import condition, is_true
 
 from .conftest import _namespace_name, in_ci
-from .jobs import POOL_LABEL, batch_job, job, jobset, pods, priority_class, suspended, workload_of, workload_of_jobset
+from .jobs import (
+    POOL_LABEL,
+    a_pod,
+    batch_job,
+    group_pods,
+    job,
+    jobset,
+    plain_pod,
+    pods,
+    priority_class,
+    suspended,
+    workload_of,
+    workload_of_jobset,
+)
 from .scenario import Scenario, describe_events
 
 pytestmark = pytest.mark.cluster
@@ -532,4 +545,192 @@ def test_a_jobset_runs_on_its_flavors_nodes_is_preempted_comes_back_and_finishes
     wl = wait_until(finished, timeout=120, what="the JobSet finished after running again", diagnostics=logs)
     assert (condition(wl, "Finished") or {}).get("reason") == "Succeeded"
     assert is_true(workload_of(sc, "urgent"), "Finished")
+    assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"
+
+
+@pytest.fixture
+def hooks(node_cluster: ControlPlane) -> Iterator[list[str]]:
+    """The operator's arguments to serve and register its webhooks (a local run); they are
+    unregistered afterwards, so that no later test calls a server that is gone."""
+    port = free_port()
+    try:
+        yield [f"--webhook-port={port}", "--webhook-host=127.0.0.1", f"--webhook-url=https://127.0.0.1:{port}"]
+    finally:
+        node_cluster.kubectl(
+            "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "preemption-operator",
+            "--ignore-not-found",
+        )  # fmt: skip
+
+
+GATE = "kueue.x-k8s.io/admission"
+MANAGED = "kueue.x-k8s.io/managed"
+
+
+def gated(pod: dict[str, Any]) -> bool:
+    return any(g.get("name") == GATE for g in pod["spec"].get("schedulingGates") or [])
+
+
+def created(sc: Scenario, *objects: dict[str, Any]) -> list[dict[str, Any]]:
+    """Creates each object and returns it as the API server stored it (after the webhooks)."""
+    return [json.loads(sc.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(obj)).stdout) for obj in objects]
+
+
+def held_at_creation(pod: dict[str, Any]) -> None:
+    """As Kueue's pod webhook leaves a queued Pod: gated, managed, with the finalizer."""
+    assert gated(pod), pod["spec"].get("schedulingGates")
+    assert pod["metadata"]["labels"].get(MANAGED) == "true"
+    assert MANAGED in pod["metadata"].get("finalizers", [])
+    assert not pod["spec"].get("nodeName")
+
+
+def workload_of_pod(sc: Scenario, name: str) -> dict[str, Any] | None:
+    """The Workload of a Pod alone (Kueue's name: pod-<name>-<5 hex digits>)."""
+    pattern = re.compile(rf"pod-{re.escape(name)}-[0-9a-f]{{5}}")
+    found = [wl for wl_name, wl in sc.workloads().items() if pattern.fullmatch(wl_name)]
+    assert len(found) <= 1, sorted(sc.workloads())
+    return found[0] if found else None
+
+
+def test_a_plain_pod_is_gated_until_admitted_runs_on_its_flavors_nodes_is_preempted_made_again_and_finishes(
+    sc: Scenario, operators: OperatorPool, hooks: list[str]
+) -> None:
+    """A queued Pod (Kueue's plain-pods e2e, "should admit group that fits" for a Pod alone, and
+    its preemption): created gated with the managed label and finalizer, its own Workload
+    admitted, ungated onto the flavor's nodes. A higher-priority Pod preempts it: it is deleted,
+    and only once it has stopped does the preemptor run. Made again, as its creator would, it
+    waits for the quota, runs and finishes: its Workload Finished, its finalizer off."""
+    ns = sc.namespace
+    sc.apply(priority_class(sc.name("low"), 100), priority_class(sc.name("high"), 1000))
+    _, lq = sc.queue("main", 4, within="LowerPriority")
+    batch_flavor(sc)
+    op = operators.start(extra_args=["--integrations=batch/job,pod", *hooks])
+    most = [0]
+
+    def solo(**notes: str) -> dict[str, Any]:
+        return plain_pod("solo", ns, lq, sc.name("low"), cpu="3", annotations=notes)
+
+    held_at_creation(*created(sc, solo()))
+
+    def running(name: str) -> dict[str, Any]:
+        most[0] = max(most[0], bound_cpu(sc))
+        pod = a_pod(sc, name)
+        assert pod is not None and pod["status"].get("phase") == "Running", pod and pod["status"]
+        return pod
+
+    started = wait_until(lambda: running("solo"), what="solo running", diagnostics=op.tail)
+    assert not gated(started)
+    assert nodes(sc)[started["spec"]["nodeName"]][POOL_LABEL] == "batch"
+    assert started["spec"]["nodeSelector"] == {POOL_LABEL: "batch"}
+    wl = workload_of_pod(sc, "solo")
+    assert wl is not None and is_true(wl, "Admitted")
+
+    sc.apply(plain_pod("urgent", ns, lq, sc.name("high"), cpu="2", annotations={COMPLETE_AFTER: "8s"}))
+
+    def solo_gone() -> bool:
+        most[0] = max(most[0], bound_cpu(sc))
+        pod = a_pod(sc, "solo")
+        assert pod is None, f"solo still there: {pod['status'].get('phase')}"
+        return True
+
+    wait_until(solo_gone, what="the preempted Pod deleted", diagnostics=op.tail)
+    reasons = {e["reason"]: e["message"] for e in sc.events_about("Pod", "solo", ns)}
+    assert reasons.get("Stopped", "").startswith("Preempted to accommodate a workload"), reasons
+    wait_until(lambda: running("urgent"), what="urgent running", diagnostics=op.tail)
+
+    held_at_creation(*created(sc, solo(**{COMPLETE_AFTER: "4s"})))  # made again, as its creator would
+
+    def finished(name: str) -> dict[str, Any]:
+        most[0] = max(most[0], bound_cpu(sc))
+        wl = workload_of_pod(sc, name)
+        assert wl is not None and is_true(wl, "Finished"), wl and wl["status"].get("conditions")
+        return wl
+
+    wl = wait_until(lambda: finished("solo"), timeout=90, what="solo finished", diagnostics=op.tail)
+    assert (condition(wl, "Finished") or {}).get("reason") == "Succeeded"
+    assert is_true(finished("urgent"), "Finished")
+
+    def let_go() -> bool:
+        pod = a_pod(sc, "solo")
+        assert pod is not None and pod["status"]["phase"] == "Succeeded"
+        assert MANAGED not in pod["metadata"].get("finalizers", []), pod["metadata"].get("finalizers")
+        return True
+
+    wait_until(let_go, what="solo's finalizer removed", diagnostics=op.tail)
+    assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"
+
+
+def test_a_pod_group_waits_for_all_its_pods_runs_is_preempted_whole_made_again_and_finishes(
+    sc: Scenario, operators: OperatorPool, hooks: list[str]
+) -> None:
+    """Kueue's plain-pods e2e "Should only admit a complete group", "should admit group that
+    fits", "should allow to preempt the lower priority group": no Workload while the group is
+    short of Pods (the Pods are told why); one Workload named after the group once complete; all
+    its Pods ungated onto the flavor's nodes; a higher-priority Job preempts the group, every Pod
+    is deleted and the Job runs only once they have stopped; made again, the group runs to the
+    end: `Pods succeeded: 3/3.`"""
+    ns = sc.namespace
+    sc.apply(priority_class(sc.name("low"), 100), priority_class(sc.name("high"), 1000))
+    _, lq = sc.queue("main", 4, within="LowerPriority")
+    batch_flavor(sc)
+    op = operators.start(extra_args=["--integrations=batch/job,pod", *hooks])
+    most = [0]
+
+    def member(name: str, **notes: str) -> dict[str, Any]:
+        return plain_pod(name, ns, lq, sc.name("low"), group="trainer", total=3, annotations=notes)
+
+    for pod in created(sc, member("trainer-0"), member("trainer-1")):
+        held_at_creation(pod)
+
+    def told_why() -> bool:
+        messages = [
+            e["message"] for e in sc.events_about("Pod", "trainer-0", ns) if e["reason"] == "ErrWorkloadCompose"
+        ]
+        assert "'trainer' group has fewer runnable pods than expected" in messages, messages
+        return True
+
+    wait_until(told_why, what="the short group told why it waits", diagnostics=op.tail)
+    assert "trainer" not in sc.workloads()
+    assert all(gated(pod) for pod in group_pods(sc, "trainer"))
+    sc.apply(member("trainer-2"))
+
+    def running(count: int) -> list[dict[str, Any]]:
+        most[0] = max(most[0], bound_cpu(sc))
+        found = group_pods(sc, "trainer")
+        assert len(found) == count and all(p["status"].get("phase") == "Running" for p in found), [
+            (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase")) for p in found
+        ]
+        return found
+
+    started = wait_until(lambda: running(3), what="the group running", diagnostics=op.tail)
+    labels = nodes(sc)
+    assert all(labels[p["spec"]["nodeName"]][POOL_LABEL] == "batch" for p in started)
+    wl = sc.workload("trainer")
+    assert wl["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
+    assert sorted(o["name"] for o in wl["metadata"]["ownerReferences"]) == ["trainer-0", "trainer-1", "trainer-2"]
+
+    sc.apply(
+        batch_job("urgent", ns, lq, cpu="2", priority_class=sc.name("high"), pod_annotations={COMPLETE_AFTER: "8s"})
+    )
+
+    def urgent_running() -> bool:
+        most[0] = max(most[0], bound_cpu(sc))
+        assert [p["status"].get("phase") for p in pods(sc, "urgent")] == ["Running"]
+        return True
+
+    wait_until(urgent_running, what="the urgent Job running", diagnostics=op.tail)
+    wait_until(lambda: not group_pods(sc, "trainer"), what="the group's Pods gone", diagnostics=op.tail)
+    stopped = [e["message"] for e in sc.events_about("Pod", "trainer-0", ns) if e["reason"] == "Stopped"]
+    assert stopped and stopped[0].startswith("Preempted to accommodate a workload"), stopped
+
+    sc.apply(*(member(f"trainer-{i}", **{COMPLETE_AFTER: "4s"}) for i in range(3)))  # made again
+
+    def finished() -> dict[str, Any]:
+        most[0] = max(most[0], bound_cpu(sc))
+        wl = sc.workloads().get("trainer")
+        assert wl is not None and is_true(wl, "Finished"), wl and wl["status"].get("conditions")
+        return wl
+
+    wl = wait_until(finished, timeout=90, what="the group finished", diagnostics=op.tail)
+    done = condition(wl, "Finished") or {}
+    assert (done.get("reason"), done.get("message")) == ("Succeeded", "Pods succeeded: 3/3.")
     assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"

@@ -5,6 +5,7 @@ webhooks and its stop behaviour; `--integrations` takes those names and nothing 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -25,8 +26,10 @@ def test_the_batch_job_integration_is_registered_under_kueues_name() -> None:
 def test_integrations_are_enabled_by_name_and_an_unknown_name_is_refused_with_the_known_ones() -> None:
     assert enabled(["batch/job", "batch/job"]) == (INTEGRATION,)
     assert enabled([]) == ()
-    with pytest.raises(ValueError, match=r"^unknown integration 'pod': known are batch/job, jobset.x-k8s.io/jobset$"):
-        enabled(["batch/job", "pod"])
+    known = ", ".join(sorted(INTEGRATIONS))
+    assert known.startswith("batch/job, jobset.x-k8s.io/jobset, ")
+    with pytest.raises(ValueError, match=rf"^unknown integration 'ray.io/rayjob': known are {re.escape(known)}$"):
+        enabled(["batch/job", "ray.io/rayjob"])
 
 
 def test_the_flag_refuses_an_unknown_integration_before_anything_runs() -> None:

@@ -33,6 +33,7 @@ from ..jobs.reconciler import (
     Settings,
     Step,
     UpdateWorkload,
+    Wait,
     WriteWorkloadStatus,
     plan,
 )
@@ -400,10 +401,23 @@ class JobController:
                 return  # made already: its watch event brings it
             self.feeder.ingest("Workload", created)
             self._workload(created)
+        elif isinstance(step, Wait):
+            pass  # only told
         elif isinstance(step, PatchJob):
             versions = {str(_meta(body).get("name")): _meta(body).get("resourceVersion") for body in bodies}
             for index, patch in enumerate(step.patches):
                 target = patch.name or name
+                if patch.delete:
+                    try:
+                        await self.api.delete(job.kind.path(target, namespace))
+                    except ApiError as exc:
+                        if exc.code != 404:
+                            raise
+                    if index == 0:
+                        for event in (step.event, step.also):
+                            if event is not None:
+                                self._event(job, event)
+                    continue
                 body = {
                     **patch.body,
                     "metadata": {**(patch.body.get("metadata") or {}), "resourceVersion": versions.get(target)},
@@ -434,7 +448,11 @@ class JobController:
             wl_name = str(wl_meta.get("name"))
             path = kinds.Workload.path(wl_name, namespace)
             if isinstance(step, UpdateWorkload):
-                change = {"metadata": {"resourceVersion": wl_meta.get("resourceVersion")}, "spec": step.spec}
+                change: dict[str, Any] = {"metadata": {"resourceVersion": wl_meta.get("resourceVersion")}}
+                if step.spec is not None:
+                    change["spec"] = step.spec
+                if step.owners is not None:
+                    change["metadata"]["ownerReferences"] = step.owners
                 self.feeder.ingest("Workload", await self.api.patch_merge(path, change))
             elif isinstance(step, DeleteWorkload):
                 try:

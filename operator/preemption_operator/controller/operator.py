@@ -158,7 +158,10 @@ class Operator:
                 Informer(self.api, kind, Tee(feeder, self.jobs) if kind is kinds.Workload else feeder)
                 for kind in kinds.WATCHED
             ]
-            self.informers += [Informer(self.api, integration.kind, self.jobs) for integration in self.integrations]
+            self.informers += [
+                Informer(self.api, integration.kind, self.jobs, selector=integration.selector)
+                for integration in self.integrations
+            ]
             self.informers += [Informer(self.api, kind, self.jobs) for kind in self.jobs.child_kinds()]
         else:
             self.informers += [Informer(self.api, kind, feeder) for kind in kinds.WATCHED]

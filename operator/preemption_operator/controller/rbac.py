@@ -94,7 +94,7 @@ def integration_rules(integrations: Iterable[Integration]) -> list[Rule]:
     for integration in chosen:
         kind = integration.kind
         why = f"The {integration.framework} integration: its {kind.plural} ({kind.api_version}) started and stopped."
-        out.append(Rule(kind.group, (kind.plural,), JOB_VERBS, why))
+        out.append(Rule(kind.group, (kind.plural,), (*JOB_VERBS, *integration.verbs), why))
         out.append(Rule(kind.group, (f"{kind.plural}/status",), JOB_STATUS_VERBS))
     return out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..api.kinds import Kind
 from .names import workload_name
@@ -21,6 +21,9 @@ from .names import workload_name
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
+"""On the Workload of a group of objects (a pod group): whose it is, since none of its owners is
+its controller."""
 
 
 def whole(value: Any, default: int) -> int:
@@ -65,6 +68,8 @@ class JobPatch:
     status: bool = False
     name: str | None = None
     """The object patched, by name (None: `obj`, the one that stands for the job)."""
+    delete: bool = False
+    """The object is deleted instead (gone already is fine); `body` is not used."""
 
 
 class GenericJob(Protocol):
@@ -125,6 +130,29 @@ class Children:
     """Whether a pod of this child may still run."""
 
 
+@runtime_checkable
+class ComposableJob(GenericJob, Protocol):
+    """A job of several objects that come and go on their own (a pod group: Kueue's
+    ComposableJob): it cannot be suspended as a whole, only its members stopped; its Workload is
+    owned by every member and never changed, only made again."""
+
+    def problem(self) -> str | None:
+        """Why no Workload can be made for it yet (None: one can)."""
+
+    def tidy(self, workload: Mapping[str, Any] | None, finished: bool) -> tuple[list[JobPatch], int]:
+        """Housekeeping on its members (finalizers released, excess members deleted), given its
+        Workload (None: none yet) and whether that is finished; and how many members are excess."""
+
+    def owner_references(self) -> list[dict[str, Any]]:
+        """The owner references its Workload must have."""
+
+    def reclaimable(self, workload: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """The Workload's `status.reclaimablePods` (None: not tracked)."""
+
+    def waiting(self) -> bool:
+        """A member still waits to be started (joined after the job was admitted)."""
+
+
 Mutate = Callable[[Mapping[str, Any]], list[dict[str, Any]]]
 """An object being created -> the JSON patch operations its mutating webhook answers with."""
 Validate = Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[str]]
@@ -151,6 +179,12 @@ class Integration:
     compose: Callable[[Sequence[Mapping[str, Any]]], GenericJob] | None = None
     """The job from all its objects (Kueue's ComposableJob), in name order. None: each object is a
     job of its own, `job(obj)`."""
+    selector: str | None = None
+    """A label selector its objects are watched with (None: all of them): Pods only once the
+    webhook has taken them."""
+    verbs: tuple[str, ...] = ()
+    """What the job controller does to its objects besides watching and patching them (Pods are
+    deleted to stop them): what its ClusterRole grants."""
     children: Children | None = None
     """What its own controller makes for each job (None: nothing the job's status does not
     already account for). A job is active while any of its children is."""

@@ -13,7 +13,16 @@ from typing import Any
 from ..engine import workload_status as wl_status
 from ..engine.placement import decode_assignment
 from . import podsets
-from .framework import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, Finished, GenericJob, JobPatch, PodSetInfo
+from .framework import (
+    GROUP_WORKLOAD_ANNOTATION,
+    JOB_UID_LABEL,
+    PRIORITY_CLASS_LABEL,
+    ComposableJob,
+    Finished,
+    GenericJob,
+    JobPatch,
+    PodSetInfo,
+)
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
@@ -46,9 +55,19 @@ class CreateWorkload:
 
 @dataclass(frozen=True)
 class UpdateWorkload:
-    """The job's pod sets changed while it waited: its Workload follows."""
+    """The job's pod sets changed while it waited: its Workload follows (or, for a job of
+    several objects, new members become its owners too)."""
 
-    spec: dict[str, Any]
+    spec: dict[str, Any] | None
+    event: JobEvent
+    owners: list[dict[str, Any]] | None = None
+    """The Workload's whole list of owner references (None: unchanged)."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """No Workload can be made for the job yet, and the job's owner should know why."""
+
     event: JobEvent
 
 
@@ -78,7 +97,7 @@ class ComposeError(Exception):
     """The job's Workload cannot be built yet (a priority class it names does not exist)."""
 
 
-Step = CreateWorkload | UpdateWorkload | DeleteWorkload | PatchJob | WriteWorkloadStatus
+Step = CreateWorkload | UpdateWorkload | DeleteWorkload | PatchJob | WriteWorkloadStatus | Wait
 
 
 @dataclass(frozen=True)
@@ -102,7 +121,23 @@ def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, s
     name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
     job_labels: Mapping[str, str] = meta.get("labels") or {}
     labels = {key: job_labels[key] for key in settings.label_keys_to_copy if key in job_labels}
-    labels[JOB_UID_LABEL] = uid
+    owners: list[dict[str, Any]] = [
+        {
+            "apiVersion": kind.api_version,
+            "kind": kind.name,
+            "name": name,
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    annotations: dict[str, str] = {}
+    group = job.owner_references() if isinstance(job, ComposableJob) else []
+    if group:
+        # A group's Workload belongs to all its members, none of them its controller.
+        owners, annotations = group, {GROUP_WORKLOAD_ANNOTATION: "true"}
+    else:
+        labels[JOB_UID_LABEL] = uid
     spec: dict[str, Any] = {"podSets": job.pod_sets(), "queueName": job.queue_name()}
     workload_class = job_labels.get(PRIORITY_CLASS_LABEL)
     ref: dict[str, str] | None = None
@@ -116,26 +151,15 @@ def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, s
             raise ComposeError(f"{ref['kind']} {ref['name']!r} not found")
         spec["priorityClassRef"] = ref
         spec["priority"] = value
-    return {
-        "apiVersion": WORKLOAD_API_VERSION,
-        "kind": "Workload",
-        "metadata": {
-            "name": job.workload_name(),
-            "namespace": meta.get("namespace"),
-            "labels": labels,
-            "ownerReferences": [
-                {
-                    "apiVersion": kind.api_version,
-                    "kind": kind.name,
-                    "name": name,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": spec,
+    metadata: dict[str, Any] = {
+        "name": job.workload_name(),
+        "namespace": meta.get("namespace"),
+        "labels": labels,
+        "ownerReferences": owners,
     }
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": metadata, "spec": spec}
 
 
 def admitted_infos(workload: Mapping[str, Any], flavors: Mapping[str, Flavor]) -> list[PodSetInfo] | None:
@@ -239,6 +263,23 @@ def finished(done: Finished, now: datetime) -> Callable[[dict[str, Any]], dict[s
     return compute
 
 
+def _excess_deleted(excess: int) -> JobEvent | None:
+    return JobEvent("Normal", "ExcessPodDeleted", "Excess pod deleted") if excess else None
+
+
+def _reclaimable(pods: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """The Workload's count of finished pods per pod set, whose quota it no longer needs."""
+
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status = dict(current.get("status") or {})
+        if list(status.get("reclaimablePods") or []) == pods:
+            return None
+        status["reclaimablePods"] = pods or None
+        return {key: value for key, value in status.items() if value is not None}
+
+    return compute
+
+
 def _ref(workload: Mapping[str, Any]) -> str:
     meta = workload.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
@@ -262,12 +303,19 @@ def plan(
     if not job.queue_name():
         return None
     done = job.finished()
+    composable = job if isinstance(job, ComposableJob) else None
     if workload is None:
+        if composable is not None:
+            patches, excess = composable.tidy(None, finished=done is not None)
+            if patches:
+                return PatchJob(tuple(patches), _excess_deleted(excess))
         if done is not None:
             return None
+        if composable is not None and (problem := composable.problem()) is not None:
+            return Wait(JobEvent("Warning", "ErrWorkloadCompose", problem))
         if not job.is_suspended():
-            patches = tuple(job.stop([]))
-            return PatchJob(patches, JobEvent("Normal", "Stopped", "Missing Workload; unable to restore pod templates"))
+            message = "Missing Workload; unable to restore pod templates"
+            return PatchJob(tuple(job.stop([])), JobEvent("Normal", "Stopped", message))
         if active:
             return None  # suspended, its pods not gone yet
         body = new_workload(job, settings, priority)
@@ -277,7 +325,19 @@ def plan(
         )
     status = workload.get("status") or {}
     if _condition(status, "Finished"):
+        if composable is not None and (patches := composable.tidy(workload, finished=True)[0]):
+            return PatchJob(tuple(patches), None)  # its members' outcomes are recorded: let them go
         return None
+    if composable is not None:
+        patches, excess = composable.tidy(workload, finished=False)
+        if patches:
+            return PatchJob(tuple(patches), _excess_deleted(excess))
+        owners = list((workload.get("metadata") or {}).get("ownerReferences") or [])
+        known = {ref.get("uid") for ref in owners}
+        added = [ref for ref in composable.owner_references() if ref.get("uid") not in known]
+        if added:
+            message = f"Added {len(added)} owner reference(s)"
+            return UpdateWorkload(None, JobEvent("Normal", "OwnerReferencesAdded", message), owners=owners + added)
     if done is not None:
         event = JobEvent("Normal", "FinishedWorkload", f"Workload '{_ref(workload)}' is declared finished")
         return WriteWorkloadStatus(finished(done, now), "finished", event)
@@ -287,7 +347,7 @@ def plan(
         if not job.is_suspended():
             message = "No matching Workload; restoring pod templates according to existent Workload"
             return PatchJob(tuple(job.stop(originals)), JobEvent("Normal", "Stopped", message))
-        if not reserved:
+        if not reserved and composable is None:  # a group's Workload is made again, never changed
             spec = {**dict(workload.get("spec") or {}), "podSets": job.pod_sets(), "queueName": job.queue_name()}
             message = f"Updated not matching Workload for suspended job: {_ref(workload)}"
             return UpdateWorkload(spec, JobEvent("Normal", "UpdatedWorkload", message))
@@ -310,8 +370,11 @@ def plan(
         if reserved and not active:
             return WriteWorkloadStatus(released(now), "released")
         return None
+    reclaimable = composable.reclaimable(workload) if composable is not None else None
+    if reclaimable is not None and reclaimable != list(status.get("reclaimablePods") or []):
+        return WriteWorkloadStatus(_reclaimable(reclaimable), "reclaimable pods")
     admitted = reserved and _condition(status, "Admitted")
-    if job.is_suspended():
+    if job.is_suspended() or (admitted and composable is not None and composable.waiting()):
         if admitted:
             infos = admitted_infos(workload, flavors)
             if infos is None:

@@ -325,10 +325,14 @@ class KubeApi:
     async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PUT", path, body=body)
 
-    async def list(self, path: str, page: int = LIST_PAGE) -> tuple[list[dict[str, Any]], str]:
-        """Every item of a collection (in pages, one consistent snapshot) and its resourceVersion."""
+    async def list(
+        self, path: str, page: int = LIST_PAGE, selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every item of a collection (in pages, one consistent snapshot) and its resourceVersion;
+        `selector`: only those with these labels."""
         items: list[dict[str, Any]] = []
-        params = {"limit": str(page)}
+        only = {"labelSelector": selector} if selector else {}
+        params = {"limit": str(page), **only}
         while True:
             answer = await self.request("GET", path, params=params, timeout=max(self.timeout, 60.0))
             items.extend(answer.get("items") or [])
@@ -336,17 +340,22 @@ class KubeApi:
             token = meta.get("continue")
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
-            params = {"limit": str(page), "continue": token}
+            params = {"limit": str(page), "continue": token, **only}
 
-    async def watch(self, path: str, resource_version: str, seconds: int) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self, path: str, resource_version: str, seconds: int, selector: str | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """The raw events of one watch request, from `resource_version`, with bookmarks. Ends when
-        the server closes the stream; an ERROR event is yielded as is (410 Gone among them)."""
+        the server closes the stream; an ERROR event is yielded as is (410 Gone among them).
+        `selector`: only objects with these labels (one that loses them is reported DELETED)."""
         params = {
             "watch": "1",
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(seconds),
         }
+        if selector:
+            params["labelSelector"] = selector
         await self._turn()
         # No answer for a minute past the server's own timeout means the connection is dead
         # (the server sends bookmarks about once a minute).

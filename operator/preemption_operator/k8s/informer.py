@@ -67,9 +67,12 @@ class Informer:
         relist_seconds: float = RELIST_SECONDS,
         watch_seconds: int = WATCH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        selector: str | None = None,
     ) -> None:
         self.api = api
         self.kind = kind
+        self.selector = selector
+        """A label selector: only the objects that have these labels are followed."""
         self.handler = handler
         self.relist_seconds = relist_seconds
         self.watch_seconds = watch_seconds
@@ -112,7 +115,10 @@ class Informer:
         self._relist_requested.clear()
         self._listing = True
         try:
-            items, resource_version = await self.api.list(self.kind.path())
+            if self.selector:
+                items, resource_version = await self.api.list(self.kind.path(), selector=self.selector)
+            else:  # as fakes without selectors take it
+                items, resource_version = await self.api.list(self.kind.path())
         finally:
             self._listing = False
         for item in items:  # list items carry no apiVersion/kind
@@ -194,7 +200,8 @@ class Informer:
 
     async def _watch(self, resource_version: str) -> str:
         """One watch request; returns the resourceVersion to resume from."""
-        async for event in self.api.watch(self.kind.path(), resource_version, self.watch_seconds):
+        only = {"selector": self.selector} if self.selector else {}
+        async for event in self.api.watch(self.kind.path(), resource_version, self.watch_seconds, **only):
             event_type = event.get("type")
             obj = event.get("object") or {}
             if event_type == "ERROR":
