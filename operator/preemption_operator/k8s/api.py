@@ -325,10 +325,14 @@ class KubeApi:
     async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PUT", path, body=body)
 
-    async def list(self, path: str, page: int = LIST_PAGE) -> tuple[list[dict[str, Any]], str]:
-        """Every item of a collection (in pages, one consistent snapshot) and its resourceVersion."""
+    async def list(
+        self, path: str, page: int = LIST_PAGE, *, field_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every item of a collection (in pages, one consistent snapshot) and its resourceVersion;
+        only those a field selector (`metadata.name=x`) matches, if given."""
         items: list[dict[str, Any]] = []
-        params = {"limit": str(page)}
+        selected = {"fieldSelector": field_selector} if field_selector else {}
+        params = {"limit": str(page), **selected}
         while True:
             answer = await self.request("GET", path, params=params, timeout=max(self.timeout, 60.0))
             items.extend(answer.get("items") or [])
@@ -336,9 +340,11 @@ class KubeApi:
             token = meta.get("continue")
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
-            params = {"limit": str(page), "continue": token}
+            params = {"limit": str(page), "continue": token, **selected}
 
-    async def watch(self, path: str, resource_version: str, seconds: int) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self, path: str, resource_version: str, seconds: int, *, field_selector: str | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """The raw events of one watch request, from `resource_version`, with bookmarks. Ends when
         the server closes the stream; an ERROR event is yielded as is (410 Gone among them)."""
         params = {
@@ -347,6 +353,8 @@ class KubeApi:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(seconds),
         }
+        if field_selector:
+            params["fieldSelector"] = field_selector
         await self._turn()
         # No answer for a minute past the server's own timeout means the connection is dead
         # (the server sends bookmarks about once a minute).

@@ -67,10 +67,13 @@ class Informer:
         relist_seconds: float = RELIST_SECONDS,
         watch_seconds: int = WATCH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        field_selector: str | None = None,
     ) -> None:
         self.api = api
         self.kind = kind
         self.handler = handler
+        self.field_selector = field_selector
+        """Only the objects it matches (`metadata.name=x`), if given."""
         self.relist_seconds = relist_seconds
         self.watch_seconds = watch_seconds
         self.clock = clock
@@ -112,7 +115,10 @@ class Informer:
         self._relist_requested.clear()
         self._listing = True
         try:
-            items, resource_version = await self.api.list(self.kind.path())
+            if self.field_selector:
+                items, resource_version = await self.api.list(self.kind.path(), field_selector=self.field_selector)
+            else:
+                items, resource_version = await self.api.list(self.kind.path())
         finally:
             self._listing = False
         for item in items:  # list items carry no apiVersion/kind
@@ -194,7 +200,8 @@ class Informer:
 
     async def _watch(self, resource_version: str) -> str:
         """One watch request; returns the resourceVersion to resume from."""
-        async for event in self.api.watch(self.kind.path(), resource_version, self.watch_seconds):
+        selected = {"field_selector": self.field_selector} if self.field_selector else {}
+        async for event in self.api.watch(self.kind.path(), resource_version, self.watch_seconds, **selected):
             event_type = event.get("type")
             obj = event.get("object") or {}
             if event_type == "ERROR":
