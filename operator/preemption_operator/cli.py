@@ -46,6 +46,24 @@ def _check(files: dict[Path, str], where: Path, command: str) -> None:
     click.echo(f"{where}: up to date")
 
 
+INTEGRATIONS_HELP = (
+    "Job kinds to queue, comma-separated, as Kueue's integrations.frameworks names them: {known}. Default: "
+    "all of them, each once its CRD is installed (a missing CRD is watched for). '' for none: Workloads only, "
+    "their quota given back at eviction."
+)
+
+
+class _IntegrationsOption(click.Option):
+    """--integrations, whose help names the integrations known (the registry is read only when
+    the help is shown)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from .jobs import framework
+
+        self.help = INTEGRATIONS_HELP.format(known=", ".join(framework.INTEGRATIONS))
+        return super().get_help_record(ctx)
+
+
 LABEL_KEYS_TO_COPY = click.option(
     "--label-keys-to-copy",
     default="",
@@ -152,10 +170,19 @@ def _fair_sharing(enabled: bool, strategies: str | None) -> FairSharing:
 )
 @click.option(
     "--integrations",
-    default="batch/job",
-    show_default=True,
-    help="Job kinds to queue, comma-separated, as Kueue's integrations.frameworks names them ('' for none: "
-    "Workloads only, their quota given back at eviction).",
+    cls=_IntegrationsOption,
+    default=None,
+    metavar="NAME[,NAME]",
+    help=INTEGRATIONS_HELP,
+)
+@click.option(
+    "--managed-jobs-namespace-selector",
+    default=None,
+    metavar="SELECTOR",
+    help="Kueue's managedJobsNamespaceSelector: the namespaces whose jobs are managed, as kubectl's -l takes a "
+    "label selector ('team in (a,b),!sandbox') or as a LabelSelector in YAML ('{matchLabels: {team: a}}'). Jobs "
+    "elsewhere are not sent to the webhooks and not reconciled. It must leave kube-system and the operator's "
+    "namespace out. Default: kubernetes.io/metadata.name notin (kube-system,<the operator's namespace>).",
 )
 @LABEL_KEYS_TO_COPY
 @click.option(
@@ -198,7 +225,8 @@ def run(
     liveness_seconds: float,
     kube_api_qps: float,
     kube_api_burst: int | None,
-    integrations: str,
+    integrations: str | None,
+    managed_jobs_namespace_selector: str | None,
     label_keys_to_copy: str,
     no_webhooks: bool,
     webhook_port: int,
@@ -234,7 +262,8 @@ def run(
             liveness_seconds=liveness_seconds,
             qps=kube_api_qps,
             burst=kube_api_burst,
-            integrations=_names(integrations),
+            integrations=None if integrations is None else _names(integrations),
+            managed_jobs_namespace_selector=_namespace_selector(managed_jobs_namespace_selector),
             label_keys_to_copy=_names(label_keys_to_copy),
             webhooks=None
             if no_webhooks or (webhook_url is None and not operator.in_cluster())
@@ -255,6 +284,22 @@ def run(
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     operator.run(config, options)
+
+
+def _namespace_selector(text: str | None) -> Any:
+    """The parsed --managed-jobs-namespace-selector (None: Kueue's default), checked as Kueue
+    checks its configuration; ValueError naming the flag."""
+    if text is None:
+        return None
+    from .controller import integrations, operator
+    from .engine import selectors
+
+    try:
+        selector = selectors.parse(text)
+        integrations.namespace_selector(selector, operator.own_namespace())
+    except ValueError as exc:
+        raise ValueError(f"--managed-jobs-namespace-selector: {exc}") from None
+    return selector
 
 
 def _names(text: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preemption_operator.api.kinds import BY_NAME
+from preemption_operator.controller.integrations import CustomResourceDefinition
 from preemption_operator.jobs.framework import INTEGRATIONS
 from preemption_operator.k8s.api import ApiError
 
@@ -43,13 +44,32 @@ class Hold:
     waiting: int = 0
 
 
-KINDS = {**BY_NAME, **{i.kind.name: i.kind for i in INTEGRATIONS.values()}}
-"""The kinds it stores: the operator's own and every integrated job kind."""
+KINDS = {
+    **BY_NAME,
+    **{i.kind.name: i.kind for i in INTEGRATIONS.values()},
+    "CustomResourceDefinition": CustomResourceDefinition,
+}
+"""The kinds it stores: the operator's own, every integrated job kind, and CRDs."""
 
 
 def object_path(body: dict[str, Any]) -> str:
     meta = body["metadata"]
     return KINDS[body["kind"]].path(meta["name"], meta.get("namespace"))
+
+
+def _selects(field_selector: str | None, obj: dict[str, Any], label_selector: str | None = None) -> bool:
+    """Whether a field selector (only `metadata.name=x` is understood) and a label selector (only
+    `key=value`) match an object."""
+    if label_selector:
+        key, _, value = label_selector.partition("=")
+        assert key and value and "," not in label_selector, f"the fake API knows no label selector {label_selector!r}"
+        if ((obj.get("metadata") or {}).get("labels") or {}).get(key) != value:
+            return False
+    if not field_selector:
+        return True
+    field, _, value = field_selector.partition("=")
+    assert field == "metadata.name", f"the fake API knows no field selector {field_selector!r}"
+    return bool((obj.get("metadata") or {}).get("name") == value)
 
 
 def merge(target: Any, patch: Any) -> Any:
@@ -76,6 +96,8 @@ class FakeApi:
         self.history: list[dict[str, dict[str, Any]]] = []
         """After every stored change, a copy of every Workload (path -> object)."""
         self._watchers: list[tuple[str, asyncio.Queue[dict[str, Any]]]] = []
+        self.field_selectors: list[tuple[str, str, str | None]] = []
+        """(LIST or WATCH, path, its field selector) of every list and watch."""
         self.chaos: Callable[[str, str], tuple[int, bool, int] | None] | None = None
         """Per request: (code, after, pauses) to fail it (after it took effect, if `after`), or
         None; `pauses` event-loop turns are waited first, so other tasks run in between."""
@@ -200,16 +222,32 @@ class FakeApi:
         self._broadcast("DELETED", path, body)
         return copy.deepcopy(body)
 
-    async def list(self, path: str) -> tuple[list[dict[str, Any]], str]:
+    async def list(
+        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
         await self._enter("LIST", path)
-        items = [copy.deepcopy(o) for p, o in sorted(self.objects.items()) if self._in(path, p)]
+        self.field_selectors.append(("LIST", path, field_selector))
+        items = [
+            copy.deepcopy(o)
+            for p, o in sorted(self.objects.items())
+            if self._in(path, p) and _selects(field_selector, o, label_selector)
+        ]
         for item in items:  # as the API server lists them: no apiVersion/kind per item
             item.pop("apiVersion", None)
             item.pop("kind", None)
         return items, str(self.version)
 
-    async def watch(self, path: str, resource_version: str, seconds: int) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self,
+        path: str,
+        resource_version: str,
+        seconds: int,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
         await self._enter("WATCH", path)
+        self.field_selectors.append(("WATCH", path, field_selector))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         entry = (path, queue)
         self._watchers.append(entry)
@@ -220,6 +258,8 @@ class FakeApi:
                     return
                 if event.get("type") == "FAIL":
                     raise ApiError(0, "ReadError", "watch stream lost: connection lost")
+                if not _selects(field_selector, event.get("object") or {}, label_selector):
+                    continue
                 yield event
         finally:
             self._watchers.remove(entry)

@@ -53,9 +53,11 @@ def test_each_integration_brings_its_kinds_rules_and_none_brings_none() -> None:
     assert ("kueue.x-k8s.io", "workloads", ("create", "patch", "delete")) in with_widgets
     jobs_only = granted(rbac.render([INTEGRATION]))
     assert not [rule for rule in jobs_only if rule[0] == "example.com"]
+    # A kind a CRD serves brings the watch of its CRD too (batch/v1 is always served).
     assert set(with_widgets) - set(jobs_only) == {
         ("example.com", "widgets", ("get", "list", "watch", "patch")),
         ("example.com", "widgets/status", ("patch",)),
+        ("apiextensions.k8s.io", "customresourcedefinitions", ("get", "list", "watch")),
     }
     # Without integrations the operator makes no Workloads and touches no jobs.
     bare = granted(rbac.render([]))

@@ -85,6 +85,7 @@ class JobController:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         scheduled: Callable[[], bool] = lambda: True,
         closing: Callable[[str], bool] = lambda namespace: False,
+        managed: Callable[[str], bool] = lambda namespace: True,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -98,6 +99,9 @@ class JobController:
         """Whether the scheduling loop has decided a cycle this term (see SchedulingLoop.term_cycles)."""
         self.closing = closing
         """Whether a namespace is being deleted: nothing new can be made there."""
+        self.managed = managed
+        """Whether the jobs of a namespace are managed (Kueue's managedJobsNamespaceSelector):
+        the others are left alone."""
         chosen = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
         self.integrations = {integration.kind.name: integration for integration in chosen}
         """Kind name -> the integration of that kind."""
@@ -141,6 +145,8 @@ class JobController:
         )
 
     def replace(self, kind: Kind, items: list[dict[str, Any]], resource_version: str) -> None:
+        if kind.name == kinds.Namespace.name:
+            return  # what changed while the watch was down: the jobs' own lists look again
         if kind.name in self.parents:
             for children in self._children.values():
                 children.clear()
@@ -164,6 +170,12 @@ class JobController:
         self._collect_orphans()
 
     def event(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> None:
+        if kind.name == kinds.Namespace.name:
+            # Its labels may have brought its jobs in (or out of) the managed namespaces.
+            namespace = str(_meta(obj).get("name") or "")
+            for key in [key for key in self.jobs if key.namespace == namespace]:
+                self._enqueue(key)
+            return
         if kind.name in self.parents:
             self._child(kind, obj, gone=event_type == "DELETED")
         if kind.name not in self.integrations and kind.name != kinds.Workload.name:
@@ -354,6 +366,8 @@ class JobController:
             return None
         if self.closing(key.namespace):
             return None  # its jobs go with it
+        if not self.managed(key.namespace):
+            return None  # not a managed namespace: Kueue's reconciler ignores the job
         bodies = [objects[name] for name in sorted(objects)]
         job = self.integrations[key.kind].load(bodies)
         try:

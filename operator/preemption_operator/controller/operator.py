@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -21,6 +22,7 @@ from typing import Any
 from lightkube.config.kubeconfig import SingleConfig
 
 from ..api import kinds
+from ..api.meta import LabelSelector
 from ..engine.cache import Cache
 from ..engine.fair_sharing import OFF, FairSharing
 from ..jobs import framework as job_framework
@@ -34,6 +36,7 @@ from ..k8s.writer import COMPONENT, StatusWriter
 from . import http
 from .faults import Faults
 from .feature_gates import gate_warnings
+from .integrations import CrdWatch, CustomResourceDefinition, default_namespace_selector, namespace_selector
 from .jobs import JobController
 from .leader import LeaderElector, default_identity
 from .metrics import Metrics
@@ -45,7 +48,6 @@ log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 SHUTDOWN_SECONDS = 10.0
-DEFAULT_INTEGRATIONS = ("batch/job",)
 
 
 def in_cluster() -> bool:
@@ -75,8 +77,12 @@ class OperatorOptions:
     qps: float = 0.0
     """A client-side limit on requests per second (0: none), as Kueue's clientConnection.qps."""
     burst: int | None = None
-    integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
-    """Kueue's framework names of the job kinds to queue."""
+    integrations: tuple[str, ...] | None = None
+    """Kueue's framework names of the job kinds to queue (and those they imply); None: every
+    known one. Each runs once its kind is served (its CRD Established)."""
+    managed_jobs_namespace_selector: LabelSelector | None = None
+    """Kueue's managedJobsNamespaceSelector: jobs in other namespaces are left alone. None:
+    Kueue's default, every namespace but kube-system and the operator's own."""
     label_keys_to_copy: tuple[str, ...] = ()
     webhooks: WebhookSettings | None = None
     """None: no admission webhooks (queued jobs must be created suspended)."""
@@ -125,7 +131,12 @@ class Operator:
         )
         metrics.watch_events(self.recorder.counts)
         self.informers: list[Informer] = []
+        self._late: list[asyncio.Task[Any]] = []
+        """The informers of integrations whose CRD came after the start."""
         self.integrations = job_framework.enabled(options.integrations)
+        own = options.webhooks.namespace if options.webhooks is not None else own_namespace()
+        self.namespace_selector = options.managed_jobs_namespace_selector or default_namespace_selector(own)
+        self._managed = namespace_selector(self.namespace_selector, own)
         stopping = job_framework.stopping_owners(self.integrations)
         self.scheduling = Scheduling.build(
             self.cache,
@@ -152,16 +163,23 @@ class Operator:
                 integrations=self.integrations,
                 scheduled=lambda: self.scheduling.loop.term_cycles > 0,
                 closing=self.closing,
+                managed=self.managed,
             )
-            # The job controller follows Workloads too: it sees each one after the cache has it.
+            # The job controller follows Workloads and Namespaces too: it sees each one after the
+            # cache has it.
+            followed = (kinds.Workload, kinds.Namespace)
             self.informers += [
-                Informer(self.api, kind, Tee(feeder, self.jobs) if kind is kinds.Workload else feeder)
+                Informer(self.api, kind, Tee(feeder, self.jobs) if kind in followed else feeder)
                 for kind in kinds.WATCHED
             ]
-            self.informers += [
-                Informer(self.api, integration.kind, self.jobs, selector=integration.selector)
-                for integration in self.integrations
-            ]
+            for integration in self.integrations:
+                if integration.crd is None:
+                    informer = Informer(self.api, integration.kind, self.jobs, label_selector=integration.selector)
+                    self.informers.append(informer)
+                else:  # its informer starts once the CRD is there
+                    watch = CrdWatch(integration, self._start_integration)
+                    selected = f"metadata.name={integration.crd}"
+                    self.informers.append(Informer(self.api, CustomResourceDefinition, watch, field_selector=selected))
             self.informers += [Informer(self.api, kind, self.jobs) for kind in self.jobs.child_kinds()]
         else:
             self.informers += [Informer(self.api, kind, feeder) for kind in kinds.WATCHED]
@@ -176,6 +194,21 @@ class Operator:
         ns = self.cache.objects["Namespace"].get(namespace)
         return ns is not None and ns.terminating
 
+    def managed(self, namespace: str) -> bool:
+        """Whether the jobs of a namespace are managed: it exists (in the cache) and the
+        managed-jobs namespace selector matches its labels (Kueue's reconciler skips a job whose
+        namespace is not found, or not selected)."""
+        ns = self.cache.objects["Namespace"].get(namespace)
+        return ns is not None and self._managed.matches(ns.metadata.labels)
+
+    def _start_integration(self, integration: job_framework.Integration) -> None:
+        """Its CRD is Established: its objects are listed and watched from now on (its webhooks
+        were registered at the start, as Kueue's are)."""
+        assert self.jobs is not None
+        informer = Informer(self.api, integration.kind, self.jobs, label_selector=integration.selector)
+        self.informers.append(informer)
+        self._late.append(asyncio.create_task(informer.run(), name=f"informer-{integration.kind.plural}"))
+
     async def relist(self) -> None:
         await asyncio.gather(*(informer.relist() for informer in self.informers))
 
@@ -183,7 +216,8 @@ class Operator:
         if not self.synced.is_set():
             return True  # the first list of a big cluster may take a while; readiness says so
         loop = self.scheduling.loop
-        return loop.alive(self.options.liveness_seconds) and not any(t.done() for t in self._services)
+        parts = [*self._services, *self._late]
+        return loop.alive(self.options.liveness_seconds) and not any(t.done() for t in parts)
 
     def ready(self) -> bool:
         # Not ready while a CRD of the project is missing: it would decide with half the picture.
@@ -211,7 +245,10 @@ class Operator:
         self.elector.on_change = from_thread
 
     async def _sync(self) -> None:
-        await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
+        # An integration whose CRD a first list finds Established starts then: its first list
+        # is waited for too.
+        while not all(informer.synced.is_set() for informer in self.informers):
+            await asyncio.gather(*(informer.synced.wait() for informer in list(self.informers)))
         # The cache is long-lived: keep the collector from rescanning it (full collections showed up
         # as latency spikes in the topology benchmark).
         gc.freeze()
@@ -229,6 +266,7 @@ class Operator:
         pause = 1.0
         while True:
             try:
+                settings = dataclasses.replace(settings, namespace_selector=self.namespace_selector.to_wire())
                 hooks.append(await serve_webhooks(self.api, settings, self.integrations))
                 return
             except asyncio.CancelledError:
@@ -276,6 +314,7 @@ class Operator:
         await self.recorder.drain(timeout=0.2)  # Events are best effort: shutdown must stay quick
         if self.elector is not None:
             await asyncio.to_thread(self.elector.stop)
+        tasks += self._late
         for task in tasks:
             task.cancel()
         await _settle(tasks)

@@ -96,6 +96,9 @@ def integration_rules(integrations: Iterable[Integration]) -> list[Rule]:
         why = f"The {integration.framework} integration: its {kind.plural} ({kind.api_version}) started and stopped."
         out.append(Rule(kind.group, (kind.plural,), (*JOB_VERBS, *integration.verbs), why))
         out.append(Rule(kind.group, (f"{kind.plural}/status",), JOB_STATUS_VERBS))
+    if any(integration.crd is not None for integration in chosen):
+        why = "Integrations of kinds a CRD serves: that CRD watched (by name); each starts once it is Established."
+        out.append(Rule("apiextensions.k8s.io", ("customresourcedefinitions",), READ, why))
     return out
 
 

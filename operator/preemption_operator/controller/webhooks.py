@@ -53,6 +53,15 @@ class WebhookSettings:
     url: str | None = None
     """Where the API server calls (a local run); None: the Service."""
     secret: str = "preemption-operator-webhook-cert"
+    namespace_selector: dict[str, Any] | None = None
+    """The namespaces whose objects are sent (the managed-jobs namespace selector, as Kueue's
+    manifests set it on its job webhooks); None: all but kube-system and `namespace`."""
+
+    def selector(self) -> dict[str, Any]:
+        if self.namespace_selector is not None:
+            return self.namespace_selector
+        values = list(dict.fromkeys(["kube-system", self.namespace]))
+        return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": values}]}
 
     def hosts(self) -> list[str]:
         if self.url is not None:
@@ -152,15 +161,7 @@ def configurations(
         "failurePolicy": "Fail",
         "timeoutSeconds": 10,
         "matchPolicy": "Equivalent",
-        "namespaceSelector": {
-            "matchExpressions": [
-                {
-                    "key": "kubernetes.io/metadata.name",
-                    "operator": "NotIn",
-                    "values": sorted({"kube-system", settings.namespace}),
-                }
-            ]
-        },
+        "namespaceSelector": settings.selector(),
         # Only queued objects: other objects of these kinds never wait on this operator.
         "objectSelector": {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]},
     }
@@ -206,7 +207,14 @@ def _differs(want: dict[str, Any], have: dict[str, Any]) -> bool:
             return isinstance(b, list) and len(a) == len(b) and all(covered(x, y) for x, y in zip(a, b, strict=True))
         return bool(a == b)
 
-    return not covered(want["webhooks"], have.get("webhooks"))
+    if not covered(want["webhooks"], have.get("webhooks")):
+        return True
+    # A selector is what it says, nothing more: one the server holds with more in it differs.
+    return any(
+        w.get(key) != h.get(key)
+        for w, h in zip(want["webhooks"], have.get("webhooks") or [], strict=False)
+        for key in ("namespaceSelector", "objectSelector")
+    )
 
 
 async def register(api: KubeApi, settings: WebhookSettings, ca: bytes, integrations: Iterable[Integration]) -> None:

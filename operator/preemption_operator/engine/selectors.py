@@ -98,3 +98,62 @@ def build(selector: LabelSelector | None, *, nil: Selector) -> Selector:
             raise SelectorError(f"{where}: invalid label value {bad[0]!r}")
         requirements.append(Requirement(expr.key, expr.operator, values))
     return Selector(tuple(requirements))
+
+
+_TERM = re.compile(
+    r"^\s*(?:(?P<absent>!)\s*(?P<akey>[^\s!=<>(),]+)"
+    r"|(?P<key>[^\s!=<>(),]+)\s*(?:(?P<op>==|=|!=)\s*(?P<value>[^\s!=<>(),]*)"
+    r"|\s+(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?)\s*$"
+)
+
+
+def parse(text: str) -> LabelSelector:
+    """A label selector written as kubectl's `-l` takes it (apimachinery's labels.Parse:
+    `key`, `!key`, `key=value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`, joined by
+    commas), or as the metav1.LabelSelector of a Kueue configuration, in JSON or YAML flow style
+    (`{matchLabels: {team: a}}`). Not checked here: `build` does. The empty text selects
+    everything. ValueError says what cannot be read."""
+    from ..api.meta import LabelSelectorRequirement
+
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        import yaml
+
+        try:
+            loaded = yaml.safe_load(stripped)
+            return LabelSelector.model_validate(loaded)
+        except (yaml.YAMLError, ValueError) as exc:
+            raise ValueError(f"not a label selector: {exc}") from None
+    terms: list[str] = []
+    depth, start = 0, 0
+    for at, char in enumerate(stripped):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            terms.append(stripped[start:at])
+            start = at + 1
+    if stripped:
+        terms.append(stripped[start:])
+    expressions = []
+    for term in terms:
+        found = _TERM.match(term)
+        if found is None:
+            raise ValueError(
+                f"cannot read {term.strip()!r}: write key, !key, key=value, key!=value, key in (a,b) or key notin (a,b)"
+            )
+        if found["absent"]:
+            expressions.append(LabelSelectorRequirement(key=found["akey"], operator="DoesNotExist"))
+        elif found["op"]:
+            operator = "NotIn" if found["op"] == "!=" else "In"
+            expressions.append(LabelSelectorRequirement(key=found["key"], operator=operator, values=[found["value"]]))
+        elif found["set"]:
+            values = [value.strip() for value in found["values"].split(",")]
+            operator = "In" if found["set"] == "in" else "NotIn"
+            expressions.append(
+                LabelSelectorRequirement(key=found["key"], operator=operator, values=[v for v in values if v])
+            )
+        else:
+            expressions.append(LabelSelectorRequirement(key=found["key"], operator="Exists"))
+    return LabelSelector(match_expressions=expressions) if expressions else LabelSelector()

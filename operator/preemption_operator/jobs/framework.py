@@ -24,6 +24,8 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 """On the Workload of a group of objects (a pod group): whose it is, since none of its owners is
 its controller."""
+BUILTIN_GROUPS = frozenset({"", "apps", "batch"})
+"""API groups Kubernetes serves itself: an integration of their kinds needs no CRD."""
 
 
 def whole(value: Any, default: int) -> int:
@@ -192,10 +194,20 @@ class Integration:
     """Which job a Workload belongs to, by the `workload_name` of that job (None: not one of this
     integration's). Unset: the job that is its controller owner, whatever the Workload is called
     (one made by Kueue keeps serving the job)."""
+    implies: tuple[str, ...] = ()
+    """Frameworks enabled with it, when not named themselves (Kueue's
+    ImplicitlyEnabledFrameworkNames: deployment, statefulset and leaderworkerset imply pod)."""
 
     @property
     def kind(self) -> Kind:
         return self.job.kind
+
+    @property
+    def crd(self) -> str | None:
+        """The CustomResourceDefinition that serves its kind (`jobsets.jobset.x-k8s.io`); None
+        for a kind Kubernetes serves itself, always there."""
+        kind = self.kind
+        return None if kind.group in BUILTIN_GROUPS else f"{kind.plural}.{kind.group}"
 
     def load(self, objects: Sequence[Mapping[str, Any]]) -> GenericJob:
         """The job made of these objects (all giving the same `workload_name`)."""
@@ -246,13 +258,34 @@ def register(integration: Integration) -> Integration:
     return integration
 
 
-def enabled(names: Iterable[str]) -> tuple[Integration, ...]:
-    """The integrations named (as `--integrations` names them); ValueError names an unknown one."""
+def enabled(names: Iterable[str] | None) -> tuple[Integration, ...]:
+    """The integrations named (as `--integrations` names them), then those they imply (one level,
+    as Kueue collects them); None: every known one. ValueError names an unknown one."""
+    if names is None:
+        return tuple(INTEGRATIONS.values())
     names = tuple(names)
-    unknown = [name for name in names if name not in INTEGRATIONS]
+    chosen = [*dict.fromkeys(names)]
+    unknown = [name for name in chosen if name not in INTEGRATIONS]
     if unknown:
         raise ValueError(f"unknown integration {unknown[0]!r}: known are {', '.join(sorted(INTEGRATIONS))}")
-    return tuple(INTEGRATIONS[name] for name in dict.fromkeys(names))
+    for name in implied(chosen):
+        if name not in INTEGRATIONS:
+            raise ValueError(f"unknown integration {name!r}, implied by one of {', '.join(chosen)}")
+        chosen.append(name)
+    return tuple(INTEGRATIONS[name] for name in chosen)
+
+
+def implied(names: Iterable[str]) -> tuple[str, ...]:
+    """The frameworks enabled only because a named one implies them (Kueue's implicitly enabled
+    integrations), in order."""
+    names = tuple(names)
+    out: dict[str, None] = {}
+    for name in names:
+        integration = INTEGRATIONS.get(name)
+        for other in integration.implies if integration is not None else ():
+            if other not in names:
+                out[other] = None
+    return tuple(out)
 
 
 def of_kind(api_version: str, kind: str) -> Integration | None:

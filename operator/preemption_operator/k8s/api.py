@@ -239,6 +239,15 @@ class HttpxTransport:
         await self.http.aclose()
 
 
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    out = {}
+    if label_selector:
+        out["labelSelector"] = label_selector
+    if field_selector:
+        out["fieldSelector"] = field_selector
+    return out
+
+
 class KubeApi:
     """One connection pool to one API server; every method raises ApiError on an error status,
     and ApiError with code 0 when there is no answer (connection refused or lost, timeout)."""
@@ -326,13 +335,19 @@ class KubeApi:
         return await self.request("PUT", path, body=body)
 
     async def list(
-        self, path: str, page: int = LIST_PAGE, selector: str | None = None
+        self,
+        path: str,
+        page: int = LIST_PAGE,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """Every item of a collection (in pages, one consistent snapshot) and its resourceVersion;
-        `selector`: only those with these labels."""
+        only those with these labels (`label_selector`) or that a field selector (`metadata.name=x`)
+        matches, if given."""
         items: list[dict[str, Any]] = []
-        only = {"labelSelector": selector} if selector else {}
-        params = {"limit": str(page), **only}
+        selected = _selectors(label_selector, field_selector)
+        params = {"limit": str(page), **selected}
         while True:
             answer = await self.request("GET", path, params=params, timeout=max(self.timeout, 60.0))
             items.extend(answer.get("items") or [])
@@ -340,22 +355,27 @@ class KubeApi:
             token = meta.get("continue")
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
-            params = {"limit": str(page), "continue": token, **only}
+            params = {"limit": str(page), "continue": token, **selected}
 
     async def watch(
-        self, path: str, resource_version: str, seconds: int, selector: str | None = None
+        self,
+        path: str,
+        resource_version: str,
+        seconds: int,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """The raw events of one watch request, from `resource_version`, with bookmarks. Ends when
         the server closes the stream; an ERROR event is yielded as is (410 Gone among them).
-        `selector`: only objects with these labels (one that loses them is reported DELETED)."""
+        Selectors as for `list` (an object that stops matching is reported DELETED)."""
         params = {
             "watch": "1",
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(seconds),
         }
-        if selector:
-            params["labelSelector"] = selector
+        params.update(_selectors(label_selector, field_selector))
         await self._turn()
         # No answer for a minute past the server's own timeout means the connection is dead
         # (the server sends bookmarks about once a minute).

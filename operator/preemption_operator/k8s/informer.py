@@ -67,13 +67,16 @@ class Informer:
         relist_seconds: float = RELIST_SECONDS,
         watch_seconds: int = WATCH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
-        selector: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> None:
         self.api = api
         self.kind = kind
-        self.selector = selector
-        """A label selector: only the objects that have these labels are followed."""
+        self.label_selector = label_selector
+        """Only the objects with these labels (`a=b`), if given."""
         self.handler = handler
+        self.field_selector = field_selector
+        """Only the objects it matches (`metadata.name=x`), if given."""
         self.relist_seconds = relist_seconds
         self.watch_seconds = watch_seconds
         self.clock = clock
@@ -115,10 +118,9 @@ class Informer:
         self._relist_requested.clear()
         self._listing = True
         try:
-            if self.selector:
-                items, resource_version = await self.api.list(self.kind.path(), selector=self.selector)
-            else:  # as fakes without selectors take it
-                items, resource_version = await self.api.list(self.kind.path())
+            items, resource_version = await self.api.list(
+                self.kind.path(), label_selector=self.label_selector, field_selector=self.field_selector
+            )
         finally:
             self._listing = False
         for item in items:  # list items carry no apiVersion/kind
@@ -200,8 +202,13 @@ class Informer:
 
     async def _watch(self, resource_version: str) -> str:
         """One watch request; returns the resourceVersion to resume from."""
-        only = {"selector": self.selector} if self.selector else {}
-        async for event in self.api.watch(self.kind.path(), resource_version, self.watch_seconds, **only):
+        async for event in self.api.watch(
+            self.kind.path(),
+            resource_version,
+            self.watch_seconds,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        ):
             event_type = event.get("type")
             obj = event.get("object") or {}
             if event_type == "ERROR":
