@@ -25,7 +25,9 @@ def test_the_batch_job_integration_is_registered_under_kueues_name() -> None:
 def test_integrations_are_enabled_by_name_and_an_unknown_name_is_refused_with_the_known_ones() -> None:
     assert enabled(["batch/job", "batch/job"]) == (INTEGRATION,)
     assert enabled([]) == ()
-    with pytest.raises(ValueError, match=r"^unknown integration 'pod': known are batch/job, jobset.x-k8s.io/jobset$"):
+    with pytest.raises(
+        ValueError, match=r"^unknown integration 'pod': known are batch/job, jobset.x-k8s.io/jobset, ray.io/raycluster$"
+    ):
         enabled(["batch/job", "pod"])
 
 
@@ -33,7 +35,8 @@ def test_the_flag_refuses_an_unknown_integration_before_anything_runs() -> None:
     result = CliRunner().invoke(cli, ["run", "--integrations", "batch/job, kubeflow.org/mpijob"])
     assert result.exit_code == 2
     assert (
-        "error: unknown integration 'kubeflow.org/mpijob': known are batch/job, jobset.x-k8s.io/jobset" in result.output
+        "error: unknown integration 'kubeflow.org/mpijob': known are batch/job, jobset.x-k8s.io/jobset, "
+        "ray.io/raycluster" in result.output
     )
 
 

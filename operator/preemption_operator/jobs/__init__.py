@@ -5,3 +5,4 @@ Importing the package registers every integration (framework.INTEGRATIONS): one 
 
 from . import batch_job as batch_job
 from . import jobset as jobset
+from . import raycluster as raycluster
