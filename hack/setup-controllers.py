@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Builds the job controllers the cluster tests run (today the JobSet controller, from its Go
-module at the release Kueue v0.19.2 uses) into ~/.cache/preemption-operator/controllers, once;
-prints each binary's path. Nothing is installed outside that cache and Go's module cache.
+"""Builds the job controllers the cluster tests run (the JobSet controller and the KubeRay
+operator, from their Go modules) into ~/.cache/preemption-operator/controllers, once; prints each
+binary's path. Nothing is installed outside that cache and Go's module cache.
 
     python hack/setup-controllers.py [NAME ...]     (default: every known controller)
 """
@@ -26,7 +26,9 @@ def main(argv: list[str]) -> int:
     for name in names:
         module, version = BUILDS[name]
         if not go_modules.installed(module, version, name):
-            print(f"setup-controllers: building {name} from {module}@{version} (cold: 2 minutes)", file=sys.stderr)
+            print(
+                f"setup-controllers: building {name} from {module}@{version} (cold: about 3 minutes)", file=sys.stderr
+            )
         try:
             print(go_modules.install(module, version, name))
         except go_modules.ModuleUnavailable as exc:

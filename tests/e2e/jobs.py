@@ -207,3 +207,42 @@ def group_pods(sc: Scenario, group: str) -> list[dict[str, Any]]:
 def a_pod(sc: Scenario, name: str) -> dict[str, Any] | None:
     proc = sc.kubectl("get", "pod", name, "-n", sc.namespace, "-o", "json", check=False)
     return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def ray_group(cpu: str, grace_seconds: int) -> dict[str, Any]:
+    """A RayCluster group's pod template: one Ray container of `cpu` (kwok runs any image)."""
+    container = {"name": "ray", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": cpu}}}
+    return {
+        "rayStartParams": {},
+        "template": {"spec": {"terminationGracePeriodSeconds": grace_seconds, "containers": [container]}},
+    }
+
+
+def raycluster(
+    name: str, namespace: str, queue: str, priority: str, grace_seconds: int = 2, worker_group: str = "workers"
+) -> dict[str, Any]:
+    """A head of 1 cpu and a worker group of two 1-cpu workers, queued; not suspended (the
+    operator's webhook suspends it at creation)."""
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue, PRIORITY_LABEL: priority}},
+        "spec": {
+            "headGroupSpec": ray_group("1", grace_seconds),
+            "workerGroupSpecs": [
+                {"groupName": worker_group, "replicas": 2, "minReplicas": 0, "maxReplicas": 2}
+                | ray_group("1", grace_seconds)
+            ],
+        },
+    }
+
+
+def workloads_of_raycluster(sc: Scenario, name: str) -> list[dict[str, Any]]:
+    pattern = re.compile(rf"raycluster-{re.escape(name)}-[0-9a-f]{{5}}")
+    return [wl for wl_name, wl in sc.workloads().items() if pattern.fullmatch(wl_name)]
+
+
+def workload_of_raycluster(sc: Scenario, name: str) -> dict[str, Any]:
+    found = workloads_of_raycluster(sc, name)
+    assert len(found) == 1, f"Workloads of RayCluster {name}: {sorted(sc.workloads())}"
+    return found[0]

@@ -38,6 +38,7 @@ from preemption_operator.testing.workload_status import condition, is_true
 from .conftest import _namespace_name, in_ci
 from .jobs import (
     POOL_LABEL,
+    QUEUE_LABEL,
     a_pod,
     batch_job,
     group_pods,
@@ -46,9 +47,12 @@ from .jobs import (
     plain_pod,
     pods,
     priority_class,
+    raycluster,
     suspended,
     workload_of,
     workload_of_jobset,
+    workload_of_raycluster,
+    workloads_of_raycluster,
 )
 from .scenario import Scenario, describe_events
 
@@ -734,3 +738,144 @@ def test_a_pod_group_waits_for_all_its_pods_runs_is_preempted_whole_made_again_a
     done = condition(wl, "Finished") or {}
     assert (done.get("reason"), done.get("message")) == ("Succeeded", "Pods succeeded: 3/3.")
     assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"
+
+
+@pytest.fixture(scope="module")
+def kuberay_controller(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The KubeRay operator (built once from the Go module proxy) with its CRDs."""
+    from preemption_operator.testing.go_modules import ModuleUnavailable
+    from preemption_operator.testing.job_controllers import KubeRayController
+
+    controller = KubeRayController(node_cluster, tmp_path_factory.mktemp("controllers"))
+    try:
+        controller.start()
+    except (ModuleUnavailable, RuntimeError) as error:
+        if in_ci():
+            pytest.fail(f"the KubeRay operator did not start: {error}", pytrace=False)
+        pytest.skip(str(error))
+    yield controller
+    controller.stop()
+
+
+def ray_pods(sc: Scenario, name: str) -> list[dict[str, Any]]:
+    listed = sc.kubectl("get", "pods", "-n", sc.namespace, "-l", f"ray.io/cluster={name}", "-o", "json")
+    return [p for p in json.loads(listed.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_raycluster_runs_on_its_flavors_nodes_is_preempted_comes_back_and_is_deleted(
+    sc: Scenario, operators: OperatorPool, kuberay_controller: Any
+) -> None:
+    """A RayCluster with the real KubeRay operator (Kueue's kuberay e2e "Should run a RayCluster
+    on worker if admitted", its integration test "Should preempt lower priority RayClusters when
+    resource insufficient"): created suspended by the webhook and held until admitted; its head
+    and workers run on the flavor's nodes; a higher-priority Job preempts it, it is suspended and
+    its pods go before the Job's start (never more cpu bound than the queue's 4); once the Job is
+    done it runs again. A RayCluster never finishes: deleted, its Workload goes and its quota is
+    free for the next job."""
+    sc.apply(priority_class(sc.name("low"), 100), priority_class(sc.name("high"), 1000))
+    _, lq = sc.queue("main", 4, within="LowerPriority")
+    batch_flavor(sc)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    webhooks = [f"--webhook-port={port}", "--webhook-host=127.0.0.1", f"--webhook-url={url}"]
+    op = operators.start(extra_args=["--integrations=batch/job,ray.io/raycluster", *webhooks])
+    try:
+        _raycluster_through_preemption_and_deletion(sc, op, kuberay_controller, lq, url)
+    finally:
+        sc.kubectl(
+            "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "preemption-operator",
+            "--ignore-not-found", check=False,
+        )  # fmt: skip
+
+
+def _raycluster_through_preemption_and_deletion(
+    sc: Scenario, op: Any, kuberay_controller: Any, lq: str, url: str
+) -> None:
+    ns = sc.namespace
+
+    def logs() -> str:
+        return f"{op.tail()}\n--- the KubeRay operator:\n{kuberay_controller.tail()}"
+
+    def registered() -> bool:
+        listed = sc.kubectl("get", "mutatingwebhookconfiguration", "preemption-operator", "-o", "json", check=False)
+        assert listed.returncode == 0, "no webhooks registered yet"
+        urls = [hook["clientConfig"]["url"] for hook in json.loads(listed.stdout)["webhooks"]]
+        assert f"{url}/mutate-ray-io-v1-raycluster" in urls, urls
+        return True
+
+    wait_until(registered, what="the webhooks registered", diagnostics=logs)
+    refused = sc.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=json.dumps(raycluster("bad", ns, lq, sc.name("low"), worker_group="head")),
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert 'spec.workerGroupSpecs[0].groupName: Forbidden: "head" is reserved for the head group' in refused.stderr
+
+    created = sc.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(raycluster("ray", ns, lq, sc.name("low"))))
+    assert suspended(json.loads(created.stdout)), "the webhook did not create the queued RayCluster suspended"
+    most = [0]
+
+    def running(count: int) -> list[dict[str, Any]]:
+        most[0] = max(most[0], bound_cpu(sc))
+        found = ray_pods(sc, "ray")
+        assert len(found) == count and all(p["status"].get("phase") == "Running" for p in found), [
+            (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase")) for p in found
+        ]
+        return found
+
+    started = wait_until(lambda: running(3), what="the RayCluster's pods running", diagnostics=logs)
+    labels = nodes(sc)
+    assert all(labels[p["spec"]["nodeName"]][POOL_LABEL] == "batch" for p in started)
+    wl = workload_of_raycluster(sc, "ray")
+    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("head", 1), ("workers", 2)]
+    owner = wl["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("RayCluster", "ray", True)
+    cluster = sc.get("rayclusters", "ray")
+    for template in (cluster["spec"]["headGroupSpec"]["template"], cluster["spec"]["workerGroupSpecs"][0]["template"]):
+        assert template["spec"]["nodeSelector"] == {POOL_LABEL: "batch"}
+
+    sc.apply(
+        batch_job("urgent", ns, lq, cpu="2", priority_class=sc.name("high"), pod_annotations={COMPLETE_AFTER: "10s"})
+    )
+
+    def ray_suspended() -> bool:
+        most[0] = max(most[0], bound_cpu(sc))
+        current = sc.get("rayclusters", "ray")
+        assert suspended(current), (
+            f"the RayCluster is not suspended: {current.get('status')}; its Workload: "
+            f"{workload_of_raycluster(sc, 'ray')['status'].get('conditions')}"
+        )
+        return True
+
+    def urgent_running() -> bool:
+        most[0] = max(most[0], bound_cpu(sc))
+        assert [p["status"].get("phase") for p in pods(sc, "urgent")] == ["Running"]
+        assert not ray_pods(sc, "ray"), "the RayCluster's pods still run beside the urgent Job"
+        return True
+
+    wait_until(ray_suspended, what="the RayCluster suspended", diagnostics=logs)
+    wait_until(urgent_running, what="the urgent Job running", diagnostics=logs)
+    preempted = condition(workload_of_raycluster(sc, "ray"), "Preempted") or {}
+    assert (preempted.get("status"), preempted.get("reason")) == ("True", "InClusterQueue"), preempted
+    restored = sc.get("rayclusters", "ray")["spec"]["headGroupSpec"]["template"]["spec"]
+    assert "nodeSelector" not in restored, "the head's template was not put back"
+
+    # The urgent Job's pod succeeds 10 s after it starts; then the RayCluster runs again.
+    wait_until(lambda: running(3), timeout=90, what="the RayCluster running again", diagnostics=logs)
+    assert is_true(workload_of(sc, "urgent"), "Finished")
+    assert is_true(workload_of_raycluster(sc, "ray"), "Admitted")
+    assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4: the quota came back before the pods went"
+    moved = sc.kubectl("label", "raycluster", "ray", "-n", ns, f"{QUEUE_LABEL}=other", "--overwrite", check=False)
+    assert f'metadata.labels[{QUEUE_LABEL}]: Invalid value: "other": field is immutable' in moved.stderr, moved.stderr
+
+    sc.kubectl("delete", "raycluster", "ray", "-n", ns, "--wait=false")
+    wait_until(lambda: not workloads_of_raycluster(sc, "ray"), what="the RayCluster's Workload gone", diagnostics=logs)
+    sc.apply(batch_job("next", ns, lq, cpu="4", priority_class=sc.name("low")))
+    wait_until(
+        lambda: is_true(workload_of(sc, "next"), "Admitted"),
+        what="a job of the whole quota admitted once the RayCluster is gone",
+        diagnostics=logs,
+    )

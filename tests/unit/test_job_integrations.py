@@ -36,7 +36,8 @@ def test_the_flag_refuses_an_unknown_integration_before_anything_runs() -> None:
     result = CliRunner().invoke(cli, ["run", "--integrations", "batch/job, kubeflow.org/mpijob"])
     assert result.exit_code == 2
     assert (
-        "error: unknown integration 'kubeflow.org/mpijob': known are batch/job, jobset.x-k8s.io/jobset" in result.output
+        "error: unknown integration 'kubeflow.org/mpijob': known are batch/job, jobset.x-k8s.io/jobset, "
+        "pod, ray.io/raycluster" in result.output
     )
 
 

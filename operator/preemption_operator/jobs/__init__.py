@@ -6,3 +6,4 @@ Importing the package registers every integration (framework.INTEGRATIONS): one 
 from . import batch_job as batch_job
 from . import jobset as jobset
 from . import pod as pod
+from . import raycluster as raycluster

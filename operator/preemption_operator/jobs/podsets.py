@@ -17,9 +17,9 @@ PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
 
 
-def topology_request(template: Mapping[str, Any], pod_index_label: str) -> dict[str, Any] | None:
+def topology_request(template: Mapping[str, Any], pod_index_label: str | None) -> dict[str, Any] | None:
     """The pod set's topology request from its template's annotations, as Kueue reads them;
-    `pod_index_label` is the pod label that numbers the pods of the set."""
+    `pod_index_label` is the pod label that numbers the pods of the set (None: no label does)."""
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     request: dict[str, Any] = {}
     if annotations.get(REQUIRED_TOPOLOGY):
@@ -30,7 +30,8 @@ def topology_request(template: Mapping[str, Any], pod_index_label: str) -> dict[
         request["unconstrained"] = True
     else:
         return None
-    request["podIndexLabel"] = pod_index_label
+    if pod_index_label is not None:
+        request["podIndexLabel"] = pod_index_label
     return request
 
 

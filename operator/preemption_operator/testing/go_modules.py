@@ -13,6 +13,10 @@ from pathlib import Path
 
 JOBSET = ("sigs.k8s.io/jobset", "v0.12.0")
 """The JobSet release Kueue v0.19.2 depends on."""
+KUBERAY = ("github.com/ray-project/kuberay/ray-operator", "v1.5.0")
+"""The KubeRay operator release the RayCluster integration is tested with (its main package is
+the module's root; Kueue v0.19.2 builds against v1.6.2, whose RayCluster API is the same for
+what the integration reads)."""
 
 
 class ModuleUnavailable(RuntimeError):
@@ -98,6 +102,15 @@ def jobset_crds() -> list[Path]:
     """JobSet's CRD manifests, as its release installs them."""
     folder = module_dir(*JOBSET) / "config" / "components" / "crd" / "bases"
     files = sorted(folder.glob("*.yaml"))
+    if not files:
+        raise ModuleUnavailable(f"{folder} holds no CRD manifests")
+    return files
+
+
+def kuberay_crds() -> list[Path]:
+    """KubeRay's CRD manifests (RayCluster, RayJob, RayService: its operator watches all three)."""
+    folder = module_dir(*KUBERAY) / "config" / "crd" / "bases"
+    files = sorted(folder.glob("ray.io_*.yaml"))
     if not files:
         raise ModuleUnavailable(f"{folder} holds no CRD manifests")
     return files

@@ -14,6 +14,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,24 @@ import yaml
 from ..k8s.certs import issue
 from . import go_modules
 from .control_plane import ControlPlane, _Process, free_port, log_tail
+
+
+def _wait_ready(process: _Process, health_port: int, timeout: float, what: str, tail: Callable[[], str]) -> None:
+    """Until the process answers its readiness probe; RuntimeError (with its log) if it exits or
+    takes longer than `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not process.alive():
+            raise RuntimeError(f"{what} exited with {process.popen.returncode}:\n{tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (OSError, urllib.error.HTTPError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} not ready within {timeout:.0f}s:\n{tail()}")
+        time.sleep(0.2)
 
 
 class JobSetController:
@@ -64,20 +83,9 @@ class JobSetController:
             self.log_path,
             self.workdir,
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.process.alive():
-                raise RuntimeError(f"jobset controller exited with {self.process.popen.returncode}:\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as resp:
-                    if resp.status == 200:
-                        self._register_webhooks(f"https://127.0.0.1:{webhook_port}", serving.ca)
-                        return self
-            except (OSError, urllib.error.HTTPError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"jobset controller not ready within {timeout:.0f}s:\n{self.tail()}")
-            time.sleep(0.2)
+        _wait_ready(self.process, self.health_port, timeout, "jobset controller", self.tail)
+        self._register_webhooks(f"https://127.0.0.1:{webhook_port}", serving.ca)
+        return self
 
     WEBHOOKS = "jobset-webhooks"
 
@@ -136,8 +144,59 @@ class JobSetController:
         self.process.stop(timeout)
 
 
-BUILDS = {"jobset": go_modules.JOBSET}
+class KubeRayController:
+    """The KubeRay operator (github.com/ray-project/kuberay/ray-operator), which turns a
+    RayCluster into its head and worker pods and deletes them when it is suspended.
+
+    It runs its RayCluster, RayJob and RayService controllers unconditionally, so all three CRDs
+    are installed (server-side: they are too large for the annotation a client-side apply
+    writes). Its own webhook (a validating one for RayClusters, served only with
+    ENABLE_WEBHOOKS=true) is left out: it repeats the spec checks the controller makes anyway
+    when it reconciles, and nothing of Kueue's protocol depends on it."""
+
+    name = "kuberay"
+
+    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
+        self.plane = plane
+        self.workdir = workdir / "kuberay"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "kuberay.log"
+        self.health_port = free_port()
+        self.process: _Process | None = None
+
+    def start(self, timeout: float = 120.0) -> KubeRayController:
+        """Builds it if needed, installs its CRDs and waits until it is ready."""
+        binary = go_modules.install(*BUILDS["kuberay"], "kuberay")
+        self.plane.apply_crds(go_modules.kuberay_crds(), timeout=120)
+        self.process = _Process(
+            self.name,
+            [
+                str(binary),
+                f"--kubeconfig={self.plane.kubeconfig}",
+                "--enable-leader-election=false",
+                "--metrics-addr=0",
+                f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
+                "--log-stdout-encoder=console",
+            ],
+            self.log_path,
+            self.workdir,
+        )
+        _wait_ready(self.process, self.health_port, timeout, "kuberay operator", self.tail)
+        return self
+
+    def tail(self, lines: int = 40) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.process is not None and self.process.alive():
+            self.process.stop(timeout)
+
+
+BUILDS = {"jobset": go_modules.JOBSET, "kuberay": go_modules.KUBERAY}
 """Each controller's Go module and version."""
-CONTROLLERS = {"jobset": JobSetController}
+CONTROLLERS: dict[str, type[JobSetController] | type[KubeRayController]] = {
+    "jobset": JobSetController,
+    "kuberay": KubeRayController,
+}
 """What `hack/cluster.py --controllers` takes, by name."""
 KNOWN = tuple(CONTROLLERS)
