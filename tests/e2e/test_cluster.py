@@ -646,7 +646,7 @@ def test_a_plain_pod_is_gated_until_admitted_runs_on_its_flavors_nodes_is_preemp
     def finished(name: str) -> dict[str, Any]:
         most[0] = max(most[0], bound_cpu(sc))
         wl = workload_of_pod(sc, name)
-        assert wl is not None and is_true(wl, "Finished"), wl and wl["status"].get("conditions")
+        assert wl is not None and is_true(wl, "Finished"), wl and wl.get("status", {}).get("conditions")
         return wl
 
     wl = wait_until(lambda: finished("solo"), timeout=90, what="solo finished", diagnostics=op.tail)
@@ -731,7 +731,7 @@ def test_a_pod_group_waits_for_all_its_pods_runs_is_preempted_whole_made_again_a
     def finished() -> dict[str, Any]:
         most[0] = max(most[0], bound_cpu(sc))
         wl = sc.workloads().get("trainer")
-        assert wl is not None and is_true(wl, "Finished"), wl and wl["status"].get("conditions")
+        assert wl is not None and is_true(wl, "Finished"), wl and wl.get("status", {}).get("conditions")
         return wl
 
     wl = wait_until(finished, timeout=90, what="the group finished", diagnostics=op.tail)

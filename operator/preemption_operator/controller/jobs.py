@@ -440,6 +440,8 @@ class JobController:
                 try:
                     answer = await self.api.patch_merge(path, body)
                 except ApiError as exc:
+                    if exc.code == 404 and patch.name is not None:
+                        continue  # a member gone meanwhile (a Pod): the watch tells, the rest goes on
                     if exc.code == 409:
                         # Its own controller wrote it meanwhile: read it, so the retry starts
                         # from what is there (a watch may have nothing newer to deliver).
