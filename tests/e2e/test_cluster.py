@@ -879,3 +879,93 @@ def _raycluster_through_preemption_and_deletion(
         what="a job of the whole quota admitted once the RayCluster is gone",
         diagnostics=logs,
     )
+
+
+def deployment(name: str, namespace: str, queue: str, priority: str, replicas: int, cpu: str) -> dict[str, Any]:
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {QUEUE_LABEL: queue, "kueue.x-k8s.io/priority-class": priority},
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"terminationGracePeriodSeconds": 2, "containers": [container]},
+            },
+        },
+    }
+
+
+def test_a_deployments_pods_are_each_queued_run_on_the_flavors_nodes_and_a_preempted_one_comes_back(
+    sc: Scenario, operators: OperatorPool, hooks: list[str]
+) -> None:
+    """Kueue's deployment e2e ("should admit workloads that fits") and its pod preemption: the
+    queued Deployment's template is stamped by the webhook, each Pod its ReplicaSet makes is
+    gated (without the finalizer: its parent suspends it) and gets a Workload of its own, and runs
+    on the flavor's nodes; a higher-priority Job preempts one Pod, which is deleted; the
+    ReplicaSet's replacement waits, gated, until the Job is done, then runs. Deleting the
+    Deployment takes its Pods' Workloads with them."""
+    ns = sc.namespace
+    sc.apply(priority_class(sc.name("low"), 100), priority_class(sc.name("high"), 1000))
+    _, lq = sc.queue("main", 4, within="LowerPriority")
+    batch_flavor(sc)
+    op = operators.start(extra_args=["--integrations=batch/job,deployment", *hooks])
+    (stored,) = created(sc, deployment("web", ns, lq, sc.name("low"), 2, "1"))
+    template = stored["spec"]["template"]["metadata"]
+    assert template["annotations"] == {"kueue.x-k8s.io/pod-suspending-parent": "deployment"}
+    assert template["labels"][MANAGED] == "true" and template["labels"][QUEUE_LABEL] == lq
+    most = [0]
+
+    def web_pods() -> list[dict[str, Any]]:
+        listed = sc.kubectl("get", "pods", "-n", ns, "-l", "app=web", "-o", "json")
+        return [p for p in json.loads(listed.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    def web_running(count: int) -> list[dict[str, Any]]:
+        most[0] = max(most[0], bound_cpu(sc))
+        found = web_pods()
+        assert len(found) == count and all(p["status"].get("phase") == "Running" for p in found), [
+            (p["metadata"]["name"], p["status"].get("phase"), gated(p)) for p in found
+        ]
+        return found
+
+    started = wait_until(lambda: web_running(2), what="the Deployment's Pods running", diagnostics=op.tail)
+    labels = nodes(sc)
+    for pod in started:
+        assert labels[pod["spec"]["nodeName"]][POOL_LABEL] == "batch"
+        assert MANAGED not in pod["metadata"].get("finalizers", [])  # its parent suspends it
+        assert "kueue.x-k8s.io/role-hash" in pod["metadata"]["annotations"]
+        wl = workload_of_pod(sc, pod["metadata"]["name"])
+        assert wl is not None and is_true(wl, "Admitted")
+    originals = {p["metadata"]["name"] for p in started}
+
+    sc.apply(
+        batch_job("urgent", ns, lq, cpu="3", priority_class=sc.name("high"), pod_annotations={COMPLETE_AFTER: "10s"})
+    )
+
+    def replacement_waits() -> bool:
+        most[0] = max(most[0], bound_cpu(sc))
+        assert [p["status"].get("phase") for p in pods(sc, "urgent")] == ["Running"]
+        found = web_pods()
+        waiting = [p for p in found if p["metadata"]["name"] not in originals]
+        assert len(found) == 2 and len(waiting) == 1 and gated(waiting[0]), [
+            (p["metadata"]["name"], p["status"].get("phase"), gated(p)) for p in found
+        ]
+        return True
+
+    wait_until(replacement_waits, what="the urgent Job running, the replacement Pod gated", diagnostics=op.tail)
+    wait_until(lambda: web_running(2), timeout=90, what="the replacement running after the Job", diagnostics=op.tail)
+    assert is_true(workload_of(sc, "urgent"), "Finished")
+    assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"
+
+    sc.kubectl("delete", "deployment", "web", "-n", ns, "--wait=false")
+    wait_until(
+        lambda: not [n for n in sc.workloads() if n.startswith("pod-web-")],
+        what="the Deployment's Pods' Workloads gone",
+        diagnostics=op.tail,
+    )

@@ -102,7 +102,8 @@ class JobController:
         self.managed = managed
         """Whether the jobs of a namespace are managed (Kueue's managedJobsNamespaceSelector):
         the others are left alone."""
-        chosen = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
+        every = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
+        chosen = tuple(integration for integration in every if integration.reconciled)
         self.integrations = {integration.kind.name: integration for integration in chosen}
         """Kind name -> the integration of that kind."""
         self.parents: dict[str, tuple[Integration, ...]] = {}
@@ -130,7 +131,7 @@ class JobController:
 
     def key_of(self, kind: Kind, obj: dict[str, Any]) -> WorkloadKey:
         """The job an object of an integrated kind belongs to."""
-        name = self.integrations[kind.name].job(obj).workload_name()
+        name = self.integrations[kind.name].load([obj]).workload_name()
         return WorkloadKey(kind.name, str(_meta(obj).get("namespace") or ""), name)
 
     # -- informer handlers ---------------------------------------------------------------------
@@ -222,7 +223,7 @@ class JobController:
         member = _member(kind, body)
         job = self.key_of(kind, body)
         held = self._members.get(member)
-        if held is None and not self.integrations[kind.name].job(body).queue_name():
+        if held is None and not self.integrations[kind.name].load([body]).queue_name():
             return  # not submitted to a queue: not ours
         if held is not None and held != job:
             self._member_gone(member)  # made again under the same name: another job

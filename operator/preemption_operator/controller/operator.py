@@ -173,6 +173,8 @@ class Operator:
                 for kind in kinds.WATCHED
             ]
             for integration in self.integrations:
+                if not integration.reconciled:
+                    continue  # its webhooks alone serve it
                 if integration.crd is None:
                     informer = Informer(self.api, integration.kind, self.jobs, label_selector=integration.selector)
                     self.informers.append(informer)

@@ -92,6 +92,8 @@ def integration_rules(integrations: Iterable[Integration]) -> list[Rule]:
         )
     ]
     for integration in chosen:
+        if not integration.reconciled:
+            continue  # only its webhooks see its objects, in the requests they are sent
         kind = integration.kind
         why = f"The {integration.framework} integration: its {kind.plural} ({kind.api_version}) started and stopped."
         out.append(Rule(kind.group, (kind.plural,), (*JOB_VERBS, *integration.verbs), why))

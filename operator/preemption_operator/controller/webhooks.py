@@ -166,10 +166,12 @@ def configurations(
         "objectSelector": {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]},
     }
 
-    kinds = [integration.kind for integration in integrations]
+    chosen = list(integrations)
 
-    def hook(kind: Kind, mutating: bool) -> dict[str, Any]:
-        operations = ["CREATE"] if mutating else ["CREATE", "UPDATE"]
+    def hook(integration: Integration, mutating: bool) -> dict[str, Any]:
+        kind = integration.kind
+        on_update = not mutating or integration.mutate_on_update
+        operations = ["CREATE", "UPDATE"] if on_update else ["CREATE"]
         rule = {
             "apiGroups": [kind.group],
             "apiVersions": [kind.version],
@@ -188,7 +190,7 @@ def configurations(
             "apiVersion": configuration.api_version,
             "kind": configuration.name,
             "metadata": {"name": CONFIGURATION_NAME, "labels": {"app.kubernetes.io/name": "preemption-operator"}},
-            "webhooks": [hook(kind, mutating) for kind in kinds],
+            "webhooks": [hook(integration, mutating) for integration in chosen],
         }
 
     return [

@@ -4,6 +4,7 @@ Workload and back.
 Importing the package registers every integration (framework.INTEGRATIONS): one module each."""
 
 from . import batch_job as batch_job
+from . import deployment as deployment
 from . import jobset as jobset
 from . import pod as pod
 from . import raycluster as raycluster

@@ -168,8 +168,10 @@ class Integration:
 
     framework: str
     """Its name in Kueue's `integrations.frameworks` (`batch/job`): what `--integrations` takes."""
-    job: type[GenericJob]
-    """Its view of a job; `job.kind` is where its objects live."""
+    job: type[GenericJob] | None
+    """Its view of a job; `job.kind` is where its objects live. None: its objects are not jobs,
+    only its webhooks change them (a Deployment, each of whose Pods is a job of `pod`: Kueue's
+    no-op reconciler); `webhook_kind` then says where they live."""
     mutate: Mutate
     """Its mutating webhook, called on create."""
     validate: Validate
@@ -194,13 +196,26 @@ class Integration:
     """Which job a Workload belongs to, by the `workload_name` of that job (None: not one of this
     integration's). Unset: the job that is its controller owner, whatever the Workload is called
     (one made by Kueue keeps serving the job)."""
+    webhook_kind: Kind | None = None
+    """The kind of an integration without jobs (`job` None)."""
+    mutate_on_update: bool = False
+    """Its mutating webhook is called on update too (a Deployment's pod template is stamped again
+    whenever it changes)."""
     implies: tuple[str, ...] = ()
     """Frameworks enabled with it, when not named themselves (Kueue's
     ImplicitlyEnabledFrameworkNames: deployment, statefulset and leaderworkerset imply pod)."""
 
     @property
     def kind(self) -> Kind:
-        return self.job.kind
+        if self.job is not None:
+            return self.job.kind
+        assert self.webhook_kind is not None, f"{self.framework}: an integration without jobs names its kind"
+        return self.webhook_kind
+
+    @property
+    def reconciled(self) -> bool:
+        """Whether the job controller reconciles its objects as jobs."""
+        return self.job is not None
 
     @property
     def crd(self) -> str | None:
@@ -211,7 +226,10 @@ class Integration:
 
     def load(self, objects: Sequence[Mapping[str, Any]]) -> GenericJob:
         """The job made of these objects (all giving the same `workload_name`)."""
-        return self.compose(objects) if self.compose is not None else self.job(objects[0])
+        if self.compose is not None:
+            return self.compose(objects)
+        assert self.job is not None, f"{self.framework} has no jobs"
+        return self.job(objects[0])
 
     def job_of(self, workload: Mapping[str, Any]) -> str | None:
         """The `workload_name` of the job a Workload belongs to, None if none of this integration's."""
@@ -296,4 +314,4 @@ def of_kind(api_version: str, kind: str) -> Integration | None:
 def stopping_owners(integrations: Iterable[Integration]) -> frozenset[tuple[str, str]]:
     """(apiVersion, kind) of the jobs whose evicted Workloads keep their quota until the job has
     stopped: what the scheduling loop is told of a Workload's controller owner."""
-    return frozenset((i.kind.api_version, i.kind.name) for i in integrations if i.job_stops)
+    return frozenset((i.kind.api_version, i.kind.name) for i in integrations if i.reconciled and i.job_stops)

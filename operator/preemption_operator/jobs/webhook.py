@@ -68,7 +68,9 @@ def review(body: Mapping[str, Any], integration: Integration, mutating: bool) ->
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     obj = request.get("object") or {}
     if mutating:
-        if request.get("operation") == "CREATE":
+        if request.get("operation") == "CREATE" or (
+            integration.mutate_on_update and request.get("operation") == "UPDATE"
+        ):
             patch = integration.mutate(obj)
             if patch:
                 response["patchType"] = "JSONPatch"

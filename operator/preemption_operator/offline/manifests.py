@@ -116,7 +116,7 @@ def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]
     for index, manifest in enumerate(manifests):
         body = manifest.body
         integration = of_kind(str(body.get("apiVersion")), str(body.get("kind")))
-        if integration is None or not isinstance(body.get("metadata"), dict):
+        if integration is None or integration.job is None or not isinstance(body.get("metadata"), dict):
             continue
         view = integration.job(_with_uid(body))
         if view.queue_name():

@@ -26,6 +26,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 BLOCK_LABEL = "cloud.provider.com/topology-block"
 RACK_LABEL = "cloud.provider.com/topology-rack"
 COMPLETE_AFTER = "pod-complete.stage.kwok.x-k8s.io/delay"
+APP_CONTROLLERS = ("deployment", "replicaset", "statefulset")
+"""What makes the Pods of Deployments and StatefulSets, whose Pods the operator queues."""
 """A pod annotation: how long the pod runs before it succeeds (a Go duration, "30s")."""
 DEFAULT_CAPACITY = {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8", "pods": "110"}
 
@@ -149,7 +151,7 @@ def running_cluster(
     node Ready, and the project's CRDs unless ``crds`` is false (a benchmark installs Kueue's
     instead); stopped on exit. ControlPlaneError (with the logs of the part that failed) when any
     of them does not come up."""
-    controllers = (*CONTROLLERS, *NODE_CONTROLLERS)
+    controllers = (*CONTROLLERS, *NODE_CONTROLLERS, *APP_CONTROLLERS)
     with running_control_plane(
         assets, crds=crds, controller_manager=True, controllers=controllers, keep_workdir=keep_workdir
     ) as plane:

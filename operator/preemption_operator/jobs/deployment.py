@@ -1,0 +1,64 @@
+"""Deployments on the pod integration (Kueue's `deployment`, v0.19.2): a Deployment is not a job,
+each of its Pods is one. Its webhook stamps the pod template of a queued Deployment, on create and
+on every update, so that each Pod its ReplicaSet makes is created gated, managed and queued; a
+preempted Pod is deleted and the ReplicaSet makes another, which waits for quota again. The
+Deployment itself is never suspended; its queue may change only while none of its Pods is ready."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..api.kinds import Kind
+from . import webhook
+from .framework import PRIORITY_CLASS_LABEL, QUEUE_LABEL, Integration, register
+from .pod import MANAGED, SUSPENDING_PARENT
+
+KIND = Kind("Deployment", "apps", "v1", "deployments", True)
+FRAMEWORK = "deployment"
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A queued Deployment's pod template says who suspends its Pods (`deployment`), that they are
+    managed, and the Deployment's queue and priority class."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    queue = labels.get(QUEUE_LABEL)
+    if not queue or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return []
+    template = (obj.get("spec") or {}).get("template") or {}
+    meta = template.get("metadata") or {}
+    ops: list[dict[str, Any]] = []
+    if "metadata" not in template:
+        ops.append({"op": "add", "path": "/spec/template/metadata", "value": {}})
+    want = {"annotations": {SUSPENDING_PARENT: FRAMEWORK}, "labels": {MANAGED: "true", QUEUE_LABEL: queue}}
+    if labels.get(PRIORITY_CLASS_LABEL):
+        want["labels"][PRIORITY_CLASS_LABEL] = labels[PRIORITY_CLASS_LABEL]
+    for field, values in want.items():
+        have = meta.get(field)
+        if have is None:
+            ops.append({"op": "add", "path": f"/spec/template/metadata/{field}", "value": {}})
+            have = {}
+        for key, value in values.items():
+            if have.get(key) != value:
+                ops.append({"op": "add", "path": f"/spec/template/metadata/{field}/{_escape(key)}", "value": value})
+    return ops
+
+
+def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:
+    """Kueue's field errors: a queue name is a DNS subdomain; once a Pod of it is ready, or when
+    the label is being removed, the queue stays."""
+    errors = webhook.queue_name_errors(obj)
+    if old is not None:
+        ready = ((old.get("status") or {}).get("readyReplicas") or 0) > 0
+        queue = ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+        errors += webhook.queue_change_errors(obj, old, suspended=not ready and bool(queue))
+    return errors
+
+
+INTEGRATION = register(
+    Integration(FRAMEWORK, None, mutate, validate, webhook_kind=KIND, mutate_on_update=True, implies=("pod",))
+)
