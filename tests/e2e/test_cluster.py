@@ -969,3 +969,86 @@ def test_a_deployments_pods_are_each_queued_run_on_the_flavors_nodes_and_a_preem
         what="the Deployment's Pods' Workloads gone",
         diagnostics=op.tail,
     )
+
+
+def statefulset(name: str, namespace: str, queue: str, priority: str, replicas: int, cpu: str) -> dict[str, Any]:
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {QUEUE_LABEL: queue, "kueue.x-k8s.io/priority-class": priority},
+        },
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"terminationGracePeriodSeconds": 2, "containers": [container]},
+            },
+        },
+    }
+
+
+def test_a_statefulset_is_one_group_admitted_whole_preempted_whole_and_made_again(
+    sc: Scenario, operators: OperatorPool, hooks: list[str]
+) -> None:
+    """Kueue's statefulset e2e ("should admit group that fits", "should preempt low-priority
+    StatefulSet", "should delete all pods on scale down to zero"): the StatefulSet's Pods are one
+    group, in one Workload named `statefulset-<name>-<hash>` with one pod set `main` of all its
+    replicas, admitted as its first Pod appears and run on the flavor's nodes; a higher-priority
+    Job preempts the whole group; the StatefulSet's Pods come back gated and run again once the
+    Job is done; scaled to zero, its Pods and Workload go."""
+    ns = sc.namespace
+    sc.apply(priority_class(sc.name("low"), 100), priority_class(sc.name("high"), 1000))
+    _, lq = sc.queue("main", 4, within="LowerPriority")
+    batch_flavor(sc)
+    op = operators.start(extra_args=["--integrations=batch/job,statefulset", *hooks])
+    (stored,) = created(sc, statefulset("db", ns, lq, sc.name("low"), 3, "1"))
+    template = stored["spec"]["template"]["metadata"]
+    assert template["annotations"]["kueue.x-k8s.io/pod-suspending-parent"] == "statefulset"
+    assert template["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "3"
+    most = [0]
+
+    def db_pods() -> list[dict[str, Any]]:
+        listed = sc.kubectl("get", "pods", "-n", ns, "-l", "app=db", "-o", "json")
+        return [p for p in json.loads(listed.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    def db_running() -> list[dict[str, Any]]:
+        most[0] = max(most[0], bound_cpu(sc))
+        found = db_pods()
+        assert len(found) == 3 and all(p["status"].get("phase") == "Running" for p in found), [
+            (p["metadata"]["name"], p["status"].get("phase"), gated(p)) for p in found
+        ]
+        return found
+
+    started = wait_until(db_running, timeout=60, what="the StatefulSet's Pods running", diagnostics=op.tail)
+    labels = nodes(sc)
+    assert all(labels[p["spec"]["nodeName"]][POOL_LABEL] == "batch" for p in started)
+    (name,) = {p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-name"] for p in started}
+    assert re.fullmatch(r"statefulset-db-[0-9a-f]{5}", name), name
+    wl = sc.workload(name)
+    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("main", 3)]
+    assert is_true(wl, "Admitted")
+
+    sc.apply(
+        batch_job("urgent", ns, lq, cpu="2", priority_class=sc.name("high"), pod_annotations={COMPLETE_AFTER: "10s"})
+    )
+
+    def urgent_running_db_waiting() -> bool:
+        most[0] = max(most[0], bound_cpu(sc))
+        assert [p["status"].get("phase") for p in pods(sc, "urgent")] == ["Running"]
+        found = db_pods()
+        assert found and all(gated(p) for p in found), [(p["metadata"]["name"], gated(p)) for p in found]
+        return True
+
+    wait_until(urgent_running_db_waiting, what="the urgent Job running, the StatefulSet gated", diagnostics=op.tail)
+    wait_until(db_running, timeout=90, what="the StatefulSet running again after the Job", diagnostics=op.tail)
+    assert is_true(workload_of(sc, "urgent"), "Finished")
+    assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"
+
+    sc.kubectl("scale", "statefulset", "db", "-n", ns, "--replicas=0")
+    wait_until(lambda: not db_pods() and name not in sc.workloads(), what="scaled to zero", diagnostics=op.tail)

@@ -442,3 +442,20 @@ def test_a_group_whose_pods_changed_shape_gets_a_new_workload_not_an_updated_one
     bigger = [pod(n, uid=f"u{n}", group="g", total=2, cpu="3") for n in "ab"]
     step = plan(group(*bigger), wl, FLAVORS, NOW)
     assert isinstance(step, DeleteWorkload)
+
+
+def test_a_groups_workload_is_run_by_its_pods_so_its_quota_waits_for_them_after_eviction() -> None:
+    """The scheduling loop keeps an evicted Workload's quota while its job stops when the job's
+    kind stops its jobs (Integration.job_stops): a group's Workload has no controller owner, its
+    Pods run it, so it counts as run by Pods, as a Pod alone's Workload does."""
+    from preemption_operator.api.v1beta2 import Workload
+    from preemption_operator.engine.workload import build_info
+    from preemption_operator.jobs.framework import stopping_owners
+
+    step = plan(group(*[pod(n, uid=f"u{n}", group="g", total=2) for n in "ab"]), None, FLAVORS, NOW)
+    assert isinstance(step, CreateWorkload)
+    info = build_info(Workload.model_validate(step.body), {})
+    assert info.owner == ("v1", "Pod") and info.owner in stopping_owners([INTEGRATION])
+    step = plan(Pods(pod()), None, FLAVORS, NOW)
+    assert isinstance(step, CreateWorkload)
+    assert build_info(Workload.model_validate(step.body), {}).owner == ("v1", "Pod")

@@ -291,6 +291,18 @@ class ObjectMeta(OpenModel):
                 return (str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""))
         return None
 
+    def group_owner(self) -> tuple[str, str] | None:
+        """(apiVersion, kind) of the members of the group a Workload of a group belongs to (a pod
+        group's: annotated `kueue.x-k8s.io/is-group-workload`, owned by every member, none of
+        them its controller), if it is one."""
+        if (self.annotations or {}).get("kueue.x-k8s.io/is-group-workload") != "true":
+            return None
+        refs = (self.model_extra or {}).get("ownerReferences")
+        for ref in refs if isinstance(refs, list) else []:
+            if isinstance(ref, dict) and ref.get("kind"):
+                return (str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""))
+        return None
+
 
 def name_problem(meta: ObjectMeta, *, dns_label: bool = False) -> PydanticCustomError | None:
     """What is wrong with an object's name and namespace, as the API server validates them: a

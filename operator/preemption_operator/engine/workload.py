@@ -88,7 +88,8 @@ class WorkloadInfo:
     accumulated_execution_seconds: int = 0
     """status.accumulatedPastExecutionTimeSeconds: time run before earlier evictions."""
     owner: tuple[str, str] | None = None
-    """(apiVersion, kind) of the controller owner reference: the job that runs this workload."""
+    """(apiVersion, kind) of the controller owner reference, or of a group Workload's members: the
+    job that runs this workload."""
 
     @property
     def priority(self) -> int:
@@ -231,7 +232,8 @@ def build_info(
         admitted = tuple(psa_list)
 
     created = meta.creation_timestamp or datetime.fromtimestamp(0, UTC)
-    controller = meta.controller()
+    # A group's Workload is run by its members (a pod group's Pods), none of them its controller.
+    controller = meta.controller() or meta.group_owner()
     return WorkloadInfo(
         obj=obj,
         key=f"{meta.namespace or ''}/{meta.name}",

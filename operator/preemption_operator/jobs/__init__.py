@@ -8,3 +8,4 @@ from . import deployment as deployment
 from . import jobset as jobset
 from . import pod as pod
 from . import raycluster as raycluster
+from . import statefulset as statefulset

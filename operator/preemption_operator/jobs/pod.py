@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..api.kinds import Kind
@@ -48,6 +48,8 @@ RETRIABLE = "kueue.x-k8s.io/retriable-in-group"
 SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 POD_INDEX = "kueue.x-k8s.io/pod-group-pod-index"
+POD_INDEX_LABEL = "kueue.x-k8s.io/pod-group-pod-index-label"
+"""Which of its own labels numbers a Pod in its group (copied into POD_INDEX at creation)."""
 MAX_ROLES = 18
 
 
@@ -137,10 +139,9 @@ def _containers_shape(containers: Any) -> list[dict[str, Any]] | None:
     ]
 
 
-def role_hash(spec: Mapping[str, Any]) -> str:
-    """Kueue's role hash of a pod spec: the first 8 hex digits of the SHA-256 of the fields that
-    decide where and with how much a pod can run (requests, ports, placement, priority), so Pods
-    of one shape share a pod set."""
+def spec_shape(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a pod spec that decide where and with how much a pod can run (requests,
+    ports, placement, priority), keys sorted: Kueue's SpecShape."""
     shape: dict[str, Any] = {
         "affinity": spec.get("affinity"),
         "containers": _containers_shape(spec.get("containers")),
@@ -155,8 +156,32 @@ def role_hash(spec: Mapping[str, Any]) -> str:
     }
     if spec.get("resources") is not None:
         shape["resources"] = _sorted((spec.get("resources") or {}).get("requests"))
-    doc = {"spec": {key: shape[key] for key in sorted(shape)}}
-    return hashlib.sha256(go_json(doc).encode()).hexdigest()[:8]
+    return {key: shape[key] for key in sorted(shape)}
+
+
+def role_hash(spec: Mapping[str, Any]) -> str:
+    """Kueue's role hash of a pod spec: the first 8 hex digits of the SHA-256 of its shape, so
+    Pods of one shape share a pod set."""
+    return hashlib.sha256(go_json({"spec": spec_shape(spec)}).encode()).hexdigest()[:8]
+
+
+def shape_errors(new: Mapping[str, Any], old: Mapping[str, Any], path: str) -> list[str]:
+    """Kueue's errors for a pod group's template whose shape changed (ValidateImmutablePodGroupPodSpec):
+    each changed field by its path, `field is immutable`."""
+    return _shape_errors(spec_shape(new), spec_shape(old), path)
+
+
+def _shape_errors(new: Any, old: Any, path: str) -> list[str]:
+    if isinstance(new, Mapping) and isinstance(old, Mapping):
+        out: list[str] = []
+        for key in sorted(set(new) | set(old)):
+            out += _shape_errors(new.get(key), old.get(key), f"{path}.{key}")
+        return out
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [e for i, (a, b) in enumerate(zip(new, old, strict=True)) for e in _shape_errors(a, b, f"{path}[{i}]")]
+    if new != old:
+        return [f"{path}: Invalid value: {go_json(new)}: field is immutable"]
+    return []
 
 
 def role_of(pod: Mapping[str, Any]) -> str:
@@ -301,7 +326,8 @@ class Pods:
         wanted = self._wanted(workload)
         for role, count in wanted.items():
             members = [pod for pod in self.pods if role in ("", role_of(pod))]
-            active = sorted((pod for pod in members if runnable(pod)), key=_keep_first)
+            # A Pod being deleted is on its way out already: it makes no other excess.
+            active = sorted((pod for pod in members if runnable(pod) and not deleting(pod)), key=_keep_first)
             for pod in active[count:]:
                 excess += 1
                 if not deleting(pod):
@@ -452,30 +478,46 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
+PARENTS: dict[str, Callable[[Mapping[str, Any]], dict[str, str]]] = {}
+"""A suspending parent's framework name -> what its Pods get at creation besides the gate (the
+annotations that make a StatefulSet's Pods one group), filled by that parent's module."""
+
+
 def mutate(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A queued Pod is created managed and gated: the `managed` label, the finalizer (unless a
-    parent that suspends it made it), the admission gate and its role hash."""
+    parent that suspends it made it: it makes it again), the admission gate, what its parent
+    adds, its pod index label and its role hash."""
     meta = _meta(pod)
     if meta.get("deletionTimestamp") or _job_owned(pod):
         return []
-    by_parent = SUSPENDING_PARENT in _annotations(pod)
-    if not by_parent and not _labels(pod).get(QUEUE_LABEL):
+    parent = _annotations(pod).get(SUSPENDING_PARENT)
+    if parent is None and not _labels(pod).get(QUEUE_LABEL):
         return []
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
     ops: list[dict[str, Any]] = []
-    if not by_parent:
-        if "labels" not in meta:
-            ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
-        ops.append({"op": "add", "path": f"/metadata/labels/{_escape(MANAGED)}", "value": "true"})
+    if parent is None:
+        labels[MANAGED] = "true"
         finalizers = list(meta.get("finalizers") or [])
         if MANAGED not in finalizers:
             ops.append({"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, MANAGED]})
+    elif parent in PARENTS:
+        annotations.update(PARENTS[parent](pod))
     if not gated(pod):
         gates = [*(_spec(pod).get("schedulingGates") or []), {"name": GATE}]
         ops.append({"op": "add", "path": "/spec/schedulingGates", "value": gates})
-    if ROLE_HASH not in _annotations(pod):
-        if "annotations" not in meta:
-            ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
-        ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(ROLE_HASH)}", "value": role_hash(_spec(pod))})
+    index_label = annotations.get(POD_INDEX_LABEL) or _annotations(pod).get(POD_INDEX_LABEL)
+    if index_label and index_label in _labels(pod):
+        labels[POD_INDEX] = _labels(pod)[index_label]
+    if ROLE_HASH not in _annotations(pod) and ROLE_HASH not in annotations:
+        annotations[ROLE_HASH] = role_hash(_spec(pod))
+    for field, values in (("labels", labels), ("annotations", annotations)):
+        have = meta.get(field)
+        if values and have is None:
+            ops.append({"op": "add", "path": f"/metadata/{field}", "value": {}})
+        for key, value in values.items():
+            if (have or {}).get(key) != value:
+                ops.append({"op": "add", "path": f"/metadata/{field}/{_escape(key)}", "value": value})
     return ops
 
 
@@ -486,7 +528,7 @@ def _job_owned(pod: Mapping[str, Any]) -> bool:
     if owner is None:
         return False
     integration = of_kind(str(owner.get("apiVersion") or ""), str(owner.get("kind") or ""))
-    return integration is not None and integration.kind != Pods.kind
+    return integration is not None and integration.reconciled and integration.kind != Pods.kind
 
 
 def _group_field(pod: Mapping[str, Any]) -> tuple[str, str]:
