@@ -49,3 +49,81 @@ def test_a_workload_created_after_now_waits(tmp_path: Path) -> None:
         "2026-01-01T09:59:00Z): it waits" in out
     )
     assert "Preempted" not in out.split("Final state:")[0]
+
+
+def test_pods_and_jobsets_are_read_as_the_workloads_the_operator_makes_and_explain_names_their_objects(
+    tmp_path: Path,
+) -> None:
+    """Issue 26: `simulate` reads a JobSet and a pod group as the operator would, after its
+    webhooks (the Pods need not carry the `managed` label a user never writes): the group is one
+    Workload named after it that preempts the JobSet's; `explain` says whose Workload it is."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER_WITH_JOBSET)
+    (tmp_path / "pending.yaml").write_text(POD_GROUP)
+    out = run(str(tmp_path))
+    assert "Preempted  ns/jobset-trainer-ab9c7  cq            InClusterQueue (by ns/eval)" in out, out
+    assert "4      Admitted   ns/eval" in out, out
+    result = CliRunner().invoke(cli, ["explain", str(tmp_path), "-w", "ns/eval"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[:2] == ["Workload ns/eval", "  of Pod eval-0, Pod eval-1"]
+
+
+CLUSTER_WITH_JOBSET = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ns}
+spec: {clusterQueue: cq}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 100
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: trainer, namespace: ns, labels: {kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/priority-class: low}}
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: 1
+    template:
+      spec:
+        parallelism: 3
+        template:
+          spec:
+            containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+"""
+
+POD_GROUP = "---\n".join(
+    f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: eval-{i}
+  namespace: ns
+  labels: {{kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/priority-class: high, kueue.x-k8s.io/pod-group-name: eval}}
+  annotations: {{kueue.x-k8s.io/pod-group-total-count: "2"}}
+spec:
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+    for i in range(2)
+)

@@ -56,6 +56,24 @@ def suspend_at_creation(obj: Mapping[str, Any], queued: bool) -> list[dict[str, 
     return [{"op": "add", "path": "/spec/suspend", "value": True}]
 
 
+def patched(obj: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """The object with a mutating webhook's JSON patch applied, as the API server would store it
+    (the webhooks here answer with `add` operations only)."""
+    out: dict[str, Any] = json.loads(json.dumps(obj))
+    for op in ops:
+        if op.get("op") != "add":
+            raise ValueError(f"unexpected JSON patch operation {op.get('op')!r}")
+        *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in str(op["path"]).split("/")[1:]]
+        node: Any = out
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        if isinstance(node, list):
+            node.insert(len(node) if last == "-" else int(last), op["value"])
+        else:
+            node[last] = op["value"]
+    return out
+
+
 def aggregate(errors: list[str]) -> str:
     """As Kubernetes joins field errors: one alone, several in brackets."""
     return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import sys
 from collections.abc import Iterable, Iterator
@@ -111,6 +112,7 @@ def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]
     naming the same Workload): position of each job's first object -> its integration and the
     positions of all its objects."""
     from ..jobs.framework import of_kind
+    from ..jobs.webhook import patched
 
     jobs: dict[tuple[str, str, str], tuple[Integration, list[int]]] = {}
     for index, manifest in enumerate(manifests):
@@ -118,6 +120,9 @@ def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]
         integration = of_kind(str(body.get("apiVersion")), str(body.get("kind")))
         if integration is None or integration.job is None or not isinstance(body.get("metadata"), dict):
             continue
+        # As the API server stores it: after the integration's webhook (a Pod managed and gated).
+        body = patched(body, integration.mutate(body))
+        manifests[index] = dataclasses.replace(manifest, body=body)
         view = integration.job(_with_uid(body))
         if view.queue_name():
             key = (integration.framework, str(body["metadata"].get("namespace") or ""), view.workload_name())

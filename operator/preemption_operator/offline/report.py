@@ -145,13 +145,21 @@ def explain_record(data: dict[str, Any], workload: str) -> dict[str, Any]:
                 "candidates": exp["candidates"] if as_preemptor else mine,
             }
         )
-    return {"workload": workload, "status": final["status"], "actions": actions, "searches": searches}
+    return {
+        "workload": workload,
+        "owners": final.get("owners", []),
+        "status": final["status"],
+        "actions": actions,
+        "searches": searches,
+    }
 
 
 def explain(data: dict[str, Any], workload: str) -> str:
     """`explain_record`, for people."""
     record = explain_record(data, workload)
     lines = [f"Workload {workload}"]
+    if record["owners"]:
+        lines.append(f"  of {', '.join(record['owners'])}")
     status = record["status"]
     for condition in status.get("conditions", []):
         lines.append(

@@ -38,6 +38,7 @@ class Simulation:
                 {
                     "namespace": wl.metadata.namespace or "",
                     "name": wl.metadata.name,
+                    "owners": _owners(wl),
                     "status": wl.status.to_wire() if wl.status is not None else {},
                 }
                 for _, wl in sorted(self.workloads.items())
@@ -205,3 +206,9 @@ def _apply(cache: Cache, sim: Simulation, cycle: int, result: CycleResult, now: 
         sim.actions.append(record)
         pending_changed = pending_changed or change.action == changes.PENDING
     return pending_changed
+
+
+def _owners(wl: Any) -> list[str]:
+    """The objects a Workload belongs to, as `Kind name` (a Job's, a pod group's Pods)."""
+    refs = (wl.metadata.model_extra or {}).get("ownerReferences")
+    return [f"{ref.get('kind')} {ref.get('name')}" for ref in refs or [] if isinstance(ref, dict) and ref.get("kind")]
