@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import sys
 from collections.abc import Iterable, Iterator
@@ -106,6 +107,25 @@ def _with_uid(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "metadata": {**meta, "uid": meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"}}
 
 
+def _as_created(integration: Integration, body: dict[str, Any]) -> dict[str, Any]:
+    """A job object as the operator reads it. One without a UID was never created: it is read as
+    the integration's mutating webhook would let it in (a queued Pod only becomes the operator's
+    with the `managed` label the webhook adds); a live object's own fields stand."""
+    if body["metadata"].get("uid"):
+        return body
+    created = copy.deepcopy(body)
+    for op in integration.mutate(body):
+        *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in op["path"].split("/")[1:]]
+        target: Any = created
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        if isinstance(target, list):
+            target.insert(len(target) if last == "-" else int(last), op["value"])
+        else:
+            target[last] = op["value"]
+    return _with_uid(created)
+
+
 def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]:
     """Queued objects of integrated kinds, grouped as the operator groups them into jobs (those
     naming the same Workload): position of each job's first object -> its integration and the
@@ -118,7 +138,7 @@ def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]
         integration = of_kind(str(body.get("apiVersion")), str(body.get("kind")))
         if integration is None or not isinstance(body.get("metadata"), dict):
             continue
-        view = integration.job(_with_uid(body))
+        view = integration.job(_as_created(integration, body))
         if view.queue_name():
             key = (integration.framework, str(body["metadata"].get("namespace") or ""), view.workload_name())
             jobs.setdefault(key, (integration, []))[1].append(index)
@@ -137,7 +157,7 @@ def _job_workload(
 
     body = members[0].body
     try:
-        job = integration.load([_with_uid(member.body) for member in members])
+        job = integration.load([_as_created(integration, member.body) for member in members])
         workload = new_workload(
             job, Settings(label_keys_to_copy=label_keys_to_copy), lambda kind, name: classes.get((kind, name))
         )
