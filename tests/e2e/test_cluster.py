@@ -22,6 +22,7 @@ import pytest
 
 from builders import KUEUE
 from preemption_operator.engine.placement import decode_assignment
+from preemption_operator.testing import walkthrough
 from preemption_operator.testing.cluster import (
     BLOCK_LABEL,
     COMPLETE_AFTER,
@@ -738,6 +739,198 @@ def test_a_pod_group_waits_for_all_its_pods_runs_is_preempted_whole_made_again_a
     done = condition(wl, "Finished") or {}
     assert (done.get("reason"), done.get("message")) == ("Succeeded", "Pods succeeded: 3/3.")
     assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBSET_AND_GROUP = ROOT / "examples" / "jobset-and-pod-group"
+ML_QUOTA = 6
+"""The cpu of ClusterQueue `ml` in examples/jobset-and-pod-group."""
+
+
+def test_the_jobset_and_pod_group_walkthrough_runs_as_its_readme_says(
+    node_cluster: ControlPlane, jobset_controller: Any, hooks: list[str], tmp_path: Path
+) -> None:
+    """examples/jobset-and-pod-group: every command of its README's numbered steps, run in order
+    as a user runs them, against the operator with its webhooks (all integrations, as `run`
+    without flags) and the real JobSet controller; after each step, what the README says the user
+    sees. The JobSet fills the queue and runs on the flavor's nodes; the pod group, created gated,
+    preempts it (`InClusterQueue`), stays gated while the JobSet's pods terminate, then runs on the
+    flavor's nodes and finishes (`Pods succeeded: 3/3.`); the JobSet resumes and completes. The
+    pods bound to nodes never ask for more cpu than the queue has."""
+    walk = walkthrough.steps((JOBSET_AND_GROUP / "README.md").read_text())
+    assert [step.title for step in walk] == [
+        "Create the queue",
+        "Start the training run",
+        "Submit the evaluation",
+        "The evaluation runs",
+        "The evaluation finishes and the training run resumes",
+        "The training run finishes",
+    ]
+    pool = OperatorPool(node_cluster, tmp_path)
+    op = pool.start(extra_args=hooks)
+
+    def logs() -> str:
+        return f"{op.tail()}\n--- the JobSet controller:\n{jobset_controller.tail()}"
+
+    def run(words: tuple[str, ...]) -> str:
+        """A README command as typed from the repository root; its output."""
+        args = [str(ROOT / w) if w.startswith("examples/") else w for w in words[1:]]
+        waits = [int(m.group(1)) for w in args if (m := re.fullmatch(r"--timeout=(\d+)s", w))]
+        return node_cluster.kubectl(*args, check=True, timeout=(waits[0] if waits else 0) + 60).stdout
+
+    def get(*args: str) -> Any:
+        return json.loads(node_cluster.kubectl("get", *args, "-n", "ml", "-o", "json", check=True).stdout)
+
+    def pods_of(selector: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = get("pods", "-l", selector)["items"]
+        return items
+
+    def running(selector: str, count: int) -> list[dict[str, Any]]:
+        found = [p for p in pods_of(selector) if not p["metadata"].get("deletionTimestamp")]
+        phases = [(p["metadata"]["name"], p["status"].get("phase")) for p in found]
+        assert len(found) == count and all(phase == "Running" for _, phase in phases), phases
+        return found
+
+    def jobset_workload() -> dict[str, Any]:
+        found = [
+            w for w in get("workloads")["items"] if re.fullmatch(r"jobset-pretrain-[0-9a-f]{5}", w["metadata"]["name"])
+        ]
+        assert len(found) == 1, [w["metadata"]["name"] for w in found]
+        return found[0]
+
+    on_demand = {
+        n["metadata"]["name"]
+        for n in json.loads(node_cluster.kubectl("get", "nodes", "-o", "json", check=True).stdout)["items"]
+        if n["metadata"].get("labels", {}).get(EXAMPLE_POOL) == "on-demand"
+    }
+    trainers, group = "jobset.sigs.k8s.io/jobset-name=pretrain", "kueue.x-k8s.io/pod-group-name=eval"
+
+    def on_the_flavors_nodes(pods: list[dict[str, Any]]) -> None:
+        for pod in pods:
+            assert pod["spec"]["nodeName"] in on_demand, (pod["metadata"]["name"], pod["spec"]["nodeName"])
+            assert pod["spec"].get("nodeSelector", {}).get(EXAMPLE_POOL) == "on-demand", pod["spec"].get("nodeSelector")
+
+    most = [0]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            proc = node_cluster.kubectl("get", "pods", "-n", "ml", "-o", "json")
+            if proc.returncode == 0:
+                bound = [
+                    p
+                    for p in json.loads(proc.stdout)["items"]
+                    if p["spec"].get("nodeName") and p["status"].get("phase") not in ("Succeeded", "Failed")
+                ]
+                cpu = sum(int(c["resources"]["requests"]["cpu"]) for p in bound for c in p["spec"]["containers"])
+                most[0] = max(most[0], cpu)
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+
+    def step(number: int) -> list[str]:
+        return [run(words) for words in walk[number - 1].commands]
+
+    preempted_by = "Preempted to accommodate a workload (UID: {uid}, JobUID: UNKNOWN) due to prioritization in the ClusterQueue; preemptor path: /ml; preemptee path: /ml"
+    try:
+        # 1. The queue, on the nodes that carry the flavor's label.
+        step(1)
+        cq = json.loads(node_cluster.kubectl("get", "clusterqueue", "ml", "-o", "json", check=True).stdout)
+        assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == ML_QUOTA
+        assert on_demand, "no node carries example.com/pool: on-demand"
+        watcher.start()
+
+        # 2. The JobSet is admitted with the whole queue; its three pods run on the flavor's nodes.
+        _, _, shown, _ = step(2)
+        assert re.search(r"jobset-pretrain-[0-9a-f]{5}\s+ml\s+ml\s+True\s", shown), shown
+        started = wait_until(lambda: running(trainers, 3), what="the JobSet's pods running", diagnostics=logs)
+        on_the_flavors_nodes(started)
+
+        # 3. The group is created gated; the JobSet is preempted, its pods terminate meanwhile.
+        _, shown = step(3)
+        for i in range(3):
+            assert re.search(rf"^eval-{i}\s+0/1\s+SchedulingGated\s", shown, re.M), shown
+        for pod in pods_of(group):
+            assert pod["metadata"]["labels"].get("kueue.x-k8s.io/managed") == "true"
+            assert "kueue.x-k8s.io/managed" in pod["metadata"].get("finalizers", [])
+
+        def preempted() -> dict[str, Any]:
+            wl = jobset_workload()
+            assert is_true(wl, "Evicted") and is_true(wl, "Preempted"), wl["status"].get("conditions")
+            return wl
+
+        victim = wait_until(preempted, what="the JobSet's Workload preempted", diagnostics=logs)
+        eval_wl = get("workload", "eval")
+        assert eval_wl["metadata"]["annotations"].get("kueue.x-k8s.io/is-group-workload") == "true"
+        assert sorted(o["name"] for o in eval_wl["metadata"]["ownerReferences"]) == ["eval-0", "eval-1", "eval-2"]
+        message = preempted_by.format(uid=eval_wl["metadata"]["uid"])
+        evicted, why = condition(victim, "Evicted") or {}, condition(victim, "Preempted") or {}
+        assert (evicted["reason"], evicted["message"]) == ("Preempted", message), evicted
+        assert (why["reason"], why["message"]) == ("InClusterQueue", message), why
+
+        # 4. Once the JobSet's pods are gone the group is ungated onto the flavor's nodes; the
+        # JobSet is suspended, its Workload without quota.
+        _, workloads, jobsets, pods_shown, described = step(4)
+        assert re.search(r"^eval\s+ml\s+ml\s+True\s", workloads, re.M), workloads
+        assert re.search(r"^jobset-pretrain-[0-9a-f]{5}\s+ml\s+False\s+InClusterQueue\s", workloads, re.M), workloads
+        assert re.search(r"^pretrain\s+0\s+true\s", jobsets, re.M), jobsets
+        assert "pretrain-" not in pods_shown, pods_shown
+        evals = running(group, 3)
+        on_the_flavors_nodes(evals)
+        assert not any(p["spec"].get("schedulingGates") for p in evals)
+        assert message in described and re.search(
+            r"Reason:\s+InClusterQueue\n\s+Status:\s+True\n\s+Type:\s+Preempted", described
+        ), described
+
+        # 5. The group succeeds and lets its Pods go; the JobSet is admitted again and resumed.
+        _, _, finished, workloads, _ = step(5)
+        assert finished == "Pods succeeded: 3/3.\n", finished
+        done = condition(get("workload", "eval"), "Finished") or {}
+        assert (done.get("status"), done.get("reason")) == ("True", "Succeeded"), done
+        assert re.search(r"^jobset-pretrain-[0-9a-f]{5}\s+ml\s+ml\s+True\s+QuotaReserved\s", workloads, re.M), workloads
+
+        def let_go() -> bool:
+            for pod in pods_of(group):
+                assert pod["status"]["phase"] == "Succeeded", pod["status"]["phase"]
+                assert "kueue.x-k8s.io/managed" not in pod["metadata"].get("finalizers", [])
+            return True
+
+        wait_until(let_go, what="the group's finalizers removed", diagnostics=logs)
+        again = wait_until(lambda: running(trainers, 3), what="the JobSet's pods running again", diagnostics=logs)
+        on_the_flavors_nodes(again)
+        back = condition(jobset_workload(), "Preempted") or {}
+        assert (back.get("status"), back.get("reason"), back.get("message")) == (
+            "False",
+            "QuotaReserved",
+            f"Previously: {message}",
+        ), back
+
+        # 6. The JobSet completes: its Workload is Finished, its Events tell the story.
+        _, workloads, described = step(6)
+        assert re.search(r"^jobset-pretrain-[0-9a-f]{5}\s+ml\s+ml\s+True\s+QuotaReserved\s+True\s", workloads, re.M), (
+            workloads
+        )
+        done = condition(jobset_workload(), "Finished") or {}
+        assert (done.get("reason"), done.get("message")) == ("Succeeded", "jobset completed successfully"), done
+        events = describe_events(described)
+        ours = {e["Reason"]: e["Message"] for e in events if e["From"] == "preemption-operator"}
+        assert ours.get("Stopped") == message and ours.get("Preempted") == message, events
+        assert ours.get("Started") == "Admitted by clusterQueue ml", events
+        assert {"CreatedWorkload", "FinishedWorkload"} <= set(ours), events
+        theirs = [e["Reason"] for e in events if e["From"] == "jobset"]
+        assert theirs.count("SuspendedJobs") >= 2 and "AllJobsCompleted" in theirs, events
+    finally:
+        stop.set()
+        if watcher.is_alive():
+            watcher.join()
+        pool.close()
+        for i in range(3):  # a run cut short leaves the operator's finalizer on the Pods
+            node_cluster.kubectl(
+                "patch", "pod", f"eval-{i}", "-n", "ml", "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
+            )
+        for name in ("pending.yaml", "jobset.yaml", "cluster.yaml"):
+            node_cluster.kubectl("delete", "-f", str(JOBSET_AND_GROUP / name), "--wait=false", "--ignore-not-found")
+    assert most[0] <= ML_QUOTA, f"the pods bound to nodes asked for {most[0]} cpu, the queue has {ML_QUOTA}"
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ from preemption_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUAN
 from preemption_operator.cli import cli
 from preemption_operator.engine.selectors import NOTHING
 from preemption_operator.engine.selectors import build as build_selector
+from preemption_operator.jobs.framework import of_kind
 from preemption_operator.offline import manifests
 from preemption_operator.offline.manifests import Manifest
 
@@ -656,31 +657,42 @@ def test_manifest_passes_cel_rules(doc: Doc) -> None:
     assert cel_failures(schema, created, created) == []
 
 
-def job_workload(doc: Doc) -> dict[str, Any]:
-    """The Workload the operator makes for a queued Job of an example (as `simulate` reads it)."""
-    folder = Path(doc.source).parts[1]
-    beside = [Manifest(d.source, d.body) for d in EXAMPLES if Path(d.source).parts[1] == folder]
+def is_job(doc: Doc) -> bool:
+    """An object of a kind the operator integrates (a Job, a JobSet, a Pod)."""
+    return of_kind(str(doc.body.get("apiVersion")), str(doc.body.get("kind"))) is not None
+
+
+@functools.cache
+def job_workloads(folder: str) -> list[tuple[list[Doc], dict[str, Any]]]:
+    """The Workloads the operator makes for the queued jobs of an example (as `simulate` reads
+    them), each with the objects of its job (a pod group has several)."""
+    docs = [d for d in EXAMPLES if Path(d.source).parts[1] == folder]
+    beside = [Manifest(d.source, d.body) for d in docs]
     classes = manifests._class_values(beside)
-    manifest = Manifest(doc.source, doc.body)
-    jobs = manifests._jobs([manifest])
-    assert jobs, f"{doc}: a Job in an example must be queued"
-    ((integration, _),) = jobs.values()
-    return manifests._job_workload(integration, [manifest], classes)
+    found = []
+    for integration, members in manifests._jobs(beside).values():
+        workload = manifests._job_workload(integration, [beside[i] for i in members], classes)
+        found.append(([docs[i] for i in members], workload))
+    in_jobs = {id(d) for members, _ in found for d in members}
+    stray = [str(d) for d in docs if is_job(d) and id(d) not in in_jobs]
+    assert not stray, f"a job in an example must be queued: {stray}"
+    return found
 
 
-JOBS = [doc for doc in EXAMPLES if doc.body["kind"] == "Job"]
+JOBS = [job for folder in sorted({Path(d.source).parts[1] for d in EXAMPLES}) for job in job_workloads(folder)]
 
 
-@pytest.mark.parametrize("doc", JOBS, ids=str)
-def test_example_jobs_make_valid_workloads(doc: Doc) -> None:
-    workload = job_workload(doc)
+@pytest.mark.parametrize(("members", "workload"), JOBS, ids=lambda v: str(v[0]) if isinstance(v, list) else "")
+def test_example_jobs_make_valid_workloads(members: list[Doc], workload: dict[str, Any]) -> None:
     assert schema_errors(workload) == []
     schema = openapi("Workload")
     assert cel_failures(schema, apply_defaults(schema, workload)) == []
-    assert doc.body["spec"].get("suspend") is True, "without the webhook a queued Job must be created suspended"
+    for doc in members:
+        if doc.body["kind"] != "Pod":  # a Pod is held by its scheduling gate, which only the webhook adds
+            assert doc.body["spec"].get("suspend") is True, "without the webhook a queued job must be created suspended"
 
 
-@pytest.mark.parametrize("doc", [d for d in [*EXAMPLES, *SEED, *golden_docs()] if d.body["kind"] != "Job"], ids=str)
+@pytest.mark.parametrize("doc", [d for d in [*EXAMPLES, *SEED, *golden_docs()] if not is_job(d)], ids=str)
 def test_manifest_parses_with_models(doc: Doc) -> None:
     model = model_for(doc.body)
     parsed = model.model_validate(doc.body)
@@ -722,11 +734,8 @@ def scenarios() -> list[Path]:
 
 @pytest.mark.parametrize("folder", scenarios(), ids=lambda p: p.name)
 def test_example_is_coherent(folder: Path) -> None:
-    docs = [
-        job_workload(doc) if doc.body["kind"] == "Job" else doc.body
-        for doc in EXAMPLES
-        if Path(doc.source).parts[1] == folder.name
-    ]
+    docs = [doc.body for doc in EXAMPLES if Path(doc.source).parts[1] == folder.name and not is_job(doc)]
+    docs += [workload for _, workload in job_workloads(folder.name)]
     objects = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs}
     assert len(objects) == len(docs), "duplicate objects"
 

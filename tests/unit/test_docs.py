@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from preemption_operator import logs
+from preemption_operator.testing import walkthrough
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "examples").rglob("*.md")]
@@ -50,6 +51,39 @@ def test_example_commands_run_from_the_repository_root(readme: Path) -> None:
     for block in re.findall(r"```sh\n(.*?)```", readme.read_text(), flags=re.S):
         for path in re.findall(r"-f (\S+\.yaml)", block):
             assert (ROOT / path).is_file(), f"{readme.parent.name}: {path} is not a path from the repository root"
+
+
+@pytest.mark.parametrize(
+    "readme",
+    sorted(p for p in (ROOT / "examples").glob("*/README.md") if "\n### 1. " in p.read_text()),
+    ids=lambda p: p.parent.name,
+)
+def test_a_walkthroughs_steps_are_kubectl_commands_a_test_can_run(readme: Path) -> None:
+    """An example told in numbered steps (`### 1. ...`, each with one ```sh block) is run by an e2e
+    test command by command (preemption_operator.testing.walkthrough): the steps parse, and every
+    file they apply is in the example's own folder."""
+    steps = walkthrough.steps(readme.read_text())
+    assert len(steps) >= 2, [s.title for s in steps]
+    for step in steps:
+        assert step.commands, f"step {step.number} ({step.title}) runs nothing"
+        for words in step.commands:
+            for word in words:
+                if word.endswith(".yaml"):
+                    assert (ROOT / word).parent == readme.parent, f"step {step.number}: {word} is not in the example"
+
+
+def test_walkthrough_steps_refuse_what_a_test_could_not_run() -> None:
+    good = "### 1. A\n\n```sh\nkubectl get pods -n ml  # the pods\n```\n\n### 2. B\n\n```sh\nkubectl get nodes\n```\n"
+    assert [(s.number, s.title, s.commands) for s in walkthrough.steps(good)] == [
+        (1, "A", (("kubectl", "get", "pods", "-n", "ml"),)),
+        (2, "B", (("kubectl", "get", "nodes"),)),
+    ]
+    with pytest.raises(ValueError, match="numbered 3, expected 2"):
+        walkthrough.steps(good.replace("### 2.", "### 3."))
+    with pytest.raises(ValueError, match="is not a kubectl command"):
+        walkthrough.steps(good.replace("kubectl get nodes", "sleep 30"))
+    with pytest.raises(ValueError, match="has 0 ```sh blocks"):
+        walkthrough.steps(good.replace("```sh\nkubectl get nodes\n```", "text only"))
 
 
 def test_setup_installs_nothing_outside_the_project() -> None:

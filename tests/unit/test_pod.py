@@ -459,3 +459,27 @@ def test_a_groups_workload_is_run_by_its_pods_so_its_quota_waits_for_them_after_
     step = plan(Pods(pod()), None, FLAVORS, NOW)
     assert isinstance(step, CreateWorkload)
     assert build_info(Workload.model_validate(step.body), {}).owner == ("v1", "Pod")
+
+
+def test_simulate_reads_a_pod_group_as_the_webhook_creates_it_and_a_live_pod_as_it_is() -> None:
+    """A Pod in a file was never created: `simulate` reads it with what the webhook adds (the
+    managed label), so a complete group stands for its one Workload. A live Pod (with a UID)
+    that the webhook did not take stays the user's, as the operator leaves it."""
+    from preemption_operator.api.v1beta2 import Workload
+    from preemption_operator.offline.manifests import Manifest, parse
+
+    def written(name: str) -> dict[str, Any]:
+        body = pod(name, group="eval", total=2, gated=False)
+        del body["metadata"]["uid"], body["metadata"]["finalizers"], body["status"]
+        del body["metadata"]["labels"][MANAGED]
+        return body
+
+    objects = parse([Manifest("pending.yaml", written("eval-0")), Manifest("pending.yaml", written("eval-1"))])
+    assert [(type(o), o.metadata.name) for o in objects] == [(Workload, "eval")]
+    (podset,) = objects[0].spec.pod_sets
+    assert podset.count == 2
+
+    live = written("solo") | {"metadata": {**written("solo")["metadata"], "uid": "u-1"}}
+    skipped: list[str] = []
+    assert parse([Manifest("live.yaml", live)], skipped) == []
+    assert skipped and "Pod ns/solo" in skipped[0]

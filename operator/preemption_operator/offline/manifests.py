@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import sys
 from collections.abc import Iterable, Iterator
@@ -107,12 +106,22 @@ def _with_uid(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "metadata": {**meta, "uid": meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"}}
 
 
+def _as_created(integration: Integration, body: dict[str, Any]) -> dict[str, Any]:
+    """A job object as the operator reads it. One without a UID was never created: it is read as
+    the integration's mutating webhook would let it in (a queued Pod only becomes the operator's
+    with the `managed` label the webhook adds); a live object's own fields stand."""
+    if body["metadata"].get("uid"):
+        return body
+    from ..jobs.webhook import patched
+
+    return _with_uid(patched(body, integration.mutate(body)))
+
+
 def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]:
     """Queued objects of integrated kinds, grouped as the operator groups them into jobs (those
     naming the same Workload): position of each job's first object -> its integration and the
     positions of all its objects."""
     from ..jobs.framework import of_kind
-    from ..jobs.webhook import patched
 
     jobs: dict[tuple[str, str, str], tuple[Integration, list[int]]] = {}
     for index, manifest in enumerate(manifests):
@@ -120,10 +129,7 @@ def _jobs(manifests: list[Manifest]) -> dict[int, tuple[Integration, list[int]]]
         integration = of_kind(str(body.get("apiVersion")), str(body.get("kind")))
         if integration is None or integration.job is None or not isinstance(body.get("metadata"), dict):
             continue
-        # As the API server stores it: after the integration's webhook (a Pod managed and gated).
-        body = patched(body, integration.mutate(body))
-        manifests[index] = dataclasses.replace(manifest, body=body)
-        view = integration.job(_with_uid(body))
+        view = integration.job(_as_created(integration, body))
         if view.queue_name():
             key = (integration.framework, str(body["metadata"].get("namespace") or ""), view.workload_name())
             jobs.setdefault(key, (integration, []))[1].append(index)
@@ -142,7 +148,7 @@ def _job_workload(
 
     body = members[0].body
     try:
-        job = integration.load([_with_uid(member.body) for member in members])
+        job = integration.load([_as_created(integration, member.body) for member in members])
         workload = new_workload(
             job, Settings(label_keys_to_copy=label_keys_to_copy), lambda kind, name: classes.get((kind, name))
         )
