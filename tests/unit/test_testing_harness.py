@@ -170,3 +170,29 @@ def test_the_chaos_driver_finishes_only_pods_kwok_has_started() -> None:
     started = Client([_pod("running", "1", "n1"), _pod("done", "1", "n1", phase="Succeeded")])
     driver = WorkloadDriver(started, Topology("t"), monitor)  # type: ignore[arg-type]
     assert driver.finish_job("ns", "j") is True and started.patched == ["running/status"]
+
+
+def test_a_workloads_reservation_leaves_out_its_reclaimable_pods() -> None:
+    """Succeeded Pods of a group free their quota (Kueue's reclaimablePods, which the engine
+    subtracts): the chaos monitor's I1 counts what the engine counts, so a queue refilled with
+    that quota is not reported as over-admitted."""
+    from preemption_operator.testing.workload_status import reservation
+
+    wl = {
+        "spec": {"podSets": [{"name": "a", "count": 2}, {"name": "b", "count": 1}]},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}],
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "a", "count": 2, "resourceUsage": {"cpu": "2"}},
+                    {"name": "b", "count": 1, "resourceUsage": {"cpu": "2"}},
+                ],
+            },
+        },
+    }
+    assert reservation(wl) == ("cq", 4000)
+    wl["status"]["reclaimablePods"] = [{"name": "a", "count": 1}]
+    assert reservation(wl) == ("cq", 3000)
+    wl["status"]["reclaimablePods"] = [{"name": "a", "count": 2}, {"name": "b", "count": 1}]
+    assert reservation(wl) == ("cq", 0)
