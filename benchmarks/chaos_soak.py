@@ -5,8 +5,9 @@ of preemption_operator.testing.chaos (I1-I3, I5 and I6 at every observed state, 
     python benchmarks/chaos_soak.py [--kills 24] [--outages 2] [--phase-seconds 40] [--seed N]
 
 Starts etcd and two kube-apiservers (KUBEBUILDER_ASSETS or hack/setup-envtest.sh's cache),
-installs crds/ and runs, on one topology with quota turning over and a foreign writer at
-20 writes/s throughout:
+installs crds/, kube-scheduler, kwok's nodes and the JobSet controller, and runs, on one topology
+with quota turning over (Workloads, Jobs, plain Pods, pod groups and JobSets; see docs/chaos.md)
+and a foreign writer at 20 writes/s throughout:
 
 1. kill -9 of the leader of two replicas, --kills times (every other one in the middle of a
    batch of Workload status writes), each restarted as the standby;
@@ -50,6 +51,8 @@ from preemption_operator.testing.chaos import (
 )
 from preemption_operator.testing.cluster import start_nodes
 from preemption_operator.testing.control_plane import CONTROLLERS, NODE_CONTROLLERS, running_control_plane
+from preemption_operator.testing.go_modules import ModuleUnavailable
+from preemption_operator.testing.job_controllers import JobSetController
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -322,18 +325,26 @@ def main() -> None:
     started = datetime.now(UTC)
     began = time.monotonic()
     with (
-        # Jobs among the load (real pods, created, bound, run and deleted) need kube-controller-manager,
-        # kube-scheduler and kwok's nodes.
+        # Jobs, Pods and JobSets among the load (real pods, created, bound, run and deleted) need
+        # kube-controller-manager, kube-scheduler, kwok's nodes and the JobSet controller.
         running_control_plane(
             controller_manager=True, controllers=(*CONTROLLERS, *NODE_CONTROLLERS), more_apiservers=1
         ) as plane,
         tempfile.TemporaryDirectory(prefix="chaos-soak-") as work,
     ):
         start_nodes(plane, NODES)
-        env = ChaosEnv(plane, Path(work), name="soak", seed=args.seed)
+        jobsets: JobSetController | None
+        try:
+            jobsets = JobSetController(plane, Path(work)).start()
+        except (ModuleUnavailable, RuntimeError) as error:
+            print(f"no JobSets in the load: the JobSet controller did not start: {error}", file=sys.stderr)
+            jobsets = None
+        env = ChaosEnv(plane, Path(work), name="soak", seed=args.seed, jobsets=jobsets is not None)
         with env:
             phases = soak(env, args)
             env.stop_load()
+            if jobsets is None:
+                env.figures.notes.append("no JobSets in the load: the JobSet controller did not start")
             text = write_report(
                 args.output,
                 env,
@@ -343,6 +354,8 @@ def main() -> None:
                 command=command,
                 assets=plane.assets,
             )
+        if jobsets is not None:
+            jobsets.stop()
     print(text)
     print(f"written to {args.output}")
     broken = "the promise was BROKEN" in text

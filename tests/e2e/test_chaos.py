@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import random
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,8 +34,10 @@ from preemption_operator.testing.chaos import (
 )
 from preemption_operator.testing.cluster import start_nodes, wait_nodes_ready
 from preemption_operator.testing.control_plane import CONTROLLERS, NODE_CONTROLLERS, ControlPlane, ControlPlaneError
+from preemption_operator.testing.go_modules import ModuleUnavailable
+from preemption_operator.testing.job_controllers import JobSetController
 
-from .conftest import control_plane_fixture
+from .conftest import control_plane_fixture, in_ci
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -42,7 +46,8 @@ SETTLE_SECONDS = 60.0
 
 @pytest.fixture(scope="module")
 def chaos_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
-    # Jobs among the load: real pods, created, bound by kube-scheduler, run by kwok, deleted.
+    # Jobs, Pods and JobSets among the load: real pods, created, bound by kube-scheduler, run by
+    # kwok, deleted.
     for plane in control_plane_fixture(
         envtest_assets,
         "the chaos control plane",
@@ -57,8 +62,27 @@ def chaos_plane(envtest_assets: Path) -> Iterator[ControlPlane]:
         yield plane
 
 
+@pytest.fixture(scope="module")
+def jobset_controller(chaos_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The JobSet controller on the chaos plane, so JobSets are among the load; without it (no
+    build at hand, outside CI) the load has none, and says so."""
+    controller = JobSetController(chaos_plane, tmp_path_factory.mktemp("chaos-controllers"))
+    try:
+        controller.start()
+    except (ModuleUnavailable, RuntimeError) as error:
+        if in_ci():
+            pytest.fail(f"the JobSet controller did not start: {error}", pytrace=False)
+        warnings.warn(f"no JobSets in the chaos load: the JobSet controller did not start: {error}", stacklevel=1)
+        yield None
+        return
+    yield controller
+    controller.stop()
+
+
 @pytest.fixture
-def env(chaos_plane: ControlPlane, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ChaosEnv]:
+def env(
+    chaos_plane: ControlPlane, jobset_controller: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[ChaosEnv]:
     # After an API server outage the nodes are tainted until kwok's heartbeats are seen again.
     try:
         wait_nodes_ready(chaos_plane, [n["metadata"]["name"] for n in NODES.objects()], timeout=120)
@@ -66,9 +90,12 @@ def env(chaos_plane: ControlPlane, tmp_path: Path, request: pytest.FixtureReques
         pytest.fail(f"the chaos cluster's nodes are not usable: {exc}", pytrace=False)
     seed = int(os.environ.get("CHAOS_SEED") or random.randrange(1 << 30))
     name = request.node.name.removeprefix("test_").replace("_", "-")[:20].strip("-")
-    with ChaosEnv(chaos_plane, tmp_path, name=name, seed=seed) as chaos:
+    with ChaosEnv(chaos_plane, tmp_path, name=name, seed=seed, jobsets=jobset_controller is not None) as chaos:
         yield chaos
-        print(chaos.report())  # shown for failing tests ("Captured stdout teardown")
+        print(chaos.report())  # shown for failing tests ("Captured stdout teardown"), or with -rP
+        print(f"(seed {seed})")
+        if jobset_controller is not None:
+            print(f"--- the JobSet controller:\n{jobset_controller.tail(20)}")
 
 
 def test_kill_9_mid_batch(env: ChaosEnv) -> None:
@@ -82,6 +109,10 @@ def test_kill_9_mid_batch(env: ChaosEnv) -> None:
     kill_storm(env, 4, pause=(1.0, 4.0))
     assert len(env.figures.kills) == 4
     env.assert_promise("4 leader kills", SETTLE_SECONDS)
+    kinds = ["Job", "Pod", "PodGroup", *(["JobSet"] if env.jobsets else []), "Workload"]
+    for what in ("admitted", "finished"):
+        counts = env.monitor.kinds[what]
+        assert all(counts[kind] for kind in kinds), f"not every kind of the load was {what}: {dict(counts)}"
 
 
 def test_leader_sigstop_before_write(env: ChaosEnv) -> None:

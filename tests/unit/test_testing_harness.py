@@ -170,3 +170,163 @@ def test_the_chaos_driver_finishes_only_pods_kwok_has_started() -> None:
     started = Client([_pod("running", "1", "n1"), _pod("done", "1", "n1", phase="Succeeded")])
     driver = WorkloadDriver(started, Topology("t"), monitor)  # type: ignore[arg-type]
     assert driver.finish_job("ns", "j") is True and started.patched == ["running/status"]
+
+
+def _queued_pod(name: str, cpu: str, labels: dict, node: str | None = None, **kw: Any) -> dict:
+    pod = _pod(name, cpu, node, **kw)
+    pod["metadata"].update(namespace="t-ns0", labels=labels)
+    return pod
+
+
+def test_the_chaos_monitor_counts_every_pod_that_runs_against_its_queue_whatever_made_it() -> None:
+    """I5: a bound, unfinished pod of the run counts against the ClusterQueue of its queue: a
+    plain Pod's or a group's own queue label, a JobSet's or a Job's (read from it once); a gated,
+    unbound Pod does not, nor one being deleted before it was bound. Over the queue's bound (b1:
+    6 cpu, no borrowing) it is a violation; a pod that runs on no known queue is one too."""
+    from preemption_operator.testing.chaos import InvariantMonitor, Topology
+
+    class Client:
+        def __init__(self) -> None:
+            self.gets: list[str] = []
+
+        def get(self, path: str) -> dict | None:
+            self.gets.append(path)
+            if path.endswith("/jobsets/s1"):
+                return {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "b1"}}}
+            if path.endswith("/jobs/j1"):
+                return {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "b1"}}}
+            return None
+
+    client = Client()
+    monitor = InvariantMonitor(client=client, topology=Topology("t"))  # type: ignore[arg-type]
+    queued = {"kueue.x-k8s.io/queue-name": "b1"}
+    monitor._relist_pods([_queued_pod("plain", "1", queued, "n1")])
+    group = {**queued, "kueue.x-k8s.io/pod-group-name": "g"}
+    monitor._pod_event("ADDED", _queued_pod("g-0", "1", group, "n1"))
+    monitor._pod_event("ADDED", _queued_pod("g-1", "1", group, "n2"))
+    jobset = {"jobset.sigs.k8s.io/jobset-name": "s1", "batch.kubernetes.io/job-name": "s1-r0-0"}
+    monitor._pod_event("ADDED", _queued_pod("s1-r0-0-x", "1", jobset, "n3"))
+    monitor._pod_event("MODIFIED", _queued_pod("s1-r0-0-x", "1", jobset, "n3"))
+    monitor._pod_event("ADDED", _queued_pod("j1-x", "1", {"batch.kubernetes.io/job-name": "j1"}, "n3"))
+    monitor._pod_event("ADDED", _queued_pod("gated", "4", queued, phase="Pending"))
+    monitor._pod_event("ADDED", _queued_pod("never-bound", "4", queued, phase="Pending", deleting=True))
+    assert monitor._pods == {
+        "t-ns0/plain": ("t-b1", 1000),
+        "t-ns0/g-0": ("t-b1", 1000),
+        "t-ns0/g-1": ("t-b1", 1000),
+        "t-ns0/s1-r0-0-x": ("t-b1", 1000),
+        "t-ns0/j1-x": ("t-b1", 1000),
+    }
+    assert client.gets.count("/apis/jobset.x-k8s.io/v1alpha2/namespaces/t-ns0/jobsets/s1") == 1  # read once
+    assert not monitor.violations
+
+    monitor._pod_event("MODIFIED", _queued_pod("gated", "4", queued, "n4"))  # bound: 6 + 3 cpu > 6
+    (over,) = monitor.violations
+    assert over.invariant == "I5" and over.subject == "ClusterQueue t-b1" and "9 cpu > 6 allowed" in over.message
+
+    monitor._pod_event("ADDED", _queued_pod("nobody", "1", {"batch.kubernetes.io/job-name": "gone"}, "n5"))
+    assert monitor.violations[-1].subject == "pods of no queue" and "t-ns0/nobody" in monitor.violations[-1].message
+
+
+def test_the_chaos_driver_tries_a_create_again_while_the_webhook_cannot_be_called() -> None:
+    """A Pod refused because the API server could not call the operator's webhook (the operator
+    is down, failurePolicy Fail) is created on a later tick, as a user would: no error."""
+    from preemption_operator.testing.chaos import DriverConfig, InvariantMonitor, Topology, WorkloadDriver
+
+    class Client:
+        def __init__(self) -> None:
+            self.answers = [
+                (500, {"message": 'Internal error occurred: failed calling webhook "mpod": connection refused'}),
+                (201, {}),
+            ]
+            self.posted: list[str] = []
+
+        def request(self, method: str, path: str, body: Any = None, **_: Any) -> tuple[int, Any]:
+            self.posted.append(body["metadata"]["name"])
+            return self.answers.pop(0)
+
+    client = Client()
+    monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    only_pods = DriverConfig(jobs=0, pods=1, pod_groups=0, jobsets=0)
+    driver = WorkloadDriver(client, Topology("t"), monitor, only_pods)  # type: ignore[arg-type]
+    key = driver.create(priority=0)
+    assert driver.stats["create-refused-no-webhook"] == 1 and not driver.stats["created-pods"]
+    driver._flush()
+    assert driver.stats["created-pods"] == 1 and not driver._outbox and not driver.errors
+    assert client.posted == [key.split("/")[1]] * 2
+
+
+def test_the_chaos_driver_makes_again_the_pods_the_operator_deleted_but_not_those_it_deleted() -> None:
+    """Pods of a group the operator deleted (a preemption) are made again, the same, once gone;
+    after the driver deleted the group itself, never."""
+    from preemption_operator.testing.chaos import DriverConfig, InvariantMonitor, Topology, WorkloadDriver
+
+    class Client:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+
+        def request(self, method: str, path: str, body: Any = None, **_: Any) -> tuple[int, Any]:
+            self.calls.append((method, body["metadata"]["name"] if body else path))
+            return (201, {}) if method == "POST" else (200, {"items": [{}]})
+
+    class Monitor(InvariantMonitor):
+        live: dict[str, dict] = {}
+
+        def pods(self) -> dict[str, dict]:
+            return dict(self.live)
+
+        def current(self) -> dict[str, dict]:
+            return {}
+
+    client = Client()
+    monitor = Monitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    groups = DriverConfig(jobs=0, pods=0, pod_groups=1, jobsets=0, remake_deleted=1.0)
+    driver = WorkloadDriver(client, Topology("t"), monitor, groups)  # type: ignore[arg-type]
+    group = driver.create(priority=0)
+    ns, name = group.split("/")
+    members = [n for _, n in client.calls]
+    assert len(members) in (2, 3) and all(m.startswith(f"{name}-") for m in members)
+    monitor.live = {f"{ns}/{m}": {} for m in members}
+    driver._remake_deleted()
+    monitor.live.pop(f"{ns}/{members[0]}")  # deleted by the operator
+    client.calls.clear()
+    driver._remake_deleted()
+    assert client.calls == [("POST", members[0])] and driver.stats["remade-pods"] == 1
+
+    group_workload = {"metadata": {"name": name, "annotations": {"kueue.x-k8s.io/is-group-workload": "true"}}}
+    monitor.current = lambda: {group: group_workload}  # type: ignore[method-assign]
+    client.calls.clear()
+    assert driver.delete(group)
+    assert client.calls == [
+        ("DELETE", f"/api/v1/namespaces/{ns}/pods?labelSelector=kueue.x-k8s.io/pod-group-name%3D{name}")
+    ]
+    monitor.live = {}
+    client.calls.clear()
+    driver._remake_deleted()
+    assert client.calls == []
+
+
+def test_a_workloads_reservation_leaves_out_its_reclaimable_pods() -> None:
+    """Succeeded Pods of a group free their quota (Kueue's reclaimablePods, which the engine
+    subtracts): the chaos monitor's I1 counts what the engine counts, so a queue refilled with
+    that quota is not reported as over-admitted."""
+    from preemption_operator.testing.workload_status import reservation
+
+    wl = {
+        "spec": {"podSets": [{"name": "a", "count": 2}, {"name": "b", "count": 1}]},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}],
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "a", "count": 2, "resourceUsage": {"cpu": "2"}},
+                    {"name": "b", "count": 1, "resourceUsage": {"cpu": "2"}},
+                ],
+            },
+        },
+    }
+    assert reservation(wl) == ("cq", 4000)
+    wl["status"]["reclaimablePods"] = [{"name": "a", "count": 1}]
+    assert reservation(wl) == ("cq", 3000)
+    wl["status"]["reclaimablePods"] = [{"name": "a", "count": 2}, {"name": "b", "count": 1}]
+    assert reservation(wl) == ("cq", 0)

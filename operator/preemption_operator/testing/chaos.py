@@ -12,20 +12,24 @@ run's Workloads (one cluster-wide watch, re-listed when it breaks) and checks:
   its label, annotation or condition (checked at the end, :meth:`InvariantMonitor.check_foreign`);
 - I4: after the faults stop, :func:`wait_settled`: the project's engine, run offline on what
   the API server holds, would admit or preempt nothing, and queue status counts match;
-- I5: per ClusterQueue and per cohort, the cpu requested by the pods of admitted Jobs that may
-  still run (not Succeeded or Failed; pods being deleted count) never exceeds the same bounds as
-  I1: no two Jobs run on more quota than exists. Pods are attributed by the label
-  ``kueue.x-k8s.io/cluster-queue-name`` the operator gives them when it starts a Job. On a
-  cluster with nodes this bounds the pods bound to nodes too (they are among them);
+- I5: per ClusterQueue and per cohort, the cpu requested by the run's pods that run or may run
+  (bound to a node and not Succeeded or Failed, being deleted included; or started by the
+  operator and not yet bound) never exceeds the same bounds as I1, whatever made the pods. A
+  pod's queue is its own queue label (plain Pods, pod groups), else its JobSet's or its Job's
+  (read from the API server), else the ``kueue.x-k8s.io/cluster-queue-name`` label the operator
+  gives the pods it starts; a pod that runs on no queue is a violation;
 - I6: per node, the cpu requested by the pods bound to it that may still run (any namespace;
   pods being deleted count until they are gone) never exceeds its allocatable cpu.
 
-Load: :class:`WorkloadDriver` creates Workloads and batch/v1 Jobs (several priorities), finishes
-admitted ones after a random run time (a Workload by its Finished condition, a Job by marking its
-pods Succeeded, as a kubelet would), deletes some (racing the operator if asked). The control
-plane runs kube-controller-manager's job controller, so Jobs create and delete real pods; with
-kube-scheduler and kwok's nodes (preemption_operator.testing.cluster) those pods are bound, run,
-and take their grace period to go.
+Load: :class:`WorkloadDriver` creates Workloads, batch/v1 Jobs, plain Pods, pod groups and
+JobSets (several priorities), finishes admitted ones after a random run time (a Workload by its
+Finished condition, a Job by marking its pods Succeeded, as a kubelet would; Pods and JobSets'
+pods end by kwok's completion stage), deletes some (racing the operator if asked), and makes
+again Pods the operator deleted (a preemption), as their maker would. The control plane runs
+kube-controller-manager's job controller and the JobSet controller, so Jobs and JobSets create
+and delete real pods; with kube-scheduler and kwok's nodes (preemption_operator.testing.cluster)
+those pods are bound, run, and take their grace period to go. The operators serve their webhooks
+behind a :class:`WebhookFront` (a queued Pod is gated at creation). docs/chaos.md has it all.
 :class:`ChaosEnv` puts a run together (topology, monitor, operators, fault proxies) and the
 fault families are functions over it (``kill_storm``, ``leader_stop_before_write``,
 ``leader_stall``, ``apiserver_outage``, ``error_injection``, ``foreign_and_racing_deletes``),
@@ -42,6 +46,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import copy
+import dataclasses
 import http.client
 import itertools
 import json
@@ -64,7 +70,7 @@ from urllib.parse import quote, urlsplit
 from preemption_operator.api.meta import format_time
 
 from .cluster import Nodes
-from .control_plane import ApiServer, ControlPlane
+from .control_plane import ApiServer, ControlPlane, free_port
 from .fault_proxy import FaultProxy
 from .operator_process import OperatorProcess
 from .workload_status import condition, eviction_count, is_true, millis, reservation
@@ -84,6 +90,18 @@ JOBS_PATH = "/apis/batch/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 CQ_POD_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+JOBSETS_PATH = "/apis/jobset.x-k8s.io/v1alpha2"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
+MANAGED = "kueue.x-k8s.io/managed"
+"""The label and finalizer the operator's webhook gives a queued Pod."""
+COMPLETE_AFTER = "pod-complete.stage.kwok.x-k8s.io/delay"
+"""kwok's stage: a Running pod with this annotation (a Go duration) succeeds that long after."""
+WEBHOOKS = "preemption-operator"
+"""The operator's Mutating- and ValidatingWebhookConfiguration."""
 PRIORITIES = (0, 10, 100, 1000)
 """A WorkloadPriorityClass `<prefix>-p<value>` for each: Jobs take their priority from one."""
 CLASSIC = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
@@ -456,6 +474,8 @@ class Topology:
         with contextlib.suppress(ApiError):
             for ns in self.namespaces:
                 client.request("DELETE", f"{JOBS_PATH}/namespaces/{ns}/jobs?propagationPolicy=Background")
+                client.request("DELETE", f"{JOBSETS_PATH}/namespaces/{ns}/jobsets?propagationPolicy=Background")
+                client.request("DELETE", f"/api/v1/namespaces/{ns}/pods")
                 client.request("DELETE", workload_path(ns))
                 client.request("DELETE", f"{KUEUE_PATH}/namespaces/{ns}/localqueues")
             for plural in ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses"):
@@ -503,12 +523,77 @@ def new_job(name: str, namespace: str, queue: str, cpu: int, priority_class: str
     }
 
 
+def new_pod(
+    name: str,
+    namespace: str,
+    queue: str,
+    cpu: int,
+    priority_class: str,
+    run_seconds: float,
+    *,
+    group: str | None = None,
+    total: int = 1,
+) -> dict[str, Any]:
+    """A queued plain Pod (of pod group `group` of `total` Pods when given), which kwok ends
+    `run_seconds` after it starts running (the operator's webhook gates it at creation)."""
+    labels = {QUEUE_LABEL: queue, PRIORITY_LABEL: priority_class}
+    annotations = {COMPLETE_AFTER: f"{run_seconds:.1f}s"}
+    if group is not None:
+        labels[GROUP_LABEL] = group
+        annotations[GROUP_TOTAL] = str(total)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+    }
+    pod.update(pod_template(cpu))
+    return pod
+
+
+def new_jobset(
+    name: str, namespace: str, queue: str, cpus: Sequence[int], priority_class: str, run_seconds: float
+) -> dict[str, Any]:
+    """A queued JobSet, created suspended, of one replicated job (one pod) per entry of `cpus`;
+    kwok ends each pod `run_seconds` after it starts running."""
+    replicated = []
+    for i, cpu in enumerate(cpus):
+        template = pod_template(cpu)
+        template["metadata"] = {"annotations": {COMPLETE_AFTER: f"{run_seconds:.1f}s"}}
+        replicated.append(
+            {
+                "name": f"r{i}",
+                "replicas": 1,
+                "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": template}},
+            }
+        )
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {QUEUE_LABEL: queue, PRIORITY_LABEL: priority_class},
+        },
+        "spec": {"suspend": True, "replicatedJobs": replicated},
+    }
+
+
+def workload_owner(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of what a Workload is the Workload of: its controller owner ("Job",
+    "JobSet", "Pod"), or ("PodGroup", <group>) for a pod group's; None for a bare Workload."""
+    meta = obj.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(GROUP_WORKLOAD) == "true":
+        return "PodGroup", str(meta.get("name"))
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") in ("Job", "JobSet", "Pod"):
+            return str(ref["kind"]), str(ref.get("name"))
+    return None
+
+
 def job_owner(obj: dict[str, Any]) -> str | None:
     """The name of the Job that owns a Workload, if one does."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == "Job" and ref.get("controller"):
-            return str(ref.get("name"))
-    return None
+    owner = workload_owner(obj)
+    return owner[1] if owner is not None and owner[0] == "Job" else None
 
 
 def pod_cpu(pod: dict[str, Any]) -> int:
@@ -529,6 +614,26 @@ def new_workload(name: str, namespace: str, queue: str, cpu: int, priority: int)
 def _key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _kind(workload: dict[str, Any]) -> str:
+    owner = workload_owner(workload)
+    return owner[0] if owner is not None else "Workload"
+
+
+def _pod_state(pod: dict[str, Any]) -> str:
+    """How a pod stands, for a violation's message: (phase, node, deleting, gated)."""
+    spec = pod.get("spec") or {}
+    notes = [str((pod.get("status") or {}).get("phase") or "?"), str(spec.get("nodeName") or "unbound")]
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        notes.append("deleting")
+    if spec.get("schedulingGates"):
+        notes.append("gated")
+    return f"({' '.join(notes)})"
+
+
+def _meta_ns(obj: dict[str, Any]) -> str | None:
+    return (obj.get("metadata") or {}).get("namespace")
 
 
 def _bound_pod(pod: dict[str, Any]) -> tuple[str, int] | None:
@@ -599,6 +704,9 @@ class InvariantMonitor:
         self.events = 0
         self.relists = 0
         self.admissions: list[tuple[float, str, str]] = []
+        self.kinds: dict[str, Counter[str]] = {"admitted": Counter(), "evicted": Counter(), "finished": Counter()}
+        """Per what a Workload is of (Job, JobSet, Pod, PodGroup, Workload): how many quota
+        reservations, evictions and finishes were observed."""
         """(monotonic time, workload key, ClusterQueue) of every observed quota reservation."""
         self.evictions: list[tuple[float, str]] = []
         self.observations: dict[str, list[tuple[int, int | None, int | None, int | None, bool]]] = {}
@@ -613,7 +721,11 @@ class InvariantMonitor:
         self._pod_conn: list[Any] = []
         self._threads: list[threading.Thread] = []
         self._pods: dict[str, tuple[str, int]] = {}
-        """Pods of started Jobs that may still run: key -> (ClusterQueue, milli-cpu)."""
+        """Pods of the run that run or may run: key -> (ClusterQueue, milli-cpu)."""
+        self._live_pods: dict[str, dict[str, Any]] = {}
+        """The run's pods as last seen."""
+        self._owner_queues: dict[str, str] = {}
+        """"Job:<ns>/<name>" or "JobSet:<ns>/<name>" -> its queue label."""
         self._pods_synced = threading.Event()
         self.pod_events = 0
         self.max_pod_cpu = 0
@@ -715,36 +827,87 @@ class InvariantMonitor:
                 self.errors.append(f"watch broke: {exc!r}")
                 time.sleep(0.2)
 
-    # -- I5: the pods of started Jobs
+    # -- I5: the pods that run or may run
 
-    def _running_pod(self, pod: dict[str, Any]) -> tuple[str, int] | None:
-        """(ClusterQueue, milli-cpu) of a pod that may still run, of a Job the operator started."""
+    def _owner_queue(self, kind: str, namespace: str, name: str) -> str | None:
+        """The queue label of the Job or JobSet `name` (cached: a run never reuses a name); None
+        when it is gone, or cannot be read now (then asked again on the pod's next change)."""
+        key = f"{kind}:{namespace}/{name}"
+        with self._lock:
+            if key in self._owner_queues:
+                return self._owner_queues[key] or None
+        path = f"{JOBSETS_PATH if kind == 'JobSet' else JOBS_PATH}/namespaces/{namespace}/{kind.lower()}s/{name}"
+        try:
+            owner = self.client.get(path)
+        except ApiError:
+            return None
+        if owner is None:
+            with self._lock:
+                self._owner_queues[key] = ""  # gone for good: the run never reuses a name
+            return None
+        queue = str(((owner.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
+        with self._lock:
+            self._owner_queues[key] = queue
+        return queue
+
+    def _pod_queue(self, pod: dict[str, Any]) -> str | None:
+        """The LocalQueue a pod's quota is taken from, whatever made it: its own queue label (a
+        plain Pod, a pod group's), else its JobSet's or its Job's (read once per owner). Reads
+        the API server: never called with the lock held."""
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        namespace = str(meta.get("namespace"))
+        if labels.get(QUEUE_LABEL):
+            return str(labels[QUEUE_LABEL])
+        for kind, label in (("JobSet", JOBSET_NAME_LABEL), ("Job", JOB_NAME_LABEL)):
+            if labels.get(label):
+                queue = self._owner_queue(kind, namespace, str(labels[label]))
+                if queue:
+                    return queue
+        return None
+
+    def _running_pod(self, pod: dict[str, Any], queue: str | None) -> tuple[str, int] | None:
+        """(ClusterQueue, milli-cpu) of a pod of the run's namespaces that runs or may run: bound
+        to a node and not finished (being deleted included), or started by the operator (its
+        cluster-queue label, no longer gated) and not finished nor being deleted (it may still be
+        bound). The ClusterQueue is its queue's (`_pod_queue`), else the one the operator's label
+        names; "?" when neither is known: a pod that runs on no quota."""
         meta = pod.get("metadata") or {}
         if not self.topology.owns(meta.get("namespace")):
             return None
-        cq = (meta.get("labels") or {}).get(CQ_POD_LABEL)
-        if not cq or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return None
-        return cq, pod_cpu(pod)
+        spec = pod.get("spec") or {}
+        labelled = (meta.get("labels") or {}).get(CQ_POD_LABEL)
+        started = bool(labelled) and not spec.get("schedulingGates") and not meta.get("deletionTimestamp")
+        if not spec.get("nodeName") and not started:
+            return None
+        cq = self.topology.local_queue_target(str(meta.get("namespace")), queue) if queue else None
+        return cq or labelled or "?", pod_cpu(pod)
 
     def _relist_pods(self, items: list[dict[str, Any]]) -> None:
+        queues = [self._pod_queue(pod) if self.topology.owns(_meta_ns(pod)) else None for pod in items]
         with self._lock:
             self._pods = {}
             self._bound = {}
-            for pod in items:
+            self._live_pods = {}
+            for pod, queue in zip(items, queues, strict=True):
                 bound = _bound_pod(pod)
                 if bound is not None:
                     self._bound[_key(pod)] = bound
-                running = self._running_pod(pod)
+                if self.topology.owns(_meta_ns(pod)):
+                    self._live_pods[_key(pod)] = pod
+                running = self._running_pod(pod, queue)
                 if running is not None:
-                    meta = pod["metadata"]
-                    self._pods[f"{meta['namespace']}/{meta['name']}"] = running
-            self._check_pods(set(self.topology.cluster_queues), "after a re-list of pods")
+                    self._pods[_key(pod)] = running
+            self._check_pods(set(self.topology.cluster_queues) | {"?"}, "after a re-list of pods")
             self._check_nodes(set(self._allocatable), "after a re-list of pods")
 
     def _pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
+        ours = self.topology.owns(meta.get("namespace"))
+        queue = self._pod_queue(pod) if ours and kind != "DELETED" else None
         with self._lock:
             was = self._bound.pop(key, None)
             bound = None if kind == "DELETED" else _bound_pod(pod)
@@ -753,8 +916,13 @@ class InvariantMonitor:
             nodes = {held[0] for held in (was, bound) if held is not None}
             if nodes:
                 self._check_nodes(nodes, f"after {kind} pod {key} (resourceVersion {meta.get('resourceVersion')})")
+            if ours:
+                if kind == "DELETED":
+                    self._live_pods.pop(key, None)
+                else:
+                    self._live_pods[key] = pod
             old = self._pods.pop(key, None)
-            running = None if kind == "DELETED" else self._running_pod(pod)
+            running = None if kind == "DELETED" else self._running_pod(pod, queue)
             if running is not None:
                 self._pods[key] = running
             touched = {held[0] for held in (old, running) if held is not None}
@@ -762,23 +930,43 @@ class InvariantMonitor:
                 self.pod_events += 1
                 self._check_pods(touched, f"after {kind} pod {key} (resourceVersion {meta.get('resourceVersion')})")
 
+    def pods(self) -> dict[str, dict[str, Any]]:
+        """The run's pods as last seen (key -> pod)."""
+        with self._lock:
+            return dict(self._live_pods)
+
     def _check_pods(self, cluster_queues: set[str], when: str) -> None:
         """I5 for the given ClusterQueues and their cohorts; one violation per episode."""
         usage: Counter[str] = Counter()
         for cq, cpu in self._pods.values():
             usage[cq] += cpu
         self.max_pod_cpu = max(self.max_pod_cpu, sum(usage.values()))
+        if "?" in cluster_queues:
+            unknown = sorted(k for k, (cq, _) in self._pods.items() if cq == "?")
+            if unknown and "pods of no queue" not in self._over:
+                self._over.add("pods of no queue")
+                self._violate("I5", "pods of no queue", f"run or may run on no queue's quota, {when}: {unknown}")
+            elif not unknown:
+                self._over.discard("pods of no queue")
+            cluster_queues = cluster_queues - {"?"}
         for subject, (used, bound, members) in self._bounds(cluster_queues, usage).items():
             episode = f"pods of {subject}"
             if used > bound:
                 if episode not in self._over:
                     self._over.add(episode)
-                    holders = sorted(f"{k}={c / 1000:g}cpu" for k, (cq, c) in self._pods.items() if cq in members)
+                    holders = sorted(
+                        f"{k}={c / 1000:g}cpu{'' if k not in self._live_pods else _pod_state(self._live_pods[k])}"
+                        for k, (cq, c) in self._pods.items()
+                        if cq in members
+                    )
+                    reserved = sorted(
+                        f"{k}={t.usage / 1000:g}cpu@rv{t.rv}" for k, t in self._wls.items() if t.cq in members
+                    )
                     self._violate(
                         "I5",
                         subject,
-                        f"pods of started Jobs request {used / 1000:g} cpu > {bound / 1000:g} allowed, {when}; "
-                        f"pods: {', '.join(holders)}",
+                        f"pods that run or may run request {used / 1000:g} cpu > {bound / 1000:g} allowed, {when}; "
+                        f"pods: {', '.join(holders)}; Workloads reserving: {', '.join(reserved)}",
                     )
             else:
                 self._over.discard(episode)
@@ -896,8 +1084,12 @@ class InvariantMonitor:
             return
         if new.holds_quota and (old is None or not old.holds_quota):
             self.admissions.append((at, key, new.cq or ""))
+            self.kinds["admitted"][_kind(new.obj)] += 1
         if new.evicted and (old is None or not old.evicted):
             self.evictions.append((at, key))
+            self.kinds["evicted"][_kind(new.obj)] += 1
+        if is_true(new.obj, "Finished") and (old is None or not is_true(old.obj, "Finished")):
+            self.kinds["finished"][_kind(new.obj)] += 1
         if old is None:
             return
         if old.holds_quota != new.holds_quota or old.evicted != new.evicted:
@@ -1037,10 +1229,12 @@ class InvariantMonitor:
             lines = [
                 f"invariant monitor: {self.events} events, {self.relists} lists, "
                 f"{len(self.admissions)} admissions, {len(self.evictions)} evictions observed, "
-                f"{self.pod_events} pod changes of started Jobs (at most {self.max_pod_cpu / 1000:g} cpu at once), "
+                f"{self.pod_events} changes of pods that run or may run (at most {self.max_pod_cpu / 1000:g} cpu at once), "
                 f"nodes filled to at most {self.max_node_fill:.0%} of their cpu; "
                 f"violations: {dict(sorted(by.items())) or 'none'}"
             ]
+            for what, counts in self.kinds.items():
+                lines.append(f"  {what}: {', '.join(f'{k} {n}' for k, n in sorted(counts.items())) or 'none'}")
             lines += [f"  {v}" for v in self.violations[:limit]]
             if len(self.violations) > limit:
                 lines.append(f"  ... and {len(self.violations) - limit} more")
@@ -1148,7 +1342,7 @@ def wait_settled(
 class DriverConfig:
     creates_per_second: float = 4.0
     max_workloads: int = 150
-    """Stops creating after this many (0: no limit)."""
+    """Stops creating after this many creates, of any kind (0: no limit)."""
     max_pending: int = 20
     cpus: tuple[int, ...] = (1, 1, 2, 2, 3)
     priorities: tuple[int, ...] = (0, 0, 10, 100, 1000)
@@ -1158,8 +1352,19 @@ class DriverConfig:
     pending_deletes_per_second: float = 0.2
     racing_deletes_per_second: float = 0.0
     """Deletes of Workloads the operator admitted or evicted in the last half second."""
-    jobs: float = 0.25
-    """The share of creates that are batch/v1 Jobs (one pod each) rather than bare Workloads."""
+    jobs: float = 0.2
+    """The share of creates that are batch/v1 Jobs (one pod each) ..."""
+    pods: float = 0.12
+    """... plain Pods (one each) ..."""
+    pod_groups: float = 0.1
+    """... pod groups (2-3 Pods of 1-2 cpu) ..."""
+    jobsets: float = 0.1
+    """... and JobSets (1-2 replicated jobs of one pod of 1-2 cpu); the rest are bare Workloads."""
+    remake_deleted: float = 0.7
+    """Probability that the maker of a plain Pod or a pod group makes it again (the same Pods)
+    once the operator deleted its Pods (a preemption); asked once per Pod or group."""
+    max_remakes: int = 3
+    """Per Pod: how many times it is made again at most."""
 
 
 def finished_condition() -> dict[str, Any]:
@@ -1194,12 +1399,49 @@ class _Worker:
         raise NotImplementedError
 
 
+def refused_by_webhook(status: int, data: Any) -> bool:
+    """The API server could not call an admission webhook (failurePolicy Fail): its server is
+    down, or did not answer in time. A user tries again later."""
+    message = data.get("message") if isinstance(data, dict) else str(data)
+    return status >= 500 and "failed calling webhook" in str(message)
+
+
+@dataclass
+class _Unit:
+    """Pods the driver made together: a plain Pod, or the Pods of one group."""
+
+    namespace: str
+    bodies: dict[str, dict[str, Any]]
+    """Pod name -> what it was created from."""
+    seen: set[str] = field(default_factory=set)
+    """Pods the monitor has seen since they were (last) created."""
+    deleted: bool = False
+    """By the driver: never made again."""
+    remake: bool | None = None
+    """Decided the first time the operator deleted one of them."""
+    remade: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class _Create:
+    path: str
+    body: dict[str, Any]
+    stat: str
+    unit: str | None = None
+
+
 class WorkloadDriver(_Worker):
-    """Quota turning over: creates Workloads and Jobs on the topology's driven queues, finishes
-    admitted ones after a random run time (a bare Workload by a Finished condition written
-    through the status subresource, guarded by resourceVersion, as a job controller would; a Job
-    by marking its pods Succeeded, as a kubelet would) and deletes some finished and pending ones
-    (a Job's through its Job)."""
+    """Quota turning over: creates Workloads, batch/v1 Jobs, plain Pods, pod groups and JobSets
+    on the topology's driven queues, finishes admitted ones after a random run time (a bare
+    Workload by a Finished condition written through the status subresource, guarded by
+    resourceVersion, as a job controller would; a Job by marking its pods Succeeded, as a kubelet
+    would; Pods and JobSets' pods end by themselves, by kwok's completion stage) and deletes
+    some finished and pending ones (a Job's, a JobSet's, a Pod's or a group's through them).
+
+    A create the API server refuses because it could not call the operator's webhook (the
+    operator is down) is tried again on later ticks, as a user would. Pods the operator deleted
+    (a preemption) are made again, gated anew by the webhook, as their maker would
+    (``remake_deleted``)."""
 
     def __init__(
         self,
@@ -1220,6 +1462,12 @@ class WorkloadDriver(_Worker):
         self._run_for: dict[str, float] = {}
         self._admitted_at: dict[str, tuple[str, float]] = {}
         self._finished_seen: set[str] = set()
+        self._made = 0
+        self._outbox: list[_Create] = []
+        self._units: dict[str, _Unit] = {}
+        """"<ns>/<group>" or "<ns>/<pod>" -> the Pods made together."""
+        self._unit_of: dict[str, str] = {}
+        """Pod key -> its unit."""
         self._stop = threading.Event()
         self._paused = threading.Event()
         self._thread: threading.Thread | None = None
@@ -1247,12 +1495,13 @@ class WorkloadDriver(_Worker):
                 credit["create"] += self.config.creates_per_second * tick
                 credit["pending"] += self.config.pending_deletes_per_second * tick
                 credit["racing"] += self.config.racing_deletes_per_second * tick
+                self._flush()
                 current = self.monitor.current()
                 pending = [k for k, o in current.items() if reservation(o)[0] is None and not is_true(o, "Finished")]
                 while credit["create"] >= 1:
                     credit["create"] -= 1
                     if len(pending) < self.config.max_pending and (
-                        not self.config.max_workloads or self.stats["created"] < self.config.max_workloads
+                        not self.config.max_workloads or self._made < self.config.max_workloads
                     ):
                         self.create()
                 while credit["pending"] >= 1:
@@ -1265,12 +1514,50 @@ class WorkloadDriver(_Worker):
                     if racing:
                         self.delete(self.random.choice(racing), "deleted-racing")
                 self._finish_due(current)
+                self._remake_deleted()
             except ApiUnavailable as exc:
                 self.stats["unavailable"] += 1
                 self.errors.append(str(exc))
             except ApiError as exc:
                 self.stats[f"error-{exc.status}"] += 1
                 self.errors.append(str(exc))
+
+    # -- creating
+
+    def _post(self, create: _Create) -> bool:
+        """True once it exists (made now, or already); False when it must be tried again later
+        (no API server, or the webhook could not be called); ApiError for other refusals."""
+        try:
+            status, data = self.client.request("POST", create.path, create.body)
+        except ApiUnavailable:
+            self.stats["create-no-apiserver"] += 1
+            return False
+        if status in (201, 409):
+            self.stats[create.stat] += 1
+            return True
+        if refused_by_webhook(status, data):
+            self.stats["create-refused-no-webhook"] += 1
+            return False
+        raise ApiError(status, data, "POST", create.path)
+
+    def _submit(self, create: _Create) -> None:
+        """Created now, or queued to be tried again (after those already waiting)."""
+        if self._outbox or not self._post(create):
+            self._outbox.append(create)
+
+    def _flush(self) -> None:
+        """Tries the waiting creates again, in order, until one fails again."""
+        while self._outbox:
+            create = self._outbox[0]
+            try:
+                done = self._post(create)
+            except ApiError as exc:
+                done = True  # refused for good: dropped
+                self.stats[f"error-{exc.status}"] += 1
+                self.errors.append(str(exc))
+            if not done:
+                return
+            self._outbox.pop(0)
 
     def create(
         self,
@@ -1282,23 +1569,75 @@ class WorkloadDriver(_Worker):
         name: str | None = None,
         as_job: bool | None = None,
     ) -> str:
-        """Creates one Workload or Job (random where not given); returns its key."""
+        """Creates one Workload, Job, Pod, pod group or JobSet (random where not given); returns
+        its key (of the Workload it will have for a group: <ns>/<group>). Only bare Workloads
+        when ``name`` or an unknown ``priority`` is given (the scenarios'), or ``as_job``."""
         serial = next(_workload_serial)
+        self._made += 1
         queue = queue or self.random.choice(self.topology.driven_queues())
         cpu = cpu if cpu is not None else self.random.choice(self.config.cpus)
         priority = priority if priority is not None else self.random.choice(self.config.priorities)
         namespace = namespace or self.random.choice(self.topology.namespaces)
-        if as_job is None:  # the driver's own load; the scenarios name their Workloads
-            as_job = name is None and priority in PRIORITIES and self.random.random() < self.config.jobs
-        if as_job:
+        kind = "workload"
+        if as_job is None and name is None and priority in PRIORITIES:  # the driver's own load
+            draw = self.random.random()
+            for choice, share in (
+                ("job", self.config.jobs),
+                ("pod", self.config.pods),
+                ("group", self.config.pod_groups),
+                ("jobset", self.config.jobsets),
+            ):
+                if draw < share:
+                    kind = choice
+                    break
+                draw -= share
+        elif as_job:
+            kind = "job"
+        run_for = self.random.uniform(*self.config.run_seconds)
+        priority_class = self.topology.priority_class(priority)
+        if kind == "job":
             name = name or f"j{serial:05d}-{queue}-p{priority}"
             path = f"{JOBS_PATH}/namespaces/{namespace}/jobs"
-            body = new_job(name, namespace, queue, cpu, self.topology.priority_class(priority))
-            status, data = self.client.request("POST", path, body)
-            if status not in (201, 409):
-                raise ApiError(status, data, "POST", path)
-            self.stats["created-jobs"] += 1
-            self._run_for[f"job:{namespace}/{name}"] = self.random.uniform(*self.config.run_seconds)
+            self._submit(_Create(path, new_job(name, namespace, queue, cpu, priority_class), "created-jobs"))
+            self._run_for[f"job:{namespace}/{name}"] = run_for
+            return f"{namespace}/{name}"
+        if kind in ("pod", "group"):
+            path = f"/api/v1/namespaces/{namespace}/pods"
+            if kind == "pod":
+                name = f"p{serial:05d}-{queue}-p{priority}"
+                bodies = {name: new_pod(name, namespace, queue, cpu, priority_class, run_for)}
+                stat = "created-pods"
+            else:
+                name = f"g{serial:05d}-{queue}-p{priority}"
+                size = self.random.choice((2, 3))
+                bodies = {
+                    f"{name}-{i}": new_pod(
+                        f"{name}-{i}",
+                        namespace,
+                        queue,
+                        self.random.choice((1, 1, 2)),
+                        priority_class,
+                        run_for,
+                        group=name,
+                        total=size,
+                    )
+                    for i in range(size)
+                }
+                stat = "created-group-pods"
+                self.stats["created-groups"] += 1
+            unit = f"{namespace}/{name}"
+            self._units[unit] = _Unit(namespace, bodies)
+            for pod_name, body in bodies.items():
+                self._unit_of[f"{namespace}/{pod_name}"] = unit
+                self._submit(_Create(path, copy.deepcopy(body), stat, unit))
+            return unit
+        if kind == "jobset":
+            name = f"s{serial:05d}-{queue}-p{priority}"
+            cpus = [self.random.choice((1, 2)) for _ in range(self.random.choice((1, 2)))]
+            path = f"{JOBSETS_PATH}/namespaces/{namespace}/jobsets"
+            self._submit(
+                _Create(path, new_jobset(name, namespace, queue, cpus, priority_class, run_for), "created-jobsets")
+            )
             return f"{namespace}/{name}"
         name = name or f"w{serial:05d}-{queue}-p{priority}"
         status, data = self.client.request(
@@ -1308,17 +1647,48 @@ class WorkloadDriver(_Worker):
             raise ApiError(status, data, "POST", workload_path(namespace))
         self.stats["created"] += 1
         key = f"{namespace}/{name}"
-        self._run_for[key] = self.random.uniform(*self.config.run_seconds)
+        self._run_for[key] = run_for
         return key
 
+    def _remake_deleted(self) -> None:
+        """Pods of the driver's Pods and groups that are gone though the driver did not delete
+        them (the operator did: a preemption) are made again, gated anew, once the old Pod is
+        gone, when their maker is one that does (decided once per Pod or group)."""
+        pods = self.monitor.pods()
+        for key, unit in self._units.items():
+            if unit.deleted or unit.remake is False:
+                continue
+            for name, body in unit.bodies.items():
+                if f"{unit.namespace}/{name}" in pods:
+                    unit.seen.add(name)
+                    continue
+                if name not in unit.seen:
+                    continue  # not created yet, or not seen yet
+                unit.seen.discard(name)
+                if unit.remake is None:
+                    unit.remake = self.random.random() < self.config.remake_deleted
+                    self.stats["deleted-by-operator" if unit.remake else "deleted-by-operator-given-up"] += 1
+                if not unit.remake or unit.remade[name] >= self.config.max_remakes:
+                    continue
+                unit.remade[name] += 1
+                path = f"/api/v1/namespaces/{unit.namespace}/pods"
+                self._submit(_Create(path, copy.deepcopy(body), "remade-pods", key))
+
+    # -- deleting
+
     def delete(self, key: str, stat: str = "deleted") -> bool:
+        """Deletes a Workload; one that has a Job, JobSet, Pod or group through it."""
         namespace, name = key.split("/", 1)
-        job = job_owner((self.monitor.current().get(key)) or {})
-        if job is not None:  # a Job's Workload goes with its Job
-            path = f"{JOBS_PATH}/namespaces/{namespace}/jobs/{job}?propagationPolicy=Background"
+        owner = workload_owner(self.monitor.current().get(key) or {})
+        if owner is not None:
+            kind, owner_name = owner
+            if kind in ("Pod", "PodGroup"):
+                return self._delete_pods(namespace, owner_name, group=kind == "PodGroup", stat=stat)
+            base = JOBSETS_PATH if kind == "JobSet" else JOBS_PATH
+            path = f"{base}/namespaces/{namespace}/{kind.lower()}s/{owner_name}?propagationPolicy=Background"
             status, data = self.client.request("DELETE", path)
             if status in (200, 202):
-                self.stats[f"{stat}-jobs"] += 1
+                self.stats[f"{stat}-{kind.lower()}s"] += 1
                 return True
             if status != 404:
                 raise ApiError(status, data, "DELETE", path)
@@ -1330,6 +1700,25 @@ class WorkloadDriver(_Worker):
         if status != 404:
             raise ApiError(status, data, "DELETE", workload_path(namespace, name))
         return False
+
+    def _delete_pods(self, namespace: str, name: str, *, group: bool, stat: str) -> bool:
+        """Deletes a plain Pod or a group's Pods, never to be made again."""
+        unit_key = f"{namespace}/{name}" if group else self._unit_of.get(f"{namespace}/{name}")
+        unit = self._units.get(unit_key or "")
+        if unit is not None:
+            unit.deleted = True
+            self._outbox = [c for c in self._outbox if c.unit != unit_key]
+        pods = f"/api/v1/namespaces/{namespace}/pods"
+        path = f"{pods}?labelSelector={quote(f'{GROUP_LABEL}={name}')}" if group else f"{pods}/{name}"
+        status, data = self.client.request("DELETE", path)
+        if status in (200, 202) and (not group or (data or {}).get("items")):
+            self.stats[f"{stat}-{'groups' if group else 'pods'}"] += 1
+            return True
+        if status not in (200, 202, 404):
+            raise ApiError(status, data, "DELETE", path)
+        return False
+
+    # -- finishing
 
     def _finish_due(self, current: dict[str, dict[str, Any]]) -> None:
         now = now_s()
@@ -1344,6 +1733,9 @@ class WorkloadDriver(_Worker):
                     if self.random.random() < self.config.delete_finished:
                         self.delete(key, "deleted-finished")
                 continue
+            owner = workload_owner(obj)
+            if owner is not None and owner[0] != "Job":
+                continue  # its pods end by themselves (kwok's completion stage)
             # One run per admission: a re-admission after an eviction starts the clock again.
             episode = f"{cq}@{(condition(obj, 'QuotaReserved') or {}).get('lastTransitionTime')}"
             seen = self._admitted_at.get(key)
@@ -1381,11 +1773,12 @@ class WorkloadDriver(_Worker):
 
     def finish(self, key: str, obj: dict[str, Any] | None = None) -> bool:
         """Finishes an admitted Workload (through its Job's pods, if a Job owns it); False when it
-        is gone, not admitted, or its Job has no pod yet."""
+        is gone, not admitted, or its Job has no pod yet; False too for those of Pods and
+        JobSets, whose pods kwok ends."""
         namespace, name = key.split("/", 1)
-        job = job_owner(obj or self.monitor.current().get(key) or {})
-        if job is not None:
-            return self.finish_job(namespace, job)
+        owner = workload_owner(obj or self.monitor.current().get(key) or {})
+        if owner is not None:
+            return owner[0] == "Job" and self.finish_job(namespace, owner[1])
         path = workload_path(namespace, name, "status")
         for _ in range(5):
             if obj is None:
@@ -1542,6 +1935,81 @@ class ForeignWriter(_Worker):
 # ---- operators -----------------------------------------------------------------------------------
 
 
+class WebhookFront:
+    """What the webhook Service is to the operator's replicas in a cluster: one address, which
+    every replica registers as its webhooks' URL (so the registration stays the same whichever
+    replica made it last, and across restarts), passed on as TCP (TLS ends at the replica, whose
+    certificate all share through their Secret) to a replica that takes the connection, tried in
+    turn from ``ports()``. With none up the API server's call fails, and with failurePolicy Fail
+    so does the create or update it was for."""
+
+    def __init__(self, ports: Callable[[], list[int]]) -> None:
+        self.ports = ports
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.5)
+        self.port = int(self._server.getsockname()[1])
+        self.stats: Counter[str] = Counter()
+        self._turn = itertools.count()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="webhook-front", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self) -> WebhookFront:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._server.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), name="webhook-front-conn", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        ports = self.ports()
+        start = next(self._turn)
+        upstream = None
+        for i in range(len(ports)):
+            try:
+                upstream = socket.create_connection(("127.0.0.1", ports[(start + i) % len(ports)]), timeout=2)
+                break
+            except OSError:
+                continue
+        if upstream is None:
+            self.stats["no replica"] += 1
+            conn.close()
+            return
+        self.stats["passed on"] += 1
+        upstream.settimeout(None)
+        other = threading.Thread(target=self._pump, args=(upstream, conn), daemon=True)
+        other.start()
+        self._pump(conn, upstream)
+        other.join(30)
+        for sock in (conn, upstream):
+            sock.close()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
 def process_state(pid: int) -> str:
     """The state letter of /proc/<pid>/stat ('T' when stopped); '' when gone."""
     try:
@@ -1673,8 +2141,11 @@ class ChaosEnv:
         seed: int | None = None,
         queues: Sequence[QueueSpec] = DEFAULT_QUEUES,
         lease_seconds: int = 4,
+        jobsets: bool = True,
     ) -> None:
         self.plane = plane
+        self.jobsets = jobsets
+        """The JobSet controller runs: JobSets are among the load."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.seed = seed if seed is not None else random.randrange(1 << 30)
@@ -1694,10 +2165,15 @@ class ChaosEnv:
         self.extra_violations: list[Violation] = []
         self._writers_done: list[ForeignWriter] = []
         """Stopped writers whose successes I3 has not been checked against yet."""
+        self.webhook_ports: dict[str, int] = {}
+        """Replica name -> the port it serves its webhooks on (the same after a restart)."""
+        self.front = WebhookFront(self._webhook_ports)
+        self._webhooks_checked = False
 
     # -- life cycle
 
     def __enter__(self) -> ChaosEnv:
+        self.front.start()
         self.topology.apply(self.client)
         self.monitor.start()
         return self
@@ -1719,9 +2195,30 @@ class ChaosEnv:
         with contextlib.suppress(ApiError):
             self.client.request("DELETE", LEASE_PATH.format(namespace="default", name=self.lease_name))
         with contextlib.suppress(ApiError):
+            self._unregister_webhooks()
+        with contextlib.suppress(ApiError):
             self.topology.delete(self.client)
         for proxy in self.proxies.values():
             proxy.stop()
+        self.front.stop()
+
+    def _unregister_webhooks(self) -> None:
+        """With the operators gone: no later create may wait on their webhooks, and no Pod of
+        the run on their finalizer."""
+        for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            self.client.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{WEBHOOKS}")
+        selector = quote(f"{MANAGED}=true")
+        for ns in self.topology.namespaces:
+            pods, _ = self.client.list_items(f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}")
+            for pod in pods:
+                if MANAGED in (pod["metadata"].get("finalizers") or []):
+                    left = [f for f in pod["metadata"]["finalizers"] if f != MANAGED]
+                    self.client.request(
+                        "PATCH",
+                        f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}",
+                        {"metadata": {"finalizers": left or None}},
+                        content_type="application/merge-patch+json",
+                    )
 
     def elapsed(self) -> float:
         return self.monitor._elapsed()
@@ -1754,15 +2251,61 @@ class ChaosEnv:
             if direct
             else self.proxy_for(name).write_kubeconfig(self.workdir / f"kubeconfig-{name}")
         )
+        port = self.webhook_ports.setdefault(name, free_port())
+        webhooks = [f"--webhook-port={port}", "--webhook-host=127.0.0.1", f"--webhook-url={self.front.url}"]
         op = OperatorProcess(
-            name, kubeconfig, self.workdir, lease_name=self.lease_name, lease_seconds=self.lease_seconds, base_env=env
+            name,
+            kubeconfig,
+            self.workdir,
+            lease_name=self.lease_name,
+            lease_seconds=self.lease_seconds,
+            base_env=env,
+            extra_args=webhooks,
         )
         self.operators[name] = op
         self.all_operators.append(op)
         op.start()
         if ready:
             op.wait_ready(timeout=60)
+            if not self._webhooks_checked:
+                self.wait_webhooks()
         return op
+
+    def _webhook_ports(self) -> list[int]:
+        """The webhook ports of the replicas that are up (not stopped): the front's choices."""
+        return [
+            self.webhook_ports[op.name]
+            for op in self.operators.values()
+            if op.alive() and op.name in self.webhook_ports and process_state(op.popen.pid) not in ("T", "")  # type: ignore[union-attr]
+        ]
+
+    def wait_webhooks(self, timeout: float = 60.0) -> None:
+        """Until every kube-apiserver of the plane gates a queued Pod at creation (a dry run):
+        the replicas registered the webhooks at the front's URL (in etcd, which the API servers
+        share) and each API server has read the registration."""
+        probe = new_pod("webhook-probe", self.topology.namespaces[0], "a1", 1, self.topology.priority_class(0), 1)
+        path = f"/api/v1/namespaces/{self.topology.namespaces[0]}/pods?dryRun=All"
+        for api in self.plane.apiservers:
+            if not api.alive():
+                continue
+            client = KubeClient([api.server], self.plane.token, self.plane.ca_file)
+            deadline = now_s() + timeout
+            last: Any = None
+            while True:
+                try:
+                    status, last = client.request("POST", path, probe)
+                except ApiUnavailable as exc:
+                    status, last = 0, str(exc)
+                gates = ((last if isinstance(last, dict) else {}).get("spec") or {}).get("schedulingGates")
+                if status == 201 and gates:
+                    break
+                if now_s() > deadline:
+                    raise AssertionError(
+                        f"{api.server} did not gate a queued Pod within {timeout:.0f}s (the operator's webhooks "
+                        f"at {self.front.url}): HTTP {status}: {str(last)[:300]}\n{self.diagnostics()}"
+                    )
+                time.sleep(0.2)
+        self._webhooks_checked = True
 
     def lease_holder(self) -> str | None:
         try:
@@ -1796,6 +2339,9 @@ class ChaosEnv:
     # -- load
 
     def start_load(self, config: DriverConfig | None = None, *, foreign_rate: float = 10.0) -> None:
+        config = config or DriverConfig()
+        if not self.jobsets:
+            config = dataclasses.replace(config, jobsets=0.0)
         self.driver = WorkloadDriver(
             self.client, self.topology, self.monitor, config, seed=self.random.randrange(1 << 30)
         ).start()

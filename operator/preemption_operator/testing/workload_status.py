@@ -25,15 +25,24 @@ def millis(quantity: Any) -> int:
 
 
 def reservation(obj: dict[str, Any]) -> tuple[str | None, int]:
-    """(ClusterQueue, milli-cpu) an unfinished Workload holds; (None, 0) without a reservation."""
-    admission = (obj.get("status") or {}).get("admission")
+    """(ClusterQueue, milli-cpu) an unfinished Workload holds; (None, 0) without a reservation.
+    Pods that finished hold none: a pod set's usage counts only the pods not among its
+    ``status.reclaimablePods`` (Kueue's quota, as a pod group's Succeeded Pods free theirs)."""
+    status = obj.get("status") or {}
+    admission = status.get("admission")
     if not admission or not is_true(obj, "QuotaReserved") or is_true(obj, "Finished"):
         return None, 0
+    reclaimable = {str(rp.get("name")): int(rp.get("count") or 0) for rp in status.get("reclaimablePods") or []}
+    counts = {str(ps.get("name")): int(ps.get("count", 1)) for ps in (obj.get("spec") or {}).get("podSets") or []}
     total = 0
     for psa in admission.get("podSetAssignments") or []:
         usage = (psa.get("resourceUsage") or {}).get("cpu")
-        if usage is not None:
-            total += millis(usage)
+        if usage is None:
+            continue
+        name = str(psa.get("name"))
+        count = int(psa.get("count") or counts.get(name, 1))
+        done = min(reclaimable.get(name, 0), count)
+        total += millis(usage) * (count - done) // count if count else millis(usage)
     return admission.get("clusterQueue"), total
 
 
