@@ -12,7 +12,8 @@ Nodes carry `kubernetes.io/hostname` and, with --topology, `cloud.provider.com/t
 `pod-complete.stage.kwok.x-k8s.io/delay: 30s` it succeeds 30 s later; a deleted pod goes away
 after its terminationGracePeriodSeconds.
 
-With `--controllers jobset,kuberay`, the JobSet controller and the KubeRay operator run too (each
+With `--controllers jobset,lws,kuberay`, the JobSet controller, the LeaderWorkerSet controller and
+the KubeRay operator run too (each
 built once from the Go module proxy into the project's cache, its CRDs installed) before `ready`
 is printed.
 """

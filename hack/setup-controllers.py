@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Builds the job controllers the cluster tests run (the JobSet controller and the KubeRay
-operator, from their Go modules) into ~/.cache/preemption-operator/controllers, once; prints each
-binary's path. Nothing is installed outside that cache and Go's module cache.
+"""Builds the job controllers the cluster tests run (the JobSet controller, the LeaderWorkerSet
+controller and the KubeRay operator, from their Go modules) into
+~/.cache/preemption-operator/controllers, once; prints each binary's path. Nothing is installed
+outside that cache and Go's module cache.
 
     python hack/setup-controllers.py [NAME ...]     (default: every known controller)
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from preemption_operator.testing import go_modules
-from preemption_operator.testing.job_controllers import BUILDS
+from preemption_operator.testing.job_controllers import BUILDS, build
 
 
 def main(argv: list[str]) -> int:
@@ -26,11 +27,9 @@ def main(argv: list[str]) -> int:
     for name in names:
         module, version = BUILDS[name]
         if not go_modules.installed(module, version, name):
-            print(
-                f"setup-controllers: building {name} from {module}@{version} (cold: about 3 minutes)", file=sys.stderr
-            )
+            print(f"setup-controllers: building {name} from {module}@{version} (cold: 3 to 6 minutes)", file=sys.stderr)
         try:
-            print(go_modules.install(module, version, name))
+            print(build(name))
         except go_modules.ModuleUnavailable as exc:
             print(f"setup-controllers: {exc}", file=sys.stderr)
             return 1

@@ -1245,3 +1245,190 @@ def test_a_statefulset_is_one_group_admitted_whole_preempted_whole_and_made_agai
 
     sc.kubectl("scale", "statefulset", "db", "-n", ns, "--replicas=0")
     wait_until(lambda: not db_pods() and name not in sc.workloads(), what="scaled to zero", diagnostics=op.tail)
+
+
+@pytest.fixture(scope="module")
+def lws_controller(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The LeaderWorkerSet controller (built once from the Go module proxy) with its CRDs and
+    webhooks. Its webhook configuration is named to sort after the operator's
+    (`preemption-operator`), so that its Pod webhook runs after ours, as it runs after Kueue's
+    (`kueue-…` before `lws-…`) in a Kueue install: ours must be called again to see a leader's
+    group index."""
+    from preemption_operator.testing.go_modules import ModuleUnavailable
+    from preemption_operator.testing.job_controllers import LwsController
+
+    controller = LwsController(node_cluster, tmp_path_factory.mktemp("controllers"), webhooks="z-lws-webhooks")
+    try:
+        controller.start()
+    except (ModuleUnavailable, RuntimeError) as error:
+        if in_ci():
+            pytest.fail(f"the LeaderWorkerSet controller did not start: {error}", pytrace=False)
+        pytest.skip(str(error))
+    yield controller
+    controller.stop()
+
+
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+
+
+def leaderworkerset(
+    name: str, namespace: str, queue: str, priority: str, replicas: int, size: int, cpu: str
+) -> dict[str, Any]:
+    def template() -> dict[str, Any]:
+        container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+        return {"spec": {"terminationGracePeriodSeconds": 2, "containers": [container]}}
+
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {QUEUE_LABEL: queue, "kueue.x-k8s.io/priority-class": priority},
+        },
+        "spec": {
+            "replicas": replicas,
+            "leaderWorkerTemplate": {"size": size, "leaderTemplate": template(), "workerTemplate": template()},
+        },
+    }
+
+
+def test_a_leaderworkerset_is_one_group_per_replica_admitted_preempted_and_made_again(
+    sc: Scenario, operators: OperatorPool, hooks: list[str], lws_controller: Any
+) -> None:
+    """Kueue's leaderworkerset e2e ("should admit group with leader and workers", "should admit
+    group with multiple leaders and workers that fits") with the real LeaderWorkerSet controller,
+    and preemption as Kueue's serving groups know it (statefulset e2e "should preempt
+    low-priority StatefulSet", pod e2e "should allow to preempt the lower priority group"; Kueue
+    has no LeaderWorkerSet preemption e2e): each replica (a leader and its worker) is one group in
+    its own Workload `leaderworkerset-<name>-<index>-<hash>` with pod sets `leader` 1 and `worker`
+    1. With quota for one replica, one group runs on the flavor's nodes and the other waits gated;
+    with quota for both, both run. A higher-priority Job preempts one group: its Pods go before
+    the quota comes back, the LeaderWorkerSet makes them again gated, and they run again once the
+    Job is done. Deleting the LeaderWorkerSet removes its Workloads."""
+    ns = sc.namespace
+    sc.apply(priority_class(sc.name("low"), 100), priority_class(sc.name("high"), 1000))
+    _, lq = sc.queue("main", 2, within="LowerPriority")
+    batch_flavor(sc)
+    op = operators.start(extra_args=["--integrations=batch/job,leaderworkerset.x-k8s.io/leaderworkerset", *hooks])
+
+    def logs() -> str:
+        return f"{op.tail()}\n--- the LeaderWorkerSet controller:\n{lws_controller.tail()}"
+
+    (stored,) = created(sc, leaderworkerset("serve", ns, lq, sc.name("low"), 2, 2, "1"))
+    for field, role in (("leaderTemplate", "leader"), ("workerTemplate", "worker")):
+        meta = stored["spec"]["leaderWorkerTemplate"][field]["metadata"]
+        assert meta["annotations"]["kueue.x-k8s.io/pod-suspending-parent"] == "leaderworkerset.x-k8s.io/leaderworkerset"
+        assert meta["annotations"]["kueue.x-k8s.io/pod-group-serving"] == "true"
+        assert meta["annotations"]["kueue.x-k8s.io/role-hash"] == role
+        assert meta["labels"][QUEUE_LABEL] == lq
+    most = [0]
+
+    def serve_pods() -> list[dict[str, Any]]:
+        listed = sc.kubectl("get", "pods", "-n", ns, "-l", f"{LWS_NAME}=serve", "-o", "json")
+        return [p for p in json.loads(listed.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    def by_group() -> dict[str, list[dict[str, Any]]]:
+        most[0] = max(most[0], bound_cpu(sc))
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for pod in serve_pods():
+            groups.setdefault(pod["metadata"]["labels"].get(GROUP_INDEX, "?"), []).append(pod)
+        return groups
+
+    def states(groups: dict[str, list[dict[str, Any]]]) -> dict[str, list[tuple[str, str, bool]]]:
+        return {
+            i: sorted((p["metadata"]["name"], p["status"].get("phase", ""), gated(p)) for p in members)
+            for i, members in groups.items()
+        }
+
+    def running(members: list[dict[str, Any]]) -> bool:
+        return len(members) == 2 and all(p["status"].get("phase") == "Running" and not gated(p) for p in members)
+
+    def waiting(members: list[dict[str, Any]]) -> bool:
+        return len(members) == 2 and all(gated(p) and not p["spec"].get("nodeName") for p in members)
+
+    def one_running_one_gated() -> dict[str, list[dict[str, Any]]]:
+        groups = by_group()
+        assert sorted(groups) == ["0", "1"], states(groups)
+        assert sorted((running(m), waiting(m)) for m in groups.values()) == [(False, True), (True, False)], states(
+            groups
+        )
+        return groups
+
+    groups = wait_until(one_running_one_gated, timeout=90, what="one replica running, one gated", diagnostics=logs)
+    names = {}
+    for index, members in groups.items():
+        (name,) = {p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-name"] for p in members}
+        assert re.fullmatch(rf"leaderworkerset-serve-{index}-[0-9a-f]{{5}}", name), name
+        names[index] = name
+        roles = sorted(p["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] for p in members)
+        assert roles == ["leader", "worker"], roles
+        assert all(MANAGED not in p["metadata"].get("finalizers", []) for p in members)
+    (admitted_index,) = [i for i, m in groups.items() if running(m)]
+    labels = nodes(sc)
+    assert all(labels[p["spec"]["nodeName"]][POOL_LABEL] == "batch" for p in groups[admitted_index])
+
+    def both_admitted() -> dict[str, dict[str, Any]]:
+        wls = sc.wait_admitted(*names.values(), diagnostics=logs)
+        return {i: wls[name] for i, name in names.items()}
+
+    waiting_wl = sc.workloads()[names[str(1 - int(admitted_index))]]
+    assert not is_true(waiting_wl, "QuotaReserved"), waiting_wl.get("status")
+
+    sc.queue("main", 4, within="LowerPriority")  # room for the other replica
+
+    def all_running() -> dict[str, list[dict[str, Any]]]:
+        groups = by_group()
+        assert sorted(groups) == ["0", "1"] and all(running(m) for m in groups.values()), states(groups)
+        ready = (sc.get("leaderworkersets", "serve").get("status") or {}).get("readyReplicas")
+        assert ready == 2, f"readyReplicas {ready}"
+        return groups
+
+    wait_until(all_running, timeout=90, what="both replicas running", diagnostics=logs)
+    admitted_wls = both_admitted()
+    uids = {i: wl["metadata"]["uid"] for i, wl in admitted_wls.items()}
+    for wl in admitted_wls.values():
+        assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("leader", 1), ("worker", 1)]
+        assert wl["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
+
+    sc.apply(
+        batch_job("urgent", ns, lq, cpu="2", priority_class=sc.name("high"), pod_annotations={COMPLETE_AFTER: "10s"})
+    )
+
+    def urgent_running_one_replica_gated() -> dict[str, list[dict[str, Any]]]:
+        assert [p["status"].get("phase") for p in pods(sc, "urgent")] == ["Running"]
+        groups = by_group()
+        assert sorted((running(m), waiting(m)) for m in groups.values()) == [(False, True), (True, False)], states(
+            groups
+        )
+        return groups
+
+    groups = wait_until(
+        urgent_running_one_replica_gated, timeout=90, what="the Job running, one replica gated", diagnostics=logs
+    )
+    (preempted_index,) = [i for i, m in groups.items() if waiting(m)]
+    events = sc.kubectl(
+        "get", "events", "-n", ns, "-o", "json",
+        f"--field-selector=involvedObject.kind=Workload,involvedObject.name={names[preempted_index]}",
+    )  # fmt: skip
+    reasons = {e.get("reason") for e in json.loads(events.stdout)["items"]}
+    assert {"Preempted", "EvictedDueToPreempted"} <= reasons, reasons
+    # The preempted replica's Workload was owned by its Pods only (its LeaderWorkerSet's UID is on
+    # none of them): once they are gone it is collected, and their replacements make it anew.
+    # Kueue's, owned by the LeaderWorkerSet, stays (with its Preempted condition).
+    after = sc.workloads()
+    assert after[names[preempted_index]]["metadata"]["uid"] != uids[preempted_index]
+    assert after[names[str(1 - int(preempted_index))]]["metadata"]["uid"] == uids[str(1 - int(preempted_index))]
+    wait_until(all_running, timeout=120, what="both replicas running again after the Job", diagnostics=logs)
+    assert is_true(workload_of(sc, "urgent"), "Finished")
+    assert most[0] <= 4, f"{most[0]} cpu bound at once in a queue of 4"
+
+    sc.kubectl("delete", "leaderworkerset", "serve", "-n", ns, "--wait=false")
+
+    def gone() -> bool:
+        left = sorted(set(names.values()) & set(sc.workloads()))
+        assert not serve_pods() and not left, (len(serve_pods()), left)
+        return True
+
+    wait_until(gone, timeout=90, what="the LeaderWorkerSet's Pods and Workloads gone", diagnostics=logs)

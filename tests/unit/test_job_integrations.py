@@ -27,7 +27,10 @@ def test_integrations_are_enabled_by_name_and_an_unknown_name_is_refused_with_th
     assert enabled(["batch/job", "batch/job"]) == (INTEGRATION,)
     assert enabled([]) == ()
     known = ", ".join(sorted(INTEGRATIONS))
-    assert known == "batch/job, deployment, jobset.x-k8s.io/jobset, pod, ray.io/raycluster, statefulset"
+    assert (
+        known
+        == "batch/job, deployment, jobset.x-k8s.io/jobset, leaderworkerset.x-k8s.io/leaderworkerset, pod, ray.io/raycluster, statefulset"
+    )
     with pytest.raises(ValueError, match=rf"^unknown integration 'ray.io/rayjob': known are {re.escape(known)}$"):
         enabled(["batch/job", "ray.io/rayjob"])
 
@@ -37,7 +40,8 @@ def test_the_flag_refuses_an_unknown_integration_before_anything_runs() -> None:
     assert result.exit_code == 2
     assert (
         "error: unknown integration 'kubeflow.org/mpijob': known are batch/job, deployment, "
-        "jobset.x-k8s.io/jobset, pod, ray.io/raycluster, statefulset" in result.output
+        "jobset.x-k8s.io/jobset, leaderworkerset.x-k8s.io/leaderworkerset, pod, ray.io/raycluster, statefulset"
+        in result.output
     )
 
 

@@ -91,7 +91,7 @@ def test_cluster_flags_that_make_no_sense_say_why(capacity: str, topology: str, 
     ("flags", "message"),
     [
         (["--topology", "blocks=x"], "--topology: blocks and racks-per-block are whole numbers"),
-        (["--controllers", "jobset,spark"], "unknown controller(s) spark: known are jobset, kuberay"),
+        (["--controllers", "jobset,spark"], "unknown controller(s) spark: known are jobset, lws, kuberay"),
     ],
 )
 def test_the_cluster_script_refuses_bad_flags_before_starting_anything(

@@ -178,12 +178,17 @@ def configurations(
             "operations": operations,
             "resources": [kind.plural],
         }
-        return {
+        entry: dict[str, Any] = {
             "name": f"{'m' if mutating else 'v'}{kind.name.lower()}.preemption-operator.dev",
             "clientConfig": settings.client_config(path(kind, mutating), ca),
             "rules": [rule],
             **common,
         }
+        if mutating and integration.reinvoke:
+            # Webhooks run in the order of their configurations' names: another project's that
+            # sorts after ours may add what ours reads, and ours must then see the object again.
+            entry["reinvocationPolicy"] = "IfNeeded"
+        return entry
 
     def body(configuration: Kind, mutating: bool) -> dict[str, Any]:
         return {

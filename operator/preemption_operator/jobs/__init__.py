@@ -6,6 +6,7 @@ Importing the package registers every integration (framework.INTEGRATIONS): one 
 from . import batch_job as batch_job
 from . import deployment as deployment
 from . import jobset as jobset
+from . import leaderworkerset as leaderworkerset
 from . import pod as pod
 from . import raycluster as raycluster
 from . import statefulset as statefulset

@@ -204,6 +204,10 @@ class Integration:
     implies: tuple[str, ...] = ()
     """Frameworks enabled with it, when not named themselves (Kueue's
     ImplicitlyEnabledFrameworkNames: deployment, statefulset and leaderworkerset imply pod)."""
+    reinvoke: bool = False
+    """Its mutating webhook is called again when a webhook after it changed the object
+    (reinvocationPolicy IfNeeded): what it adds depends on what others add (a LeaderWorkerSet's
+    Pod gets its group index from the LeaderWorkerSet's own Pod webhook, which may run after ours)."""
 
     @property
     def kind(self) -> Kind:

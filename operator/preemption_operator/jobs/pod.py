@@ -591,5 +591,6 @@ INTEGRATION = register(
         verbs=("delete",),
         compose=Pods.compose,
         claims=claims,
+        reinvoke=True,
     )
 )

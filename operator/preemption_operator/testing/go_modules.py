@@ -19,6 +19,10 @@ the module's root; Kueue v0.19.2 builds against v1.6.2, whose RayCluster API is 
 what the integration reads)."""
 
 
+LWS = ("sigs.k8s.io/lws", "v0.9.0")
+"""The LeaderWorkerSet release Kueue v0.19.2 depends on (its manager's main package is `./cmd`)."""
+
+
 class ModuleUnavailable(RuntimeError):
     """The module could not be fetched: no Go toolchain, or the proxy refused it."""
 
@@ -111,6 +115,16 @@ def kuberay_crds() -> list[Path]:
     """KubeRay's CRD manifests (RayCluster, RayJob, RayService: its operator watches all three)."""
     folder = module_dir(*KUBERAY) / "config" / "crd" / "bases"
     files = sorted(folder.glob("ray.io_*.yaml"))
+    if not files:
+        raise ModuleUnavailable(f"{folder} holds no CRD manifests")
+    return files
+
+
+def lws_crds() -> list[Path]:
+    """LeaderWorkerSet's CRD manifests, as its release installs them: the LeaderWorkerSet's and the
+    DisaggregatedSet's, which its manager also watches (it would not start without it)."""
+    folder = module_dir(*LWS) / "config" / "crd" / "bases"
+    files = sorted(folder.glob("*.yaml"))
     if not files:
         raise ModuleUnavailable(f"{folder} holds no CRD manifests")
     return files

@@ -4,8 +4,9 @@ module, started as a process with leader election off.
 
 Each serves its admission webhooks with a self-signed certificate, and those for its own kinds
 are registered with the API server (by URL, with that certificate's CA), so its objects are
-defaulted and validated as in a real install. Webhooks on Pods are left out: they would see
-every pod of the cluster, and only serve placement features the tests do not use."""
+defaulted and validated as in a real install. Webhooks on Pods are left out (they would see
+every pod of the cluster, and only serve placement features the tests do not use), except
+LeaderWorkerSet's, which selects its own Pods and labels them with what its controller needs."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ class JobSetController:
 
     def start(self, timeout: float = 120.0) -> JobSetController:
         """Builds it if needed, installs its CRD and waits until it is ready."""
-        binary = go_modules.install(*BUILDS["jobset"], "jobset")
+        binary = build("jobset")
         self.plane.apply_crds(go_modules.jobset_crds())
         certs = self.workdir / "certs"
         certs.mkdir(exist_ok=True)
@@ -166,7 +167,7 @@ class KubeRayController:
 
     def start(self, timeout: float = 120.0) -> KubeRayController:
         """Builds it if needed, installs its CRDs and waits until it is ready."""
-        binary = go_modules.install(*BUILDS["kuberay"], "kuberay")
+        binary = build("kuberay")
         self.plane.apply_crds(go_modules.kuberay_crds(), timeout=120)
         self.process = _Process(
             self.name,
@@ -192,11 +193,150 @@ class KubeRayController:
             self.process.stop(timeout)
 
 
-BUILDS = {"jobset": go_modules.JOBSET, "kuberay": go_modules.KUBERAY}
+class LwsController:
+    """The LeaderWorkerSet controller manager (sigs.k8s.io/lws, the release Kueue v0.19.2 uses):
+    a LeaderWorkerSet's leader StatefulSet, one worker StatefulSet per leader Pod, and the
+    restart of a whole group when one of its Pods goes.
+
+    Its webhooks are registered as its release does (by URL here, with its internal certificate
+    management off): LeaderWorkerSet defaulting and validation, and the Pod defaulting that labels
+    each leader with its group index (and every Pod with its worker index and LWS_* variables),
+    only for Pods with the `leaderworkerset.sigs.k8s.io/name` label. Mutating webhooks run in the
+    order of their configurations' names; `webhooks` (the configuration's name) decides whether
+    LeaderWorkerSet's Pod webhook runs before the operator's (`preemption-operator`) or after it,
+    as in a Kueue install (`kueue-…` before `lws-…`), where the operator's must be called again."""
+
+    name = "lws"
+
+    def __init__(self, plane: ControlPlane, workdir: Path, webhooks: str = "lws-webhooks") -> None:
+        self.plane = plane
+        self.workdir = workdir / "lws"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "lws.log"
+        self.health_port = free_port()
+        self.process: _Process | None = None
+        self.webhooks = webhooks
+
+    def start(self, timeout: float = 120.0) -> LwsController:
+        """Builds it if needed, installs its CRDs, waits until it is ready and registers its
+        webhooks."""
+        binary = build("lws")
+        self.plane.apply_crds(go_modules.lws_crds(), timeout=120)
+        certs = self.workdir / "certs"
+        certs.mkdir(exist_ok=True)
+        serving = issue(["127.0.0.1", "localhost"])
+        (certs / "tls.crt").write_bytes(serving.cert)
+        (certs / "tls.key").write_bytes(serving.key)
+        webhook_port = free_port()
+        config = {
+            "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
+            "metrics": {"bindAddress": "0"},
+            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(certs)},
+        }
+        config_path = self.workdir / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        self.process = _Process(
+            self.name,
+            [str(binary), f"--config={config_path}", f"--kubeconfig={self.plane.kubeconfig}"],
+            self.log_path,
+            self.workdir,
+        )
+        _wait_ready(self.process, self.health_port, timeout, "lws controller", self.tail)
+        self._register_webhooks(f"https://127.0.0.1:{webhook_port}", serving.ca)
+        return self
+
+    def _register_webhooks(self, url: str, ca: bytes) -> None:
+        """LeaderWorkerSet's webhooks, with the paths, rules and Pod selector of its release
+        (config/webhook: manifests.yaml and the patches that select Pods). Its validating Pod
+        webhook checks nothing and is left out; so are DisaggregatedSet's."""
+
+        def hook(name: str, path: str, operations: list[str], resource: str) -> dict[str, Any]:
+            group = "" if resource == "pods" else "leaderworkerset.x-k8s.io"
+            entry: dict[str, Any] = {
+                "name": name,
+                "clientConfig": {"url": f"{url}{path}", "caBundle": base64.b64encode(ca).decode()},
+                "rules": [
+                    {"apiGroups": [group], "apiVersions": ["v1"], "operations": operations, "resources": [resource]}
+                ],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }
+            if resource == "pods":
+                entry["objectSelector"] = {
+                    "matchExpressions": [{"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]
+                }
+            return entry
+
+        both = ["CREATE", "UPDATE"]
+        registration = [
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": self.webhooks},
+                "webhooks": [
+                    hook(
+                        "mleaderworkerset.kb.io",
+                        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+                        both,
+                        "leaderworkersets",
+                    ),
+                    hook("mpod.kb.io", "/mutate--v1-pod", ["CREATE"], "pods"),
+                ],
+            },
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": self.webhooks},
+                "webhooks": [
+                    hook(
+                        "vleaderworkerset.kb.io",
+                        "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+                        both,
+                        "leaderworkersets",
+                    ),
+                ],
+            },
+        ]
+        self.plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": registration}),
+            check=True,
+        )
+
+    def tail(self, lines: int = 40) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.process is None or not self.process.alive():
+            return
+        # Nothing may call a server that is gone: no LWS Pod could be created any more.
+        self.plane.kubectl(
+            "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", self.webhooks, "--ignore-not-found"
+        )
+        self.process.stop(timeout)
+
+
+BUILDS = {"jobset": go_modules.JOBSET, "lws": go_modules.LWS, "kuberay": go_modules.KUBERAY}
 """Each controller's Go module and version."""
-CONTROLLERS: dict[str, type[JobSetController] | type[KubeRayController]] = {
+PACKAGES = {"lws": "./cmd"}
+"""A controller's main package within its module, when it is not the module's root."""
+CONTROLLERS: dict[str, type[JobSetController] | type[LwsController] | type[KubeRayController]] = {
     "jobset": JobSetController,
+    "lws": LwsController,
     "kuberay": KubeRayController,
 }
 """What `hack/cluster.py --controllers` takes, by name."""
 KNOWN = tuple(CONTROLLERS)
+
+
+def build(name: str) -> Path:
+    """A controller's binary, built on first use (go_modules.install)."""
+    module, version = BUILDS[name]
+    return go_modules.install(module, version, name, PACKAGES.get(name, "."))
