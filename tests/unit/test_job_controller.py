@@ -329,8 +329,11 @@ async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone
     }
     child["spec"]["suspend"] = True
     child["status"] = {"active": 0, "terminating": 2}
-    controller.replace(JOB, [copy.deepcopy(child)], "1")
     controller.replace(JobSet.kind, [api.put(trainer)], "1")
+    # A restarted operator that has listed its JobSets but not yet their Jobs: not seen is not gone.
+    assert controller.children_active(key)
+    assert await controller.reconcile(key) is None
+    controller.replace(JOB, [copy.deepcopy(child)], "1")
     assert controller.children_active(key)
     assert await controller.reconcile(key) is None  # its pods still terminate: the quota stays
     assert cache.infos[f"{NS}/{key.name}"].cluster_queue == "research"

@@ -113,6 +113,9 @@ class JobController:
                 name = integration.children.kind.name
                 self.parents[name] = (*self.parents.get(name, ()), integration)
         self._children: dict[WorkloadKey, dict[str, bool]] = {}
+        self._children_listed: set[str] = set()
+        """Child kinds whose first list has come: until then no job of theirs may be taken as
+        stopped (a restarted operator has not yet seen its JobSets' Jobs)."""
         """Job -> whether each of its children (by name) may still have pods."""
         self.jobs: dict[WorkloadKey, dict[str, dict[str, Any]]] = {}
         """Each job's objects, by name."""
@@ -154,6 +157,7 @@ class JobController:
             for body in items:
                 self._child(kind, body, gone=False)
             self._children = {job: children for job, children in self._children.items() if children}
+            self._children_listed.add(kind.name)
         if kind.name not in self.integrations and kind.name != kinds.Workload.name:
             return
         if kind.name == kinds.Workload.name:
@@ -217,6 +221,12 @@ class JobController:
                 self._enqueue(job)
 
     def children_active(self, job: WorkloadKey) -> bool:
+        """Whether a child of the job may still have pods (True while the children are not
+        listed yet: not seen is not gone)."""
+        integration = self.integrations.get(job.kind)
+        children = integration.children if integration is not None else None
+        if children is not None and children.kind.name not in self._children_listed:
+            return True
         return any(self._children.get(job, {}).values())
 
     def _member_seen(self, kind: Kind, body: dict[str, Any]) -> None:
