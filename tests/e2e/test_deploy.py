@@ -102,6 +102,10 @@ ACCESS = [
     ("watch", "jobs.batch", ["-A"], True),
     ("patch", "jobs.batch", ["-n", "default"], True),
     ("patch", "jobs.batch", ["--subresource=status", "-n", "default"], True),
+    # The pod integration: queued Pods watched, ungated, and deleted to stop them.
+    ("watch", "pods", ["-A"], True),
+    ("patch", "pods", ["-n", "default"], True),
+    ("delete", "pods", ["-n", "default"], True),
     # The job webhooks: their certificate in the operator's namespace, their configurations.
     ("get", "secrets", ["-n", SYSTEM_NAMESPACE], True),
     ("update", "secrets", ["-n", SYSTEM_NAMESPACE], True),
@@ -118,7 +122,9 @@ ACCESS = [
     ("patch", "preemptionconfigs.kueue.x-k8s.io", [], False),
     ("get", "secrets", ["-n", "default"], False),
     ("list", "secrets", ["-A"], False),
-    ("list", "pods", ["-A"], False),
+    ("create", "pods", ["-n", "default"], False),
+    ("update", "pods", ["-n", "default"], False),
+    ("patch", "deployments.apps", ["-n", "default"], False),
     ("delete", "events", ["-n", "default"], False),
     ("update", "leases.coordination.k8s.io", ["-n", "default"], False),
     ("create", "leases.coordination.k8s.io", ["-n", "kube-system"], False),
