@@ -18,10 +18,6 @@ KIND = Kind("Deployment", "apps", "v1", "deployments", True)
 FRAMEWORK = "deployment"
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A queued Deployment's pod template says who suspends its Pods (`deployment`), that they are
     managed, and the Deployment's queue and priority class."""
@@ -30,22 +26,10 @@ def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not queue or (obj.get("metadata") or {}).get("deletionTimestamp"):
         return []
     template = (obj.get("spec") or {}).get("template") or {}
-    meta = template.get("metadata") or {}
-    ops: list[dict[str, Any]] = []
-    if "metadata" not in template:
-        ops.append({"op": "add", "path": "/spec/template/metadata", "value": {}})
     want = {"annotations": {SUSPENDING_PARENT: FRAMEWORK}, "labels": {MANAGED: "true", QUEUE_LABEL: queue}}
     if labels.get(PRIORITY_CLASS_LABEL):
         want["labels"][PRIORITY_CLASS_LABEL] = labels[PRIORITY_CLASS_LABEL]
-    for field, values in want.items():
-        have = meta.get(field)
-        if have is None:
-            ops.append({"op": "add", "path": f"/spec/template/metadata/{field}", "value": {}})
-            have = {}
-        for key, value in values.items():
-            if have.get(key) != value:
-                ops.append({"op": "add", "path": f"/spec/template/metadata/{field}/{_escape(key)}", "value": value})
-    return ops
+    return webhook.set_metadata(template.get("metadata"), "/spec/template/metadata", want)
 
 
 def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:

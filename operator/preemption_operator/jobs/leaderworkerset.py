@@ -51,10 +51,6 @@ LEADER, WORKER, MAIN = "leader", "worker", "main"
 _TEMPLATES = "spec.leaderWorkerTemplate"
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def _lwt(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return (obj.get("spec") or {}).get("leaderWorkerTemplate") or {}
 
@@ -94,10 +90,7 @@ def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         if template is None:
             ops.append({"op": "add", "path": base, "value": {}})
             template = {}
-        have_meta = template.get("metadata")
-        if have_meta is None:
-            ops.append({"op": "add", "path": f"{base}/metadata", "value": {}})
-            have_meta = {}
+        have_meta = template.get("metadata") or {}
         want: dict[str, dict[str, str]] = {
             "labels": {MANAGED: "true", QUEUE_LABEL: queue},
             "annotations": {
@@ -111,14 +104,7 @@ def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
             want["labels"][PRIORITY_CLASS_LABEL] = labels[PRIORITY_CLASS_LABEL]
         if role == WORKER and PODSET_GROUP_NAME not in (have_meta.get("annotations") or {}):
             want["annotations"][POD_INDEX_OFFSET] = "1"
-        for part, values in want.items():
-            have = have_meta.get(part)
-            if have is None:
-                ops.append({"op": "add", "path": f"{base}/metadata/{part}", "value": {}})
-                have = {}
-            for key, value in values.items():
-                if have.get(key) != value:
-                    ops.append({"op": "add", "path": f"{base}/metadata/{part}/{_escape(key)}", "value": value})
+        ops += webhook.set_metadata(template.get("metadata"), f"{base}/metadata", want)
     return ops
 
 

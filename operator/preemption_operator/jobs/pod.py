@@ -474,10 +474,6 @@ def claims(workload: Mapping[str, Any]) -> str | None:
 # -- webhooks ---------------------------------------------------------------------------------
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 PARENTS: dict[str, Callable[[Mapping[str, Any]], dict[str, str]]] = {}
 """A suspending parent's framework name -> what its Pods get at creation besides the gate (the
 annotations that make a StatefulSet's Pods one group), filled by that parent's module."""
@@ -511,14 +507,7 @@ def mutate(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
         labels[POD_INDEX] = _labels(pod)[index_label]
     if ROLE_HASH not in _annotations(pod) and ROLE_HASH not in annotations:
         annotations[ROLE_HASH] = role_hash(_spec(pod))
-    for field, values in (("labels", labels), ("annotations", annotations)):
-        have = meta.get(field)
-        if values and have is None:
-            ops.append({"op": "add", "path": f"/metadata/{field}", "value": {}})
-        for key, value in values.items():
-            if (have or {}).get(key) != value:
-                ops.append({"op": "add", "path": f"/metadata/{field}/{_escape(key)}", "value": value})
-    return ops
+    return ops + webhook.set_metadata(meta, "/metadata", {"labels": labels, "annotations": annotations})
 
 
 def _job_owned(pod: Mapping[str, Any]) -> bool:

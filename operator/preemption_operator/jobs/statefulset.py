@@ -38,10 +38,6 @@ FRAMEWORK = "statefulset"
 POD_INDEX = "apps.kubernetes.io/pod-index"
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def replicas(obj: Mapping[str, Any]) -> int:
     value = (obj.get("spec") or {}).get("replicas")
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
@@ -63,7 +59,6 @@ def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not queue or (obj.get("metadata") or {}).get("deletionTimestamp") or _managed_elsewhere(obj):
         return []
     template = (obj.get("spec") or {}).get("template") or {}
-    meta = template.get("metadata") or {}
     want: dict[str, dict[str, str]] = {
         "annotations": {SUSPENDING_PARENT: FRAMEWORK},
         "labels": {MANAGED: "true", QUEUE_LABEL: queue},
@@ -72,18 +67,7 @@ def mutate(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         want["annotations"][TOTAL_COUNT] = str(replicas(obj))
     if labels.get(PRIORITY_CLASS_LABEL):
         want["labels"][PRIORITY_CLASS_LABEL] = labels[PRIORITY_CLASS_LABEL]
-    ops: list[dict[str, Any]] = []
-    if "metadata" not in template:
-        ops.append({"op": "add", "path": "/spec/template/metadata", "value": {}})
-    for field, values in want.items():
-        have = meta.get(field)
-        if have is None:
-            ops.append({"op": "add", "path": f"/spec/template/metadata/{field}", "value": {}})
-            have = {}
-        for key, value in values.items():
-            if have.get(key) != value:
-                ops.append({"op": "add", "path": f"/spec/template/metadata/{field}/{_escape(key)}", "value": value})
-    return ops
+    return webhook.set_metadata(template.get("metadata"), "/spec/template/metadata", want)
 
 
 def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:

@@ -56,6 +56,34 @@ def suspend_at_creation(obj: Mapping[str, Any], queued: bool) -> list[dict[str, 
     return [{"op": "add", "path": "/spec/suspend", "value": True}]
 
 
+def escape(key: str) -> str:
+    """A map key as one JSON pointer segment (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def set_metadata(
+    meta: Mapping[str, Any] | None, path: str, want: Mapping[str, Mapping[str, str]]
+) -> list[dict[str, Any]]:
+    """The JSON patch `add` operations that give the object metadata at `path` (None: absent)
+    these labels and annotations (`{"labels": {...}, "annotations": {...}}`); none for what it
+    has already."""
+    ops: list[dict[str, Any]] = []
+    have_meta: Mapping[str, Any] = meta or {}
+    for field, values in want.items():
+        have = have_meta.get(field)
+        missing = {key: value for key, value in values.items() if (have or {}).get(key) != value}
+        if not missing:
+            continue
+        if meta is None and not ops:
+            ops.append({"op": "add", "path": path, "value": {}})
+        if have is None:
+            ops.append({"op": "add", "path": f"{path}/{field}", "value": {}})
+        ops += [
+            {"op": "add", "path": f"{path}/{field}/{escape(key)}", "value": value} for key, value in missing.items()
+        ]
+    return ops
+
+
 def patched(obj: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
     """The object with a mutating webhook's JSON patch applied, as the API server would store it
     (the webhooks here answer with `add` operations only)."""
