@@ -14,6 +14,7 @@ import pytest
 from preemption_operator.api import kinds
 from preemption_operator.controller.feeder import CacheFeeder
 from preemption_operator.controller.jobs import JobController
+from preemption_operator.controller.started_pods import POD, StartedPods
 from preemption_operator.engine.cache import Cache
 from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
 from preemption_operator.jobs.framework import QUEUE_LABEL as QUEUE
@@ -350,3 +351,97 @@ async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone
 
     controller.event(JOB, "DELETED", copy.deepcopy(child))
     assert not controller._children
+
+
+def started_pod(**changes: Any) -> dict[str, Any]:
+    """A pod the Job controller made from the started template: it carries the Workload's name."""
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-x7k2p",
+            "namespace": NS,
+            "labels": {"kueue.x-k8s.io/podset": "main", "batch.kubernetes.io/job-name": "train"},
+            "annotations": {"kueue.x-k8s.io/workload": "job-train-12345"},
+        },
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"phase": "Pending"},
+    }
+    for key, value in changes.items():
+        section, field = key.split("__")
+        pod[section][field] = value
+    return pod
+
+
+async def test_the_quota_stays_while_a_started_pod_may_run_that_the_jobs_status_does_not_count_yet() -> None:
+    """The race behind an over-committed queue: the Job controller made a pod, and its write of
+    `status.active` conflicted with the suspension; the Job shows no pods, one may still be bound."""
+    api = FakeApi()
+    cache, waker, events = Cache(), Waker(), Events()
+    feeder = CacheFeeder(cache, waker)
+    started = StartedPods()
+    controller = JobController(
+        api,  # type: ignore[arg-type]
+        cache,
+        feeder,
+        StatusWriter(api),  # type: ignore[arg-type]
+        events,
+        lambda: True,
+        started=started,
+    )
+    job, workload = api.put(running_job()), api.put(evicted_workload())
+    feeder.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    controller.replace(JOB, [copy.deepcopy(job)], "1")
+    key = controller.key_of(JOB, running_job())
+    for _ in range(3):
+        await controller.reconcile(key)  # suspend, start time, restore
+    job = copy.deepcopy(stored_job(api))
+    assert job["spec"]["suspend"] is True
+    job["status"] = {"active": 0, "terminating": 0}
+    controller.event(JOB, "MODIFIED", api.put(job))
+
+    assert await controller.reconcile(key) is None  # the pods are not listed yet: not seen is not gone
+    started.replace(POD, [started_pod()], "1")
+    assert await controller.reconcile(key) is None  # unbound, not deleted: it may still be bound
+    assert cache.infos[f"{NS}/job-train-12345"].cluster_queue == "research"
+
+    while not controller._queue.empty():
+        controller._queue.get_nowait()
+    controller._queued.clear()
+    # Being deleted, but bound: it runs out its grace period.
+    started.event(POD, "MODIFIED", started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1"))
+    assert controller._queue.empty()  # still running: nothing to look at again
+    assert await controller.reconcile(key) is None
+    started.event(POD, "MODIFIED", started_pod(status__phase="Failed", spec__nodeName="kwok-1"))
+    assert controller._queue.get_nowait() == key  # its last pod stopped: the job is looked at again
+    await controller.reconcile(key)
+    assert "admission" not in stored_workload(api)["status"]
+    assert waker.released == ["research"]
+
+
+def test_started_pods_tell_when_a_workloads_first_pod_comes_and_its_last_goes() -> None:
+    told: list[str] = []
+    started = StartedPods(told.append)
+    wl = f"{NS}/job-train-12345"
+    assert started.running(wl)  # before the first list
+    started.replace(POD, [], "1")
+    assert not started.running(wl) and told == []
+    started.event(POD, "ADDED", started_pod())
+    assert started.running(wl) and told == [wl]
+    second = started_pod()
+    second["metadata"]["name"] = "train-second"
+    started.event(POD, "ADDED", second)
+    started.event(POD, "MODIFIED", started_pod(spec__nodeName="kwok-1"))
+    assert told == [wl]  # one more, or one bound: no change to tell
+    started.event(POD, "DELETED", started_pod())
+    assert started.running(wl) and told == [wl]
+    # Deleted before it was bound: it can never run.
+    started.event(POD, "MODIFIED", {**second, "metadata": {**second["metadata"], "deletionTimestamp": CONDITION_TIME}})
+    assert not started.running(wl) and told == [wl, wl]
+    unannotated = started_pod()
+    unannotated["metadata"]["annotations"] = {}
+    started.replace(POD, [unannotated, started_pod(status__phase="Succeeded")], "2")
+    assert not started.running(wl) and told == [wl, wl]  # nothing runs under it: nothing changed
+    started.replace(POD, [started_pod()], "3")
+    assert told == [wl, wl, wl]

@@ -41,6 +41,7 @@ from ..k8s.api import ApiError, KubeApi
 from ..k8s.events import EventSink
 from ..k8s.writer import Outcome, StatusWriter
 from .feeder import CacheFeeder
+from .started_pods import StartedPods
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class JobController:
         scheduled: Callable[[], bool] = lambda: True,
         closing: Callable[[str], bool] = lambda namespace: False,
         managed: Callable[[str], bool] = lambda namespace: True,
+        started: StartedPods | None = None,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -100,6 +102,11 @@ class JobController:
         self.closing = closing
         """Whether a namespace is being deleted: nothing new can be made there."""
         self.managed = managed
+        self.started = started
+        """The pods started under each Workload that may still run (None: the jobs' own status
+        is trusted alone); its watch tells this controller when a Workload's last one goes."""
+        if started is not None:
+            started.changed = self._pods_changed
         """Whether the jobs of a namespace are managed (Kueue's managedJobsNamespaceSelector):
         the others are left alone."""
         every = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
@@ -228,6 +235,15 @@ class JobController:
         if children is not None and children.kind.name not in self._children_listed:
             return True
         return any(self._children.get(job, {}).values())
+
+    def _pods_changed(self, workload_key: str) -> None:
+        job = self._owned.get(workload_key)
+        if job is not None and job in self.jobs:
+            self._enqueue(job)
+
+    def pods_running(self, job: WorkloadKey) -> bool:
+        """Whether a pod started under one of the job's Workloads may still run."""
+        return self.started is not None and any(self.started.running(key) for key in self._workloads.get(job, ()))
 
     def _member_seen(self, kind: Kind, body: dict[str, Any]) -> None:
         member = _member(kind, body)
@@ -390,6 +406,7 @@ class JobController:
                 self.settings,
                 self._priority,
                 children_active=self.children_active(key),
+                pods_running=self.pods_running(key),
             )
         except ComposeError as exc:
             self._event(job, JobEvent("Warning", "ErrWorkloadCompose", str(exc)))

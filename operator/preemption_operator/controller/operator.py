@@ -41,6 +41,8 @@ from .jobs import JobController
 from .leader import LeaderElector, default_identity
 from .metrics import Metrics
 from .scheduling import Scheduling
+from .started_pods import POD, StartedPods
+from .started_pods import SELECTOR as STARTED_SELECTOR
 from .webhooks import WebhookSettings
 from .webhooks import serve as serve_webhooks
 
@@ -164,6 +166,7 @@ class Operator:
                 scheduled=lambda: self.scheduling.loop.term_cycles > 0,
                 closing=self.closing,
                 managed=self.managed,
+                started=StartedPods(),
             )
             # The job controller follows Workloads and Namespaces too: it sees each one after the
             # cache has it.
@@ -183,6 +186,8 @@ class Operator:
                     selected = f"metadata.name={integration.crd}"
                     self.informers.append(Informer(self.api, CustomResourceDefinition, watch, field_selector=selected))
             self.informers += [Informer(self.api, kind, self.jobs) for kind in self.jobs.child_kinds()]
+            assert self.jobs.started is not None
+            self.informers.append(Informer(self.api, POD, self.jobs.started, label_selector=STARTED_SELECTOR))
         else:
             self.informers += [Informer(self.api, kind, feeder) for kind in kinds.WATCHED]
         self.synced = asyncio.Event()

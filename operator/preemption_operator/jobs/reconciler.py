@@ -293,13 +293,15 @@ def plan(
     settings: Settings | None = None,
     priority: Callable[[str, str], int | None] = lambda kind, name: None,
     children_active: bool = False,
+    pods_running: bool = False,
 ) -> Step | None:
     """The one step due for `job` and its Workload, in the order Kueue's job reconciler takes
     them (None: nothing to do until something changes). `children_active`: a child the job's own
-    controller made for it (Integration.children) may still have pods. Raises ComposeError when
-    the Workload cannot be built yet."""
+    controller made for it (Integration.children) may still have pods. `pods_running`: a pod
+    started under the Workload may still run, whatever the job's status says yet (its
+    controller's count lags its pods). Raises ComposeError when the Workload cannot be built yet."""
     settings = settings or Settings()
-    active = job.is_active() or children_active
+    active = job.is_active() or children_active or pods_running
     if not job.queue_name():
         return None
     done = job.finished()
