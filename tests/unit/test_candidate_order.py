@@ -546,3 +546,27 @@ def test_property_incremental_order_equals_resorting_after_every_pick(
         if snapshot.is_removed(wl):
             snapshot.add_workload(wl)
     assert got == reference_order(ctx, candidates, ordering, taken)
+
+
+# ------------------------------------------------------------------------------------------------
+# The fifo-preemption example
+# ------------------------------------------------------------------------------------------------
+
+
+def _fifo_example(with_ordering: bool) -> list[Any]:
+    from pathlib import Path
+
+    import yaml
+
+    folder = Path(__file__).resolve().parents[2] / "examples" / "fifo-preemption"
+    docs = [doc for path in sorted(folder.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
+    if not with_ordering:
+        for doc in docs:
+            if doc["kind"] == "PreemptionConfig":
+                del doc["spec"]["ordering"]
+    return docs
+
+
+def test_fifo_example_preempts_the_oldest_admission() -> None:
+    assert victims(_fifo_example(True)) == ["first"]
+    assert victims(_fifo_example(False)) == ["third"]  # the classic order: the newest goes

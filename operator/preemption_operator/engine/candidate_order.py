@@ -31,7 +31,8 @@ from .quota import QuotaNode
 from .snapshot import ClusterQueueInfo
 from .workload import WorkloadInfo
 
-Value = tuple[float, ...]
+Value = float | tuple[float, float]
+"""A key's value: a number, or a share as `share_value` gives it."""
 KeyFn = Callable[[WorkloadInfo], Value]
 
 STATIC = "static"
@@ -81,19 +82,19 @@ class _Keys:
         return self.ctx.snapshot.cluster_queues[wl.cluster_queue or ""]
 
     def priority(self, wl: WorkloadInfo) -> Value:
-        return (float(wl.priority),)
+        return wl.priority
 
     def admission(self, wl: WorkloadInfo) -> Value:
-        return ((wl.reserved_at or self.ctx.snapshot.now).timestamp(),)
+        return (wl.reserved_at or self.ctx.snapshot.now).timestamp()
 
     def other_cq(self, wl: WorkloadInfo) -> Value:
-        return (0.0 if wl.cluster_queue == self.ctx.cq.name else 1.0,)
+        return 0 if wl.cluster_queue == self.ctx.cq.name else 1
 
     def other_cohort(self, wl: WorkloadInfo) -> Value:
         if wl.cluster_queue == self.ctx.cq.name:
-            return (0.0,)
+            return 0
         mine, theirs = self.ctx.cq.node.parent, self.cq(wl).node.parent
-        return (0.0 if mine is not None and theirs is not None and mine.name == theirs.name else 1.0,)
+        return 0 if mine is not None and theirs is not None and mine.name == theirs.name else 1
 
     def cq_share(self, wl: WorkloadInfo) -> Value:
         return share_value(fs.dominant_resource_share(self.cq(wl).node))
@@ -101,13 +102,13 @@ class _Keys:
     def lq_share(self, wl: WorkloadInfo) -> Value:
         node = self.cq(wl).node
         usage = self.lq_usage.get((wl.cluster_queue or "", *lq_of(wl)), {})
-        return (local_queue_share(node, usage),)
+        return local_queue_share(node, usage)
 
     def initial_share(self, wl: WorkloadInfo) -> Value:
-        return (0.0 if self._fair(wl, fs.LESS_THAN_INITIAL_SHARE) else 1.0,)
+        return 0 if self._fair(wl, fs.LESS_THAN_INITIAL_SHARE) else 1
 
     def final_share(self, wl: WorkloadInfo) -> Value:
-        return (0.0 if self._fair(wl, fs.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE) else 1.0,)
+        return 0 if self._fair(wl, fs.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE) else 1
 
     def _fair(self, wl: WorkloadInfo, strategy: str) -> bool:
         if wl.cluster_queue == self.ctx.cq.name:
@@ -167,10 +168,12 @@ def local_queue_usage(ctx: Context, cluster_queues: set[str]) -> dict[tuple[str,
     return found
 
 
+def _negated(value: Value) -> Value:
+    return (-value[0], -value[1]) if isinstance(value, tuple) else -value
+
+
 def _directed(fn: KeyFn, descending: bool) -> KeyFn:
-    if not descending:
-        return fn
-    return lambda wl: tuple(-x for x in fn(wl))
+    return (lambda wl: _negated(fn(wl))) if descending else fn
 
 
 def ranked(
@@ -186,25 +189,20 @@ def ranked(
         (_directed(keys.of(o.ordering_field), o.direction == "Descending"), SCOPES[o.ordering_field]) for o in ordering
     ]
 
+    statics = [fn for fn, scope in chain if scope == STATIC]
+
     def static_key(wl: WorkloadInfo) -> tuple[object, ...]:
-        parts: list[object] = [0 if wl.evicted else 1]
-        for fn, scope in chain:
-            if scope == STATIC:
-                parts.extend(fn(wl))
-        parts.append(wl.uid)
-        return tuple(parts)
+        return (not wl.evicted, *[fn(wl) for fn in statics], wl.uid)
 
     if all(scope == STATIC for scope in scopes):
         # Nothing moves as victims are taken: one sort.
         yield from sorted(candidates, key=static_key)
         return
 
+    every = [fn for fn, _ in chain]
+
     def full_key(wl: WorkloadInfo) -> tuple[object, ...]:
-        parts: list[object] = [0 if wl.evicted else 1]
-        for fn, _ in chain:
-            parts.extend(fn(wl))
-        parts.append(wl.uid)
-        return tuple(parts)
+        return (not wl.evicted, *[fn(wl) for fn in every], wl.uid)
 
     # The static keys before the per-workload one: candidates tied on them may swap.
     per_workload = scopes.index(PER_WORKLOAD) if PER_WORKLOAD in scopes else None
@@ -214,16 +212,16 @@ def ranked(
         assert prefix is not None
         return a.evicted == b.evicted and all(fn(a) == fn(b) for fn in prefix)
 
-    parts: dict[tuple[str, ...], _Part] = {}
+    parts: dict[object, _Part] = {}
     for wl in sorted(candidates, key=static_key):
-        name = (wl.cluster_queue or "", *lq_of(wl)) if by_lq else (wl.cluster_queue or "",)
+        name = (wl.cluster_queue, wl.namespace, wl.queue_name) if by_lq else wl.cluster_queue
         part = parts.get(name)
         if part is None:
-            part = parts[name] = _Part(name)
+            part = parts[name] = _Part(wl.cluster_queue or "")
         part.members.append(wl)
     by_cq: dict[str, list[_Part]] = {}
     for part in parts.values():
-        by_cq.setdefault(part.name[0], []).append(part)
+        by_cq.setdefault(part.cluster_queue, []).append(part)
     wide = any(scope in (WIDE, PER_WORKLOAD) for scope in scopes)
 
     def best(part: _Part) -> tuple[tuple[object, ...], int] | None:
@@ -271,7 +269,7 @@ def ranked(
             for other in parts.values():
                 push(other)
         else:
-            for other in by_cq[part.name[0]]:
+            for other in by_cq[part.cluster_queue]:
                 push(other)
 
 
@@ -279,7 +277,7 @@ def ranked(
 class _Part:
     """The candidates of one ClusterQueue (or LocalQueue), in static order; `gone` were yielded."""
 
-    name: tuple[str, ...]
+    cluster_queue: str
     members: list[WorkloadInfo] = field(default_factory=list)
     gone: set[int] = field(default_factory=set)
     start: int = 0
