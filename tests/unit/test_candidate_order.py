@@ -227,6 +227,16 @@ def test_field_decides_the_victim(field: str, direction: str) -> None:
     assert victims(build(direction)) == [ascending if direction == "Ascending" else descending]
 
 
+@pytest.mark.parametrize("direction", ["Ascending", "Descending"])
+@pytest.mark.parametrize("field", ["ClusterQueueDRS", "IsDRSLessThanInitialShare", "IsDRSLessThanOrEqualToFinalShare"])
+def test_share_fields_decide_the_same_with_fair_sharing_on(field: str, direction: str) -> None:
+    """With fair sharing on, the config's candidates come after the fair strategies (none here:
+    no classic policy), and the shares are the same numbers."""
+    build, ascending, descending = CASES[field]
+    result = one_cycle(build(direction), fair_sharing=fs.FairSharing(enabled=True))
+    assert sorted(p.victim.name for p in result.preempted) == [ascending if direction == "Ascending" else descending]
+
+
 @pytest.mark.parametrize("field", sorted(CASES))
 def test_direction_omitted_is_ascending(field: str) -> None:
     build, ascending, _ = CASES[field]

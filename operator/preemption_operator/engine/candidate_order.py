@@ -15,6 +15,10 @@ victim at a time (Kueue's future-work "dynamically adjusted candidate generation
 
 `IsDRSLessThanOrEqualToFinalShare` depends on the candidate's own usage: within a part it is
 evaluated for every candidate tied with the head on the keys before it.
+
+The document also splits parts by selector, so that a quota selector can drop a whole
+ClusterQueue; here a candidate's selectors are re-checked when it is reached (configurable.py),
+which gives the same victims, so one part per ClusterQueue is enough.
 """
 
 from __future__ import annotations
