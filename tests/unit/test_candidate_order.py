@@ -489,14 +489,17 @@ def reference_order(
         best = min(remaining, key=full)
         remaining.remove(best)
         out.append(best.name)
-        if taken[step % len(taken)]:
+        if taken[step % len(taken)] and not snapshot.is_removed(best):
             snapshot.remove_workload(best)
         step += 1
     return out
 
 
 @st.composite
-def ordered_clusters(draw: st.DrawFn) -> tuple[list[Any], list[tuple[str, bool]], list[bool]]:
+def ordered_clusters(draw: st.DrawFn) -> tuple[list[Any], list[tuple[str, bool]], list[bool], set[str]]:
+    """A cohort tree of 2-4 ClusterQueues, random workloads, a random ordering, which yielded
+    candidates the caller takes, and which were taken before the ordering starts (by classic
+    preemption earlier in the same pass)."""
     two_levels = draw(st.booleans())
     queues = ["a", "b", "c", "d"][: draw(st.integers(2, 4))]
     objects: list[Any] = [*basics(), cohort("root")]
@@ -529,7 +532,8 @@ def ordered_clusters(draw: st.DrawFn) -> tuple[list[Any], list[tuple[str, bool]]
     objects.append(config([{"orderingField": f, "direction": "Descending" if d else "Ascending"} for f, d in ordering]))
     objects.append(incoming(draw(st.integers(1, 4)), queue="a-1"))
     taken = draw(st.lists(st.booleans(), min_size=1, max_size=4))
-    return objects, ordering, taken
+    before = draw(st.sets(st.integers(0, max(n - 1, 0)), max_size=2)) if n else set()
+    return objects, ordering, taken, {f"w{i}" for i in before}
 
 
 @settings(
@@ -537,24 +541,32 @@ def ordered_clusters(draw: st.DrawFn) -> tuple[list[Any], list[tuple[str, bool]]
 )
 @given(ordered_clusters())
 def test_property_incremental_order_equals_resorting_after_every_pick(
-    case: tuple[list[Any], list[tuple[str, bool]], list[bool]],
+    case: tuple[list[Any], list[tuple[str, bool]], list[bool], set[str]],
 ) -> None:
     from preemption_operator.api.v1alpha1 import CandidateOrder
 
-    objects, ordering, taken = case
+    objects, ordering, taken, before = case
     ctx, snapshot = context(objects, "default/incoming")
     candidates = [
         wl for name in sorted(snapshot.cluster_queues) for wl in snapshot.admitted(snapshot.cluster_queues[name])
     ]
+
+    def take_before() -> None:
+        for wl in candidates:
+            if wl.name in before:
+                snapshot.remove_workload(wl)
+
     spec = [CandidateOrder(ordering_field=f, direction="Descending" if d else "Ascending") for f, d in ordering]  # type: ignore[arg-type]
+    take_before()
     got = []
     for step, wl in enumerate(ranked(ctx, candidates, spec)):
         got.append(wl.name)
-        if taken[step % len(taken)]:
+        if taken[step % len(taken)] and not snapshot.is_removed(wl):
             snapshot.remove_workload(wl)
     for wl in candidates:
         if snapshot.is_removed(wl):
             snapshot.add_workload(wl)
+    take_before()
     assert got == reference_order(ctx, candidates, ordering, taken)
 
 

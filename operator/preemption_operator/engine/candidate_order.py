@@ -263,8 +263,9 @@ def ranked(
             continue  # superseded by a later look at its part
         wl = part.members[index]
         part.gone.add(index)
+        counted = not ctx.snapshot.is_removed(wl)  # one taken earlier in the pass is out of the tallies already
         yield wl
-        if by_lq and ctx.snapshot.is_removed(wl):
+        if by_lq and counted and ctx.snapshot.is_removed(wl):
             tally = keys.lq_usage.get((wl.cluster_queue or "", *lq_of(wl)), {})
             for fr, amount in wl.usage.items():
                 tally[fr[1]] = tally.get(fr[1], 0) - amount
