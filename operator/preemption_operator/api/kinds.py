@@ -82,7 +82,15 @@ CRDS: tuple[type[TopLevel], ...] = tuple(m for k, m in MODELS.items() if k.group
 """The models `crds/` is generated from."""
 SETUP: tuple[str, ...] = tuple(
     k.name
-    for k in (ClusterQueue, Cohort, ResourceFlavor, PreemptionConfig, PreemptionLimit, WorkloadPriorityClass, PriorityClass)
+    for k in (
+        ClusterQueue,
+        Cohort,
+        ResourceFlavor,
+        PreemptionConfig,
+        PreemptionLimit,
+        WorkloadPriorityClass,
+        PriorityClass,
+    )
 )
 """What a preemption setup is made of: what `lint` reads, and what starts the operator's lint
 when it changes (workloads never do)."""

@@ -10,15 +10,16 @@ cohort trees it touches.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..api import kinds, v1beta2
 from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
 from .fair_sharing import OFF, FairSharing, parse_weight
+from .limits import LimitBook, PastPreemption, past_preemption, remember
 from .notices import Notice
 from .protection import annotation_problems, class_problems
 from .queues import QueueManager
@@ -135,6 +136,12 @@ class Cache:
         self._tas: TasState | None = None
         self.notices: dict[tuple[str, str], list[Notice]] = {}
         """Problems found in objects as they came in (kind, name) -> notices; they stay until fixed."""
+        self._past: dict[str, list[PastPreemption]] = {}
+        """Past preemptions per victim, read from statuses as Workloads come in (PreemptionLimit
+        windows): no scan of every Workload per pass."""
+        self._assumed_past: dict[str, tuple[object, PastPreemption]] = {}
+        """Preemptions whose eviction is being written, with their decision: counted before the
+        watch shows them."""
 
     def holds(self, kind: str, key: str, resource_version: str | None) -> bool:
         """Whether the cache already has exactly this version of the object (e.g. our own write,
@@ -169,6 +176,7 @@ class Cache:
         if kind == "Workload":
             self._unreadable.pop(key, None)
             self.objects[kind][key] = obj
+            self._note_past(key, obj)
             self._set_observed(key, build_info(obj, self._priority_classes))
             return Change.RELEVANT
         previous = self.objects[kind].get(key)
@@ -193,6 +201,7 @@ class Cache:
             self._versions[("Workload", key)] = version
         self._unreadable[key] = problem
         self.objects["Workload"][key] = obj
+        self._note_past(key, obj)
         self._set_observed(key, build_info(obj, self._priority_classes))
         return Change.RELEVANT
 
@@ -235,6 +244,8 @@ class Cache:
         if kind == "Workload":
             self._unreadable.pop(key, None)
             self._assumed.pop(key, None)
+            if not self.objects["PreemptionLimit"]:
+                self._past.pop(key, None)  # with limits, its preemption still counts in their windows
             found = self.objects[kind].pop(key, None) is not None
             self._set_observed(key, None)
             return Change.RELEVANT if found else Change.NONE
@@ -304,11 +315,16 @@ class Cache:
                     self.assume_admission(v1beta2.Workload.model_validate({**wire, "status": new}), change)
             elif change.releases_quota:
                 self.assume_eviction(change.key, change)
+                if change.past is not None:
+                    self._assumed_past[change.key] = (change, change.past)
 
     def forget(self, key: str, token: object = None) -> None:
         """The write of a decision finished (its answer, if any, is stored) or failed. With a
         `token`, only that decision's assumption ends: a later decision about the same workload
         (an admission decided while an older write to it was still in flight) stays assumed."""
+        past = self._assumed_past.get(key)
+        if past is not None and (token is None or past[0] is token):
+            del self._assumed_past[key]
         assumed = self._assumed.get(key)
         if assumed is None or (token is not None and assumed.token is not token):
             return
@@ -332,6 +348,26 @@ class Cache:
     @property
     def unreadable(self) -> dict[str, str]:
         return dict(self._unreadable)
+
+    def _note_past(self, key: str, obj: v1beta2.Workload) -> None:
+        found = past_preemption(obj)
+        if found is not None:
+            remember(self._past.setdefault(key, []), found)
+
+    def past_preemptions(self) -> Iterator[PastPreemption]:
+        """Every preemption the statuses record, and those being written. A written one whose
+        decision is still assumed is counted once (its status time is the decision's, or later)."""
+        assumed = {key: past for key, (_, past) in self._assumed_past.items()}
+        for key, history in self._past.items():
+            pending = assumed.get(key)
+            for past in history:
+                if pending is None or past.at < pending.at:
+                    yield past
+        yield from assumed.values()
+
+    def _prune_past(self, now: datetime, longest: timedelta) -> None:
+        for key in [k for k, history in self._past.items() if history[-1].at <= now - longest]:
+            del self._past[key]
 
     def _set_observed(self, key: str, info: WorkloadInfo | None) -> None:
         old = self._observed.pop(key, None)
@@ -579,6 +615,7 @@ class Cache:
         drains = self.queues.drains(
             tree.cluster_queues, tree.draining, local_queues, self.infos, self.evicting | self.admitting
         )
+        limits = self._limit_book(now, routed.pending) if self.objects["PreemptionLimit"] else None
         return Snapshot(
             now=now,
             trees=trees,
@@ -593,7 +630,41 @@ class Cache:
             evicting=self.evicting,
             unreadable=frozenset(self._unreadable),
             fair_sharing=self.fair_sharing,
+            limits=limits,
         )
+
+    def _limit_book(self, now: datetime, pending: dict[str, list[WorkloadInfo]]) -> LimitBook:
+        queues = self.tree().cluster_queues
+        configs = self.objects["PreemptionConfig"]
+        waiting: dict[str, str] = {}
+
+        def queue_of(key: str) -> str | None:
+            info = self.infos.get(key)
+            if info is not None and info.cluster_queue is not None:
+                return info.cluster_queue
+            if not waiting:  # built once, only when a record does not name the queue
+                waiting.update((wl.key, name) for name, wls in pending.items() for wl in wls)
+            return waiting.get(key)
+
+        def queue_labels(name: str) -> dict[str, str] | None:
+            cq = queues.get(name)
+            return dict(cq.labels) if cq is not None else None
+
+        def config_labels(name: str) -> dict[str, str] | None:
+            cfg = configs.get(name)
+            return dict(cfg.metadata.labels or {}) if cfg is not None else None
+
+        book = LimitBook.build(
+            self.objects["PreemptionLimit"].values(),
+            self.past_preemptions(),
+            now,
+            config_labels=config_labels,
+            queue_labels=queue_labels,
+            queue_of=queue_of,
+        )
+        if book.rules:
+            self._prune_past(now, max(rule.window for rule in book.rules))
+        return book
 
 
 def _quotas(groups: list[v1beta2.ResourceGroup] | None) -> dict[tuple[str, str], ResourceQuota]:

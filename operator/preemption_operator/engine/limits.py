@@ -1,0 +1,318 @@
+"""PreemptionLimit: sliding windows of past preemptions, and whether a (preemptor, victim) pair
+still has room in every limit that covers it.
+
+The windows are rebuilt from the cluster's own record, never from memory alone: a past preemption
+is read from the victim Workload's `Preempted` condition (True while evicted; False with
+`Previously: <message>` once it is admitted again, then counted at the re-admission time, later
+than the eviction: a restart may count a preemption a little longer, never grant a burst beyond
+a limit). Pure: the time is always the caller's `now`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ..api.duration import DurationError, parse_duration
+from ..api.v1alpha1 import PreemptionLimit
+from ..api.v1beta2 import Workload
+from .protection import LAST_RESORT_SUFFIX
+from .reasons import CONFIGURABLE_PREEMPTION, HUMAN_REASONS
+from .selectors import EVERYTHING, Selector, SelectorError, build
+
+GLOBAL = "Global"
+PREVIOUSLY = "Previously: "
+HISTORY_PER_WORKLOAD = 16
+"""Past preemptions the cache keeps per victim (its status records only the latest one)."""
+
+_CONFIGURABLE = re.compile(
+    r"^Preempted by (?P<preemptor>[^/\s]+/\S+) because of preemption config (?P<config>\S+) rule (?P<rules>.+)$"
+)
+_CLASSIC = re.compile(r" due to (?P<human>.+); preemptor path: (?P<preemptor>\S*); preemptee path: (?P<victim>\S*)$")
+_BY_HUMAN = {human: reason for reason, human in HUMAN_REASONS.items()}
+
+
+@dataclass(frozen=True)
+class PastPreemption:
+    """One preemption as the victim's status records it. Who preempted is known by key for
+    configurable preemption, by ClusterQueue (the preemptor path's last element) for classic and
+    fair sharing; a ClusterQueue left None is resolved in the snapshot from the workload's key."""
+
+    at: datetime
+    victim: str
+    victim_cluster_queue: str | None
+    preemptor: str | None
+    preemptor_cluster_queue: str | None
+    mechanism: str
+    config: str | None = None
+    rules: tuple[str, ...] = ()
+    message: str = ""
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        """The same preemption seen twice (evicted, then re-admitted) has the same identity."""
+        return (self.victim, self.preemptor, self.preemptor_cluster_queue, self.mechanism, self.message)
+
+
+def _rule_names(described: str) -> tuple[str, ...]:
+    # RuleMatch.describe: "rule/0,1; other/2"
+    return tuple(part.rpartition("/")[0] or part for part in described.split("; ") if part)
+
+
+def past_preemption(workload: Workload) -> PastPreemption | None:
+    """The latest preemption a Workload's status records, or None."""
+    status = workload.status
+    conditions = {c.type: c for c in (status.conditions or [])} if status is not None else {}
+    preempted = conditions.get("Preempted")
+    if preempted is None:
+        return None
+    if preempted.status == "True":
+        evicted = conditions.get("Evicted")
+        if evicted is None or evicted.status != "True" or evicted.reason != "Preempted":
+            return None
+        message, mechanism = preempted.message, preempted.reason
+    elif preempted.message.startswith(PREVIOUSLY):
+        message, mechanism = preempted.message[len(PREVIOUSLY) :], ""
+    else:
+        return None
+    message = message.removesuffix(LAST_RESORT_SUFFIX)
+    victim = f"{workload.metadata.namespace or ''}/{workload.metadata.name}"
+    admission = status.admission if status is not None else None
+    victim_cq = admission.cluster_queue if admission is not None else None
+    found = _CONFIGURABLE.match(message)
+    if found is not None:
+        return PastPreemption(
+            preempted.last_transition_time,
+            victim,
+            victim_cq,
+            found["preemptor"],
+            None,
+            mechanism or CONFIGURABLE_PREEMPTION,
+            found["config"],
+            _rule_names(found["rules"]),
+            message,
+        )
+    found = _CLASSIC.search(message)
+    if found is not None:
+        preemptor_cq = found["preemptor"].rpartition("/")[2] or None
+        return PastPreemption(
+            preempted.last_transition_time,
+            victim,
+            victim_cq or found["victim"].rpartition("/")[2] or None,
+            None,
+            preemptor_cq,
+            mechanism or _BY_HUMAN.get(found["human"], "Preempted"),
+            message=message,
+        )
+    # A message this project does not write: still a preemption, counted by every limit that
+    # covers everything (the victim is known).
+    return PastPreemption(preempted.last_transition_time, victim, victim_cq, None, None, mechanism or "Preempted")
+
+
+def remember(history: list[PastPreemption], found: PastPreemption) -> None:
+    """Adds a preemption read from a status to a victim's history: the same one seen again keeps
+    the later time (re-admission after eviction), a new one is appended; the oldest go first."""
+    for i, known in enumerate(history):
+        if known.identity == found.identity:
+            if found.at > known.at:
+                history[i] = found
+            return
+    history.append(found)
+    history.sort(key=lambda p: p.at)
+    del history[:-HISTORY_PER_WORKLOAD]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A (preemptor, victim) preemption as a limit sees it."""
+
+    preemptor: str | None
+    preemptor_cluster_queue: str | None
+    victim: str
+    victim_cluster_queue: str | None
+    config: str | None = None
+    rules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A PreemptionLimit, built."""
+
+    name: str
+    scope: str
+    limit: int
+    window: timedelta
+    config_selector: Selector | None
+    cluster_queue_selector: Selector
+    rule_names: frozenset[str] | None
+
+    @property
+    def covers_everything(self) -> bool:
+        """Neither configSelector nor ruleNames: classic, fair sharing and configurable preemptions."""
+        return self.config_selector is None and self.rule_names is None
+
+    def key(self, pair: Pair) -> str | None:
+        if self.scope == GLOBAL:
+            return GLOBAL
+        if self.scope == "PreemptingClusterQueue":
+            return pair.preemptor_cluster_queue
+        if self.scope == "PreemptedClusterQueue":
+            return pair.victim_cluster_queue
+        return pair.victim
+
+    def selected_queue(self, pair: Pair) -> str | None:
+        # clusterQueueSelector reads the preemptor's queue for PreemptingClusterQueue and the
+        # victim's for every other scope (the queue whose workloads a limit protects).
+        return pair.preemptor_cluster_queue if self.scope == "PreemptingClusterQueue" else pair.victim_cluster_queue
+
+
+def build_limit(limit: PreemptionLimit) -> Rule:
+    """Raises ValueError naming the field when the limit cannot be built."""
+    spec = limit.spec
+    try:
+        config_selector = build(spec.config_selector, nil=EVERYTHING) if spec.config_selector is not None else None
+    except SelectorError as exc:
+        raise ValueError(f"spec.configSelector: {exc}") from None
+    try:
+        cq_selector = build(spec.cluster_queue_selector, nil=EVERYTHING)
+    except SelectorError as exc:
+        raise ValueError(f"spec.clusterQueueSelector: {exc}") from None
+    try:
+        window = parse_duration(spec.limit_window_duration)
+    except DurationError as exc:
+        raise ValueError(f"spec.limitWindowDuration: {exc}") from None
+    if window < timedelta(seconds=1):
+        raise ValueError("spec.limitWindowDuration: must be at least 1s")
+    names = frozenset(spec.rule_names) if spec.rule_names is not None else None
+    return Rule(limit.name, spec.scope, spec.limit, window, config_selector, cq_selector, names)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A limit without room for a pair: which, for which key, and when it has room again (None:
+    never by time alone, a limit of 0)."""
+
+    limit: str
+    key: str
+    retry_at: datetime | None
+
+    def describe(self) -> str:
+        return f"blocked by PreemptionLimit {self.limit} ({self.key})"
+
+
+@dataclass
+class LimitBook:
+    """The windows of every valid PreemptionLimit at `now`: past preemptions (from statuses and
+    the evictions being written), plus those decided since (`record`)."""
+
+    now: datetime
+    rules: list[Rule]
+    config_labels: Callable[[str], Mapping[str, str] | None]
+    queue_labels: Callable[[str], Mapping[str, str] | None]
+    invalid: dict[str, str] = field(default_factory=dict)
+    _times: dict[tuple[str, str], list[datetime]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        limits: Iterable[PreemptionLimit],
+        past: Iterable[PastPreemption],
+        now: datetime,
+        *,
+        config_labels: Callable[[str], Mapping[str, str] | None],
+        queue_labels: Callable[[str], Mapping[str, str] | None],
+        queue_of: Callable[[str], str | None],
+    ) -> LimitBook:
+        """`queue_of` resolves a workload's ClusterQueue where its status does not say it."""
+        rules, invalid = [], {}
+        for limit in sorted(limits, key=lambda lim: lim.name):
+            try:
+                rules.append(build_limit(limit))
+            except ValueError as exc:
+                invalid[limit.name] = str(exc)
+        book = cls(now, rules, config_labels, queue_labels, invalid)
+        if rules:
+            longest = max(rule.window for rule in rules)
+            for p in past:
+                if p.at <= now - longest:
+                    continue
+                pair = Pair(
+                    p.preemptor,
+                    p.preemptor_cluster_queue or (queue_of(p.preemptor) if p.preemptor else None),
+                    p.victim,
+                    p.victim_cluster_queue or queue_of(p.victim),
+                    p.config,
+                    p.rules,
+                )
+                book.record(pair, p.at)
+        return book
+
+    def covers(self, rule: Rule, pair: Pair) -> bool:
+        if not rule.covers_everything:
+            if pair.config is None:
+                return False  # only configurable preemptions are selected by config or rule
+            if rule.config_selector is not None and not rule.config_selector.matches(self.config_labels(pair.config)):
+                return False
+            if rule.rule_names is not None and rule.rule_names.isdisjoint(pair.rules):
+                return False
+        if not rule.cluster_queue_selector.empty:
+            queue = rule.selected_queue(pair)
+            if queue is None or not rule.cluster_queue_selector.matches(self.queue_labels(queue)):
+                return False
+        return True
+
+    def record(self, pair: Pair, at: datetime) -> None:
+        """A preemption counts from `at` in every limit covering it."""
+        for rule in self.rules:
+            key = rule.key(pair)
+            if key is not None and self.covers(rule, pair):
+                bisect.insort(self._times.setdefault((rule.name, key), []), at)
+
+    def _inside(self, rule: Rule, key: str) -> list[datetime]:
+        times = self._times.get((rule.name, key), [])
+        # Inside the window: later than now - window (a time past `now`, a clock skew, counts too).
+        return times[bisect.bisect_right(times, self.now - rule.window) :]
+
+    def blocking(self, pair: Pair, pending: Iterable[Pair] = ()) -> Blocked | None:
+        """The first limit (by name) without room for `pair`, counting `pending`: pairs a search
+        has taken so far but not decided."""
+        pending = list(pending)
+        for rule in self.rules:
+            key = rule.key(pair)
+            if key is None or not self.covers(rule, pair):
+                continue
+            inside = self._inside(rule, key)
+            taken = sum(1 for p in pending if rule.key(p) == key and self.covers(rule, p))
+            used = len(inside) + taken
+            if used >= rule.limit:
+                return Blocked(rule.name, key, self._room_at(rule, inside, taken))
+        return None
+
+    def _room_at(self, rule: Rule, inside: list[datetime], taken: int) -> datetime | None:
+        # Room for one more once enough of the oldest leave the window (at their time + window).
+        leaving = len(inside) + taken - rule.limit + 1
+        if rule.limit == 0 or leaving > len(inside):
+            return None
+        return inside[leaving - 1] + rule.window
+
+    def counts(self, limit_name: str, now: datetime | None = None) -> dict[str, int]:
+        """Preemptions inside the limit's window per key, at `now` (default: the book's):
+        what the operator writes to status.count."""
+        at = self.now if now is None else now
+        rule = next((r for r in self.rules if r.name == limit_name), None)
+        if rule is None:
+            return {}
+        out = {}
+        for (name, key), times in sorted(self._times.items()):
+            if name == limit_name:
+                inside = [t for t in times if t > at - rule.window]
+                if inside:
+                    out[key] = len(inside)
+        return out
+
+    def problems(self) -> dict[str, str]:
+        """Limits that cannot be built (name -> problem): they limit nothing until fixed."""
+        return dict(self.invalid)
