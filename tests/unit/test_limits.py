@@ -497,6 +497,63 @@ def test_bad_limits_are_bad_input(tmp_path: Any, spec: Obj, message: str) -> Non
     assert "Traceback" not in result.output
 
 
+# -- explain and lint --------------------------------------------------------------------------------
+
+
+def test_explain_names_the_limit_that_kept_each_candidate(tmp_path: Any) -> None:
+    import yaml
+
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all([as_dict(o) for o in two_queues(limit("cluster", "Global", 1))]))
+    result = CliRunner().invoke(
+        cli, ["explain", str(path), "--workload", "default/b-in", "--now", "2026-11-30T00:00:00Z"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "excluded     default/b-low1: blocked by PreemptionLimit cluster (Global)" in result.output
+    assert "note: Preemption was blocked by PreemptionLimit cluster; would have evicted default/b-low1" in result.output
+
+
+def lint_codes(objects: list[Any]) -> list[tuple[str, str]]:
+    from preemption_operator.lint.checks import lint
+
+    report = lint(parse(objects))
+    return [(f.code, f.message) for f in report.findings if f.code in ("UnmatchedLimit", "BlockedByLimit")]
+
+
+def test_lint_reports_limits_that_select_nothing() -> None:
+    nothing = limit(
+        "nothing",
+        "Global",
+        3,
+        clusterQueueSelector={"matchLabels": {"tier": "none"}},
+        configSelector={"matchLabels": {"team": "none"}},
+        ruleNames=["ghost"],
+    )
+    assert lint_codes(_configurable(nothing)) == [
+        ("UnmatchedLimit", "PreemptionLimit nothing: clusterQueueSelector matches no ClusterQueue"),
+        ("UnmatchedLimit", "PreemptionLimit nothing: configSelector matches no PreemptionConfig"),
+        ("UnmatchedLimit", "PreemptionLimit nothing: ruleNames names ghost, which no selected PreemptionConfig has"),
+    ]
+    assert lint_codes(_configurable(limit("fine", "Global", 3, ruleNames=["take-low"]))) == []
+
+
+def test_lint_reports_a_queue_a_zero_limit_keeps_from_ever_preempting() -> None:
+    message = (
+        "ClusterQueue a: every way its workloads may preempt is covered by PreemptionLimit rules with limit 0: "
+        "they can never preempt (each waits for free quota)"
+    )
+    assert lint_codes(_configurable(limit("rules", "Global", 0, ruleNames=["take-low"]))) == [
+        ("BlockedByLimit", message)
+    ]
+    # A limit above 0 leaves a way.
+    assert lint_codes(_configurable(limit("rules", "Global", 1, ruleNames=["take-low"]))) == []
+    # Queue b keeps its classic path: only a is reported.
+    protect = limit("protect-a", "PreemptedClusterQueue", 0, clusterQueueSelector={"matchLabels": {"tier": "x"}})
+    found = lint_codes(two_queues(protect, labels_a={"tier": "x"}))
+    assert [code for code, _ in found] == ["BlockedByLimit"]
+    assert found[0][1].startswith("ClusterQueue a: ")
+
+
 # -- the invariant ----------------------------------------------------------------------------------
 
 STEPS = st.lists(
