@@ -453,6 +453,24 @@ def test_a_restarted_cache_rebuilds_the_windows_from_statuses() -> None:
     assert victims(Engine().cycle(restarted.snapshot(NOW), QueueState())) == []
 
 
+def test_the_windows_follow_workloads_as_they_come_in() -> None:
+    """No rebuild per pass: an ingested status adds its preemption; the same preemption seen again
+    once the victim is admitted again moves to the later time, counted once."""
+    cache = cache_of(two_queues(limit("cluster", "Global", 5, "2h")))
+    book = cache.limits(NOW)
+    assert book is not None and book.counts("cluster") == {}
+    t = NOW - HOUR
+    cache.upsert(_workload(_preempted_earlier("a-low1", "a", t, readmitted=False)))
+    assert cache._book is not None  # kept, not rebuilt
+    assert (cache.limits(NOW) or book).counts("cluster") == {"Global": 1}
+    cache.upsert(_workload(_preempted_earlier("a-low1", "a", t + timedelta(minutes=30), readmitted=True)))
+    after = cache.limits(NOW)
+    assert after is not None and after.counts("cluster") == {"Global": 1}
+    assert after.counts("cluster", t + timedelta(hours=2)) == {"Global": 1}  # the later time counts
+    cache.upsert(_workload(_preempted_earlier("b-low1", "b", t, readmitted=False)))
+    assert (cache.limits(NOW) or book).counts("cluster") == {"Global": 2}
+
+
 # -- what the operator reads ------------------------------------------------------------------------
 
 

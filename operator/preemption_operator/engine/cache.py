@@ -10,7 +10,7 @@ cohort trees it touches.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,7 @@ from ..api import kinds, v1beta2
 from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
 from .fair_sharing import OFF, FairSharing, parse_weight
-from .limits import LimitBook, PastPreemption, past_preemption, remember
+from .limits import LimitBook, Pair, PastPreemption, past_preemption, remember
 from .notices import Notice
 from .protection import annotation_problems, class_problems
 from .queues import QueueManager
@@ -78,6 +78,12 @@ class _Assumption:
     """An eviction: the workload as observed holding its quota when the eviction was decided. It
     stands in while the observed copy shows the quota released before the write has answered (a
     watch event may come first): until then the room is the waiting preemptor's, not free."""
+
+
+_LIMITS_READ = frozenset({"PreemptionLimit", "ClusterQueue", "PreemptionConfig", "LocalQueue"})
+"""Kinds whose change rebuilds the limits' windows (their specs, the labels they select by, where
+a workload's queue is)."""
+_PRUNE_EVERY = timedelta(minutes=1)
 
 
 def _version(text: str | None) -> int | None:
@@ -142,6 +148,10 @@ class Cache:
         self._assumed_past: dict[str, tuple[object, PastPreemption]] = {}
         """Preemptions whose eviction is being written, with their decision: counted before the
         watch shows them."""
+        self._book: LimitBook | None = None
+        """The limits' shared windows, kept current as Workloads come in; None: to be built again
+        (limits, queue or config labels, LocalQueues changed)."""
+        self._pruned_at: datetime | None = None
 
     def holds(self, kind: str, key: str, resource_version: str | None) -> bool:
         """Whether the cache already has exactly this version of the object (e.g. our own write,
@@ -351,23 +361,81 @@ class Cache:
 
     def _note_past(self, key: str, obj: v1beta2.Workload) -> None:
         found = past_preemption(obj)
-        if found is not None:
-            remember(self._past.setdefault(key, []), found)
-
-    def past_preemptions(self) -> Iterator[PastPreemption]:
-        """Every preemption the statuses record, and those being written. A written one whose
-        decision is still assumed is counted once (its status time is the decision's, or later)."""
-        assumed = {key: past for key, (_, past) in self._assumed_past.items()}
-        for key, history in self._past.items():
-            pending = assumed.get(key)
+        if found is None:
+            return
+        history = self._past.setdefault(key, [])
+        before = list(history)
+        remember(history, found)
+        if self._book is not None and history != before:
+            for past in before:
+                self._book.discard(self._pair(past), past.at)
             for past in history:
-                if pending is None or past.at < pending.at:
-                    yield past
-        yield from assumed.values()
+                self._book.add(self._pair(past), past.at)
 
-    def _prune_past(self, now: datetime, longest: timedelta) -> None:
-        for key in [k for k, history in self._past.items() if history[-1].at <= now - longest]:
-            del self._past[key]
+    def _queue_of(self, key: str | None) -> str | None:
+        """A workload's ClusterQueue: where it holds quota, else where its LocalQueue points."""
+        if not key:
+            return None
+        info = self.infos.get(key)
+        if info is not None and info.cluster_queue is not None:
+            return info.cluster_queue
+        obj = self.objects["Workload"].get(key)
+        if obj is None:
+            return None
+        lq = self.objects["LocalQueue"].get(f"{obj.metadata.namespace}/{obj.spec.queue_name}")
+        return lq.spec.cluster_queue if lq is not None and lq.spec is not None else None
+
+    def _pair(self, past: PastPreemption) -> Pair:
+        return Pair(
+            past.preemptor,
+            past.preemptor_cluster_queue or self._queue_of(past.preemptor),
+            past.victim,
+            past.victim_cluster_queue or self._queue_of(past.victim),
+            past.config,
+            past.rules,
+        )
+
+    def limits(self, now: datetime) -> LimitBook | None:
+        """The PreemptionLimits' windows at `now`, for one pass (None without limits): what the
+        statuses record, plus the evictions being written that the watch has not shown yet."""
+        if not self.objects["PreemptionLimit"]:
+            self._book = None
+            return None
+        if self._book is None:
+            self._book = self._build_book(now)
+        book = self._book.at(now)
+        if self._book.rules and (self._pruned_at is None or now - self._pruned_at >= _PRUNE_EVERY):
+            book.prune()
+            self._pruned_at = now
+            longest = max(rule.window for rule in book.rules)
+            for key in [k for k, history in self._past.items() if history[-1].at <= now - longest]:
+                del self._past[key]
+        for key, (_, past) in self._assumed_past.items():
+            history = self._past.get(key, [])
+            if not any(p.at >= past.at for p in history):  # not written and watched yet
+                book.record(self._pair(past), past.at)
+        return book
+
+    def _build_book(self, now: datetime) -> LimitBook:
+        configs = self.objects["PreemptionConfig"]
+        tree = self.tree()
+
+        def queue_labels(name: str) -> dict[str, str] | None:
+            cq = tree.cluster_queues.get(name)
+            return dict(cq.labels) if cq is not None else None
+
+        def config_labels(name: str) -> dict[str, str] | None:
+            cfg = configs.get(name)
+            return dict(cfg.metadata.labels or {}) if cfg is not None else None
+
+        book = LimitBook.build(
+            self.objects["PreemptionLimit"].values(), now, config_labels=config_labels, queue_labels=queue_labels
+        )
+        if book.rules:
+            for history in self._past.values():
+                for past in history:
+                    book.add(self._pair(past), past.at)
+        return book
 
     def _set_observed(self, key: str, info: WorkloadInfo | None) -> None:
         old = self._observed.pop(key, None)
@@ -401,6 +469,8 @@ class Cache:
             self._add_workload(info)
 
     def _changed(self, kind: str, key: str, previous: Any, current: Any) -> None:
+        if kind in _LIMITS_READ:
+            self._book = None
         if kind in ("WorkloadPriorityClass", "PriorityClass"):
             self._priority_classes = self._collect_priority_classes()
             name = (previous or current).name
@@ -615,7 +685,7 @@ class Cache:
         drains = self.queues.drains(
             tree.cluster_queues, tree.draining, local_queues, self.infos, self.evicting | self.admitting
         )
-        limits = self._limit_book(now, routed.pending) if self.objects["PreemptionLimit"] else None
+        limits = self.limits(now)
         return Snapshot(
             now=now,
             trees=trees,
@@ -632,39 +702,6 @@ class Cache:
             fair_sharing=self.fair_sharing,
             limits=limits,
         )
-
-    def _limit_book(self, now: datetime, pending: dict[str, list[WorkloadInfo]]) -> LimitBook:
-        queues = self.tree().cluster_queues
-        configs = self.objects["PreemptionConfig"]
-        waiting: dict[str, str] = {}
-
-        def queue_of(key: str) -> str | None:
-            info = self.infos.get(key)
-            if info is not None and info.cluster_queue is not None:
-                return info.cluster_queue
-            if not waiting:  # built once, only when a record does not name the queue
-                waiting.update((wl.key, name) for name, wls in pending.items() for wl in wls)
-            return waiting.get(key)
-
-        def queue_labels(name: str) -> dict[str, str] | None:
-            cq = queues.get(name)
-            return dict(cq.labels) if cq is not None else None
-
-        def config_labels(name: str) -> dict[str, str] | None:
-            cfg = configs.get(name)
-            return dict(cfg.metadata.labels or {}) if cfg is not None else None
-
-        book = LimitBook.build(
-            self.objects["PreemptionLimit"].values(),
-            self.past_preemptions(),
-            now,
-            config_labels=config_labels,
-            queue_labels=queue_labels,
-            queue_of=queue_of,
-        )
-        if book.rules:
-            self._prune_past(now, max(rule.window for rule in book.rules))
-        return book
 
 
 def _quotas(groups: list[v1beta2.ResourceGroup] | None) -> dict[tuple[str, str], ResourceQuota]:

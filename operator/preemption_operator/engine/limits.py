@@ -11,8 +11,9 @@ a limit). Pure: the time is always the caller's `now`.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -205,8 +206,9 @@ class Blocked:
 
 @dataclass
 class LimitBook:
-    """The windows of every valid PreemptionLimit at `now`: past preemptions (from statuses and
-    the evictions being written), plus those decided since (`record`)."""
+    """The windows of every valid PreemptionLimit: past preemptions (from statuses, kept current
+    by the cache as Workloads come in) and, in a pass's copy (`at`), those decided since and the
+    evictions being written (`record`), which never reach the shared windows."""
 
     now: datetime
     rules: list[Rule]
@@ -214,41 +216,30 @@ class LimitBook:
     queue_labels: Callable[[str], Mapping[str, str] | None]
     invalid: dict[str, str] = field(default_factory=dict)
     _times: dict[tuple[str, str], list[datetime]] = field(default_factory=dict)
+    """Shared by every pass's copy."""
+    _added: dict[tuple[str, str], list[datetime]] = field(default_factory=dict)
+    """This pass's own."""
 
     @classmethod
     def build(
         cls,
         limits: Iterable[PreemptionLimit],
-        past: Iterable[PastPreemption],
         now: datetime,
         *,
         config_labels: Callable[[str], Mapping[str, str] | None],
         queue_labels: Callable[[str], Mapping[str, str] | None],
-        queue_of: Callable[[str], str | None],
     ) -> LimitBook:
-        """`queue_of` resolves a workload's ClusterQueue where its status does not say it."""
         rules, invalid = [], {}
         for limit in sorted(limits, key=lambda lim: lim.name):
             try:
                 rules.append(build_limit(limit))
             except ValueError as exc:
                 invalid[limit.name] = str(exc)
-        book = cls(now, rules, config_labels, queue_labels, invalid)
-        if rules:
-            longest = max(rule.window for rule in rules)
-            for p in past:
-                if p.at <= now - longest:
-                    continue
-                pair = Pair(
-                    p.preemptor,
-                    p.preemptor_cluster_queue or (queue_of(p.preemptor) if p.preemptor else None),
-                    p.victim,
-                    p.victim_cluster_queue or queue_of(p.victim),
-                    p.config,
-                    p.rules,
-                )
-                book.record(pair, p.at)
-        return book
+        return cls(now, rules, config_labels, queue_labels, invalid)
+
+    def at(self, now: datetime) -> LimitBook:
+        """A pass's copy at `now`: it reads the shared windows, and records into its own."""
+        return dataclasses.replace(self, now=now, _added={})
 
     def covers(self, rule: Rule, pair: Pair) -> bool:
         if not rule.covers_everything:
@@ -264,17 +255,57 @@ class LimitBook:
                 return False
         return True
 
-    def record(self, pair: Pair, at: datetime) -> None:
-        """A preemption counts from `at` in every limit covering it."""
+    def _keys(self, pair: Pair) -> Iterator[tuple[str, str]]:
         for rule in self.rules:
             key = rule.key(pair)
             if key is not None and self.covers(rule, pair):
-                bisect.insort(self._times.setdefault((rule.name, key), []), at)
+                yield rule.name, key
 
-    def _inside(self, rule: Rule, key: str) -> list[datetime]:
-        times = self._times.get((rule.name, key), [])
+    def add(self, pair: Pair, at: datetime) -> None:
+        """A past preemption, into the shared windows."""
+        for slot in self._keys(pair):
+            bisect.insort(self._times.setdefault(slot, []), at)
+
+    def discard(self, pair: Pair, at: datetime) -> None:
+        """Takes back what `add` put in (a record replaced by a newer one)."""
+        for slot in self._keys(pair):
+            times = self._times.get(slot)
+            if times:
+                i = bisect.bisect_left(times, at)
+                if i < len(times) and times[i] == at:
+                    del times[i]
+                if not times:
+                    del self._times[slot]
+
+    def record(self, pair: Pair, at: datetime) -> None:
+        """A preemption decided in this pass (or being written), in this copy only."""
+        for slot in self._keys(pair):
+            bisect.insort(self._added.setdefault(slot, []), at)
+
+    def prune(self) -> None:
+        """Drops shared times no window reaches any more (the clock only moves forward)."""
+        windows = {rule.name: rule.window for rule in self.rules}
+        for slot in list(self._times):
+            window = windows.get(slot[0])
+            times = self._times[slot]
+            if window is None:
+                del self._times[slot]
+                continue
+            del times[: bisect.bisect_right(times, self.now - window)]
+            if not times:
+                del self._times[slot]
+
+    def _inside(self, rule: Rule, key: str, now: datetime | None = None) -> list[datetime]:
         # Inside the window: later than now - window (a time past `now`, a clock skew, counts too).
-        return times[bisect.bisect_right(times, self.now - rule.window) :]
+        since = (self.now if now is None else now) - rule.window
+        out: list[datetime] = []
+        for source in (self._times, self._added):
+            times = source.get((rule.name, key))
+            if times:
+                out += times[bisect.bisect_right(times, since) :]
+        if self._added:
+            out.sort()
+        return out
 
     def blocking(self, pair: Pair, pending: Iterable[Pair] = ()) -> Blocked | None:
         """The first limit (by name) without room for `pair`, counting `pending`: pairs a search
@@ -301,16 +332,15 @@ class LimitBook:
     def counts(self, limit_name: str, now: datetime | None = None) -> dict[str, int]:
         """Preemptions inside the limit's window per key, at `now` (default: the book's):
         what the operator writes to status.count."""
-        at = self.now if now is None else now
         rule = next((r for r in self.rules if r.name == limit_name), None)
         if rule is None:
             return {}
+        keys = sorted({key for name, key in (*self._times, *self._added) if name == limit_name})
         out = {}
-        for (name, key), times in sorted(self._times.items()):
-            if name == limit_name:
-                inside = [t for t in times if t > at - rule.window]
-                if inside:
-                    out[key] = len(inside)
+        for key in keys:
+            inside = self._inside(rule, key, now)
+            if inside:
+                out[key] = len(inside)
         return out
 
     def problems(self) -> dict[str, str]:
