@@ -11,7 +11,11 @@ snapshot from the cache and run the scheduler over it. Two variants per size:
   priority 0, in the first queue, which is full) can only borrow, and reclaims from the borrower
   by Dominant Resource Share: borrower 4/10N before, preemptor 2/10N after, so two of the
   borrower's workloads go (InCohortFairSharing; the second at equal shares, which
-  LessThanOrEqualToFinalShare allows).
+  LessThanOrEqualToFinalShare allows);
+- classic, limits: the classic cluster with three PreemptionLimits that cover the preemption and
+  have room (Global, PreemptedClusterQueue, PreemptedWorkload), and one admitted workload in ten
+  preempted once before within their windows (re-admitted: a `Previously:` Preempted condition),
+  which the windows read back.
 
     python benchmarks/engine.py [--repeat N] [--sizes 1000:50,10000:500,100000:5000]
 
@@ -41,8 +45,39 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 COHORT_SIZE = 10
 BORROWED = 4
 """Fair variant: what the second queue of each cohort borrows from the third."""
-CLASSIC, FAIR = "classic", "fair sharing"
-REASONS = {CLASSIC: "InClusterQueue", FAIR: "InCohortFairSharing"}
+CLASSIC, FAIR, LIMITS = "classic", "fair sharing", "classic, limits"
+REASONS = {CLASSIC: "InClusterQueue", FAIR: "InCohortFairSharing", LIMITS: "InClusterQueue"}
+VARIANTS = (CLASSIC, FAIR, LIMITS)
+PREEMPTED_EVERY = 10
+"""Limits variant: one admitted workload in this many carries a past preemption."""
+
+
+def _limit(name: str, scope: str, limit: int, window: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1alpha1",
+        "kind": "PreemptionLimit",
+        "metadata": {"name": name},
+        "spec": {"scope": scope, "limit": limit, "limitWindowDuration": window},
+    }
+
+
+def _preempted_before(body: dict[str, Any], queue: str, cohort: str, at: datetime) -> None:
+    """A past preemption, as Kueue leaves it on a victim admitted again."""
+    message = (
+        f"Previously: Preempted to accommodate a workload (UID: x, JobUID: y) due to prioritization in the "
+        f"ClusterQueue; preemptor path: /{cohort}/{queue}; preemptee path: /{cohort}/{queue}"
+    )
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    for kind in ("Evicted", "Preempted"):
+        body["status"]["conditions"].append(
+            {
+                "type": kind,
+                "status": "False",
+                "reason": "QuotaReserved",
+                "message": message,
+                "lastTransitionTime": stamp,
+            }
+        )
 
 
 def _cq(name: str, cohort: str, nominal: int) -> dict[str, Any]:
@@ -132,8 +167,17 @@ def build(workloads: int, queues: int, variant: str = CLASSIC) -> Cache:
         running = per_queue + (BORROWED if q % COHORT_SIZE == 1 else -BORROWED if q % COHORT_SIZE == 2 else 0) * fair
         for w in range(running):
             at = NOW - timedelta(minutes=w + 1)
-            bodies.append(_workload(f"wl-{q}-{w}", name, w % 5, 1, name, at))
+            body = _workload(f"wl-{q}-{w}", name, w % 5, 1, name, at)
+            if variant == LIMITS and w % PREEMPTED_EVERY == 0:
+                _preempted_before(body, name, f"cohort-{q // COHORT_SIZE}", NOW - timedelta(seconds=w % 3000 + 1))
+            bodies.append(body)
     bodies.append(_workload("preemptor", "cq-0", 0 if fair else 100, 2, None, NOW))
+    if variant == LIMITS:
+        bodies += [
+            _limit("cluster", "Global", 1_000_000, "1h"),
+            _limit("per-queue", "PreemptedClusterQueue", 10_000, "1h"),
+            _limit("per-workload", "PreemptedWorkload", 5, "1h"),
+        ]
     cache = Cache(FairSharing(enabled=True) if fair else FairSharing())
     cache.load(parse_object(body) for body in bodies)
     return cache
@@ -188,7 +232,7 @@ def main() -> None:
         workloads, queues = (int(x) for x in spec.split(":"))
         caches: dict[str, Cache] = {}
         load_s: dict[str, float] = {}
-        for variant in (CLASSIC, FAIR):
+        for variant in VARIANTS:
             started = time.perf_counter()
             caches[variant] = build(workloads, queues, variant)
             load_s[variant] = time.perf_counter() - started
@@ -199,9 +243,9 @@ def main() -> None:
         gc.freeze()
         frozen = measure(caches, args.repeat)
         gc.unfreeze()
-        del caches  # the 100k caches are large: two at a time at most
+        del caches  # the 100k caches are large: one size at a time
         gc.collect()
-        for variant in (CLASSIC, FAIR):
+        for variant in VARIANTS:
             result = results[variant]
             result.update({f"frozen_{k}": v for k, v in frozen[variant].items()})
             rows.append((workloads, queues, variant, load_s[variant], result))
@@ -216,8 +260,10 @@ def main() -> None:
         "",
         "One scheduling cycle ending in a preemption of two workloads; cohorts of ten queues. classic: inside one "
         "ClusterQueue (InClusterQueue), fair sharing off. fair sharing: `--fair-sharing`, reclaiming from a borrower "
-        "of the cohort by Dominant Resource Share (InCohortFairSharing); see `benchmarks/engine.py`. The two "
-        "variants' cycles are interleaved, one of each in turn, over the same stretch of time.",
+        "of the cohort by Dominant Resource Share (InCohortFairSharing). classic, limits: the classic cluster with "
+        "three PreemptionLimits covering the preemption, with room, and one admitted workload in ten carrying a past "
+        "preemption inside their windows; see `benchmarks/engine.py`. The variants' cycles are interleaved, one of "
+        "each in turn, over the same stretch of time.",
         "",
         f"Load average before {_load(load_before)}, after {_load(load_after)} (1 / 5 / 15 min; the machine is shared).",
         "",

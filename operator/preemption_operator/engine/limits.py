@@ -11,11 +11,11 @@ a limit). Pure: the time is always the caller's `now`.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from ..api.duration import DurationError, parse_duration
 from ..api.v1alpha1 import PreemptionLimit
@@ -126,9 +126,8 @@ def remember(history: list[PastPreemption], found: PastPreemption) -> None:
     del history[:-HISTORY_PER_WORKLOAD]
 
 
-@dataclass(frozen=True)
-class Pair:
-    """A (preemptor, victim) preemption as a limit sees it."""
+class Pair(NamedTuple):
+    """A (preemptor, victim) preemption as a limit sees it (a tuple: one is made per candidate)."""
 
     preemptor: str | None
     preemptor_cluster_queue: str | None
@@ -136,6 +135,14 @@ class Pair:
     victim_cluster_queue: str | None
     config: str | None = None
     rules: tuple[str, ...] = ()
+
+
+_KEYS: dict[str, Callable[[Pair], str | None]] = {
+    GLOBAL: lambda pair: GLOBAL,
+    "PreemptingClusterQueue": lambda pair: pair.preemptor_cluster_queue,
+    "PreemptedClusterQueue": lambda pair: pair.victim_cluster_queue,
+    "PreemptedWorkload": lambda pair: pair.victim,
+}
 
 
 @dataclass(frozen=True)
@@ -149,20 +156,20 @@ class Rule:
     config_selector: Selector | None
     cluster_queue_selector: Selector
     rule_names: frozenset[str] | None
+    covers_everything: bool = field(init=False)
+    """Neither configSelector nor ruleNames: classic, fair sharing and configurable preemptions."""
+    any_queue: bool = field(init=False)
+    _key: Callable[[Pair], str | None] = field(init=False)
 
-    @property
-    def covers_everything(self) -> bool:
-        """Neither configSelector nor ruleNames: classic, fair sharing and configurable preemptions."""
-        return self.config_selector is None and self.rule_names is None
+    def __post_init__(self) -> None:
+        # Asked for every candidate of every search: decided once.
+        set_ = object.__setattr__
+        set_(self, "covers_everything", self.config_selector is None and self.rule_names is None)
+        set_(self, "any_queue", self.cluster_queue_selector.empty)
+        set_(self, "_key", _KEYS[self.scope])
 
     def key(self, pair: Pair) -> str | None:
-        if self.scope == GLOBAL:
-            return GLOBAL
-        if self.scope == "PreemptingClusterQueue":
-            return pair.preemptor_cluster_queue
-        if self.scope == "PreemptedClusterQueue":
-            return pair.victim_cluster_queue
-        return pair.victim
+        return self._key(pair)
 
     def selected_queue(self, pair: Pair) -> str | None:
         # clusterQueueSelector reads the preemptor's queue for PreemptingClusterQueue and the
@@ -204,6 +211,15 @@ class Blocked:
         return f"blocked by PreemptionLimit {self.limit} ({self.key})"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _micros(moment: datetime) -> int:
+    # Windows hold integer microseconds: compared per candidate, much faster than datetimes.
+    return (moment - _EPOCH) // _MICROSECOND
+
+
 @dataclass
 class LimitBook:
     """The windows of every valid PreemptionLimit: past preemptions (from statuses, kept current
@@ -215,10 +231,13 @@ class LimitBook:
     config_labels: Callable[[str], Mapping[str, str] | None]
     queue_labels: Callable[[str], Mapping[str, str] | None]
     invalid: dict[str, str] = field(default_factory=dict)
-    _times: dict[tuple[str, str], list[datetime]] = field(default_factory=dict)
+    _times: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     """Shared by every pass's copy."""
-    _added: dict[tuple[str, str], list[datetime]] = field(default_factory=dict)
+    _added: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     """This pass's own."""
+    version: int = 0
+    """How many preemptions this pass recorded: a decision taken at an older version is checked again."""
+    _since: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -239,9 +258,11 @@ class LimitBook:
 
     def at(self, now: datetime) -> LimitBook:
         """A pass's copy at `now`: it reads the shared windows, and records into its own."""
-        return dataclasses.replace(self, now=now, _added={})
+        return LimitBook(now, self.rules, self.config_labels, self.queue_labels, self.invalid, self._times)
 
     def covers(self, rule: Rule, pair: Pair) -> bool:
+        if rule.covers_everything and rule.any_queue:
+            return True
         if not rule.covers_everything:
             if pair.config is None:
                 return False  # only configurable preemptions are selected by config or rule
@@ -249,7 +270,7 @@ class LimitBook:
                 return False
             if rule.rule_names is not None and rule.rule_names.isdisjoint(pair.rules):
                 return False
-        if not rule.cluster_queue_selector.empty:
+        if not rule.any_queue:
             queue = rule.selected_queue(pair)
             if queue is None or not rule.cluster_queue_selector.matches(self.queue_labels(queue)):
                 return False
@@ -264,23 +285,24 @@ class LimitBook:
     def add(self, pair: Pair, at: datetime) -> None:
         """A past preemption, into the shared windows."""
         for slot in self._keys(pair):
-            bisect.insort(self._times.setdefault(slot, []), at)
+            bisect.insort(self._times.setdefault(slot, []), _micros(at))
 
     def discard(self, pair: Pair, at: datetime) -> None:
         """Takes back what `add` put in (a record replaced by a newer one)."""
         for slot in self._keys(pair):
             times = self._times.get(slot)
             if times:
-                i = bisect.bisect_left(times, at)
-                if i < len(times) and times[i] == at:
+                i = bisect.bisect_left(times, _micros(at))
+                if i < len(times) and times[i] == _micros(at):
                     del times[i]
                 if not times:
                     del self._times[slot]
 
     def record(self, pair: Pair, at: datetime) -> None:
         """A preemption decided in this pass (or being written), in this copy only."""
+        self.version += 1
         for slot in self._keys(pair):
-            bisect.insort(self._added.setdefault(slot, []), at)
+            bisect.insort(self._added.setdefault(slot, []), _micros(at))
 
     def prune(self) -> None:
         """Drops shared times no window reaches any more (the clock only moves forward)."""
@@ -291,14 +313,14 @@ class LimitBook:
             if window is None:
                 del self._times[slot]
                 continue
-            del times[: bisect.bisect_right(times, self.now - window)]
+            del times[: bisect.bisect_right(times, _micros(self.now - window))]
             if not times:
                 del self._times[slot]
 
-    def _inside(self, rule: Rule, key: str, now: datetime | None = None) -> list[datetime]:
+    def _inside(self, rule: Rule, key: str, now: datetime | None = None) -> list[int]:
         # Inside the window: later than now - window (a time past `now`, a clock skew, counts too).
-        since = (self.now if now is None else now) - rule.window
-        out: list[datetime] = []
+        since = _micros((self.now if now is None else now) - rule.window)
+        out: list[int] = []
         for source in (self._times, self._added):
             times = source.get((rule.name, key))
             if times:
@@ -315,19 +337,28 @@ class LimitBook:
             key = rule.key(pair)
             if key is None or not self.covers(rule, pair):
                 continue
-            inside = self._inside(rule, key)
-            taken = sum(1 for p in pending if rule.key(p) == key and self.covers(rule, p))
-            used = len(inside) + taken
-            if used >= rule.limit:
-                return Blocked(rule.name, key, self._room_at(rule, inside, taken))
+            taken = sum(1 for p in pending if rule.key(p) == key and self.covers(rule, p)) if pending else 0
+            if self._count(rule, key) + taken >= rule.limit:
+                return Blocked(rule.name, key, self._room_at(rule, self._inside(rule, key), taken))
         return None
 
-    def _room_at(self, rule: Rule, inside: list[datetime], taken: int) -> datetime | None:
+    def _count(self, rule: Rule, key: str) -> int:
+        since = self._since.get(rule.name)
+        if since is None:
+            since = self._since[rule.name] = _micros(self.now - rule.window)
+        count = 0
+        for source in (self._times, self._added):
+            times = source.get((rule.name, key))
+            if times:
+                count += len(times) - bisect.bisect_right(times, since)
+        return count
+
+    def _room_at(self, rule: Rule, inside: list[int], taken: int) -> datetime | None:
         # Room for one more once enough of the oldest leave the window (at their time + window).
         leaving = len(inside) + taken - rule.limit + 1
         if rule.limit == 0 or leaving > len(inside):
             return None
-        return inside[leaving - 1] + rule.window
+        return _EPOCH + timedelta(microseconds=inside[leaving - 1]) + rule.window
 
     def counts(self, limit_name: str, now: datetime | None = None) -> dict[str, int]:
         """Preemptions inside the limit's window per key, at `now` (default: the book's):

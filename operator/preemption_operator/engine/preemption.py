@@ -41,7 +41,11 @@ def _within_limits(ctx: Context, cand: Candidate) -> bool:
     if book is None or not book.rules or not ctx.enforce_limits or wl.evicted:
         return True
     pair = ctx.pair(cand)
-    taken = [p for key, (other, p) in ctx.limit_taken.items() if key != wl.key and ctx.snapshot.is_removed(other)]
+    taken = (
+        [p for key, (other, p) in ctx.limit_taken.items() if key != wl.key and ctx.snapshot.is_removed(other)]
+        if ctx.limit_taken
+        else []
+    )
     blocked = book.blocking(pair, taken)
     if blocked is None:
         ctx.limit_taken[wl.key] = (wl, pair)

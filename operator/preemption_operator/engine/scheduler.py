@@ -181,6 +181,8 @@ class _Entry:
     """Closed preemption gates, when victims were found: they are not preempted."""
     throttle: _Throttle | None = None
     """No victims within the PreemptionLimits, though there would be without them."""
+    limits_version: int = 0
+    """The limits' version it was nominated at (see `LimitBook.version`)."""
 
 
 @dataclass(frozen=True)
@@ -243,8 +245,8 @@ def _within_limits(entry: _Entry, snapshot: Snapshot) -> bool:
     """Whether the entry's preemptions still fit the PreemptionLimits, counting the ones decided
     since it was nominated."""
     book = snapshot.limits
-    if book is None or not book.rules:
-        return True
+    if book is None or not book.rules or book.version == entry.limits_version:
+        return True  # nothing was preempted since it was nominated
     pairs = [
         limit_pair(entry.wl.key, entry.cq.name, t.workload, t.rule) for t in entry.targets if not t.workload.evicted
     ]
@@ -440,6 +442,7 @@ class Scheduler:
                 wake_at=search.wake_at,
                 closed_gates=gates,
                 throttle=throttle,
+                limits_version=snapshot.limits.version if snapshot.limits is not None else 0,
             )
         return _Entry(wl, cq, assignment, [], [])
 
