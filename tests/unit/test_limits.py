@@ -616,3 +616,22 @@ def test_no_window_ever_holds_more_than_its_limit(steps: list[tuple[int, int, in
 def test_the_book_is_none_without_limits() -> None:
     assert cache_of(two_queues()).snapshot(NOW).limits is None
     assert isinstance(cache_of(two_queues(limit("x", "Global", 1))).snapshot(NOW).limits, LimitBook)
+
+
+def test_the_protected_queue_example() -> None:
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "examples" / "protected-queue"
+    result = CliRunner().invoke(cli, ["simulate", str(folder), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [a["workload"] for a in data["actions"] if a["action"] == "Preempted"] == ["lab/scratch-a"]
+    status = next(w["status"] for w in data["workloads"] if w["name"] == "batch-2")
+    condition = wl_status.get_condition(status, "PreemptionBlockedByLimit")
+    assert condition is not None
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "True",
+        "PreemptionLimitExceeded",
+        "Preemption was blocked by PreemptionLimit protect-hero; would have evicted lab/hero-a",
+    )
