@@ -322,6 +322,34 @@ def test_blocked_condition_event_and_message() -> None:
     )
 
 
+def test_the_throttled_event_goes_to_the_preemptor_and_its_cluster_queue() -> None:
+    from types import SimpleNamespace
+
+    from preemption_operator.controller.decisions import DecisionWriter
+
+    objects = two_queues(limit("cluster", "Global", 1))
+    cache = cache_of(objects)
+    result = Engine().cycle(cache.snapshot(NOW), QueueState())
+    change = next(c for c in status_changes(result, NOW) if c.key == "default/b-in")
+    message = "Preemption was blocked by PreemptionLimit cluster; would have evicted default/b-low1"
+    assert [(n.about, n.reason, n.message) for n in change.events if n.reason == "PreemptionThrottled"] == [
+        ("workload", "PreemptionThrottled", message),
+        ("clusterQueue", "PreemptionThrottled", message),
+    ]
+    posted: list[tuple[str, str, str, str]] = []
+
+    class Sink:
+        def record(self, obj: Obj, kind: str, api_version: str, type_: str, reason: str, msg: str) -> None:
+            posted.append((kind, obj["metadata"]["name"], type_, reason))
+
+    writer = SimpleNamespace(cache=cache, events=Sink())
+    body = change.workload.obj.to_wire()
+    for note in change.events:
+        DecisionWriter._event(writer, note, body, change)  # type: ignore[arg-type]
+    assert ("Workload", "b-in", "Warning", "PreemptionThrottled") in posted
+    assert ("ClusterQueue", "b", "Warning", "PreemptionThrottled") in posted
+
+
 def test_an_admitted_preemptor_never_keeps_the_condition_true() -> None:
     """Blocked in the first run; the limit then gives way (raised), the preemptor preempts and is
     admitted: the condition ends False, with the old message."""

@@ -30,7 +30,8 @@ again, and not reported as an action by `simulate`."""
 
 @dataclass(frozen=True)
 class EventNote:
-    """An Event to post once the change is written; `about` is "workload" or "preemptor"."""
+    """An Event to post once the change is written; `about` is "workload", "preemptor" or
+    "clusterQueue" (the change's `cluster_queue`)."""
 
     about: str
     type: str
@@ -288,8 +289,11 @@ def pending(p: Pending, now: datetime) -> StatusChange:
     # reasons); here only when the status says something new, the recorder counting repeats.
     events: tuple[EventNote, ...] = (EventNote("workload", "Warning", p.reason, p.message),)
     if p.blocked_by_limit is not None:
-        # Kueue's proposal posts it on the ClusterQueue too; the event path here posts on Workloads.
-        events += (EventNote("workload", "Warning", THROTTLED, wl_status.limit_message(p)),)
+        # Kueue's proposal posts it on the preemptor and on its ClusterQueue.
+        throttled = wl_status.limit_message(p)
+        events += (EventNote("workload", "Warning", THROTTLED, throttled),)
+        if p.cluster_queue:
+            events += (EventNote("clusterQueue", "Warning", THROTTLED, throttled),)
     return StatusChange(
         PENDING,
         p.workload,
