@@ -38,7 +38,7 @@ from preemption_operator.engine import Engine, QueueState, changes, status_chang
 from preemption_operator.engine import fair_sharing as fs
 from preemption_operator.engine import workload_status as wl_status
 from preemption_operator.engine.cache import Cache
-from preemption_operator.engine.limits import LimitBook, Pair, PastPreemption, past_preemption
+from preemption_operator.engine.limits import LimitBook, Pair, PastPreemption, past_preemption, remember
 from preemption_operator.engine.scheduler import Admission, CycleResult
 from preemption_operator.engine.workload import build_info
 
@@ -444,6 +444,23 @@ def test_past_preemption_from_a_readmitted_victim_with_a_classic_message() -> No
         "team-a",
         "InCohortReclamation",
     )
+
+
+def test_a_victim_history_counts_each_preemption_once() -> None:
+    """Evicted, admitted again, evicted again by the same preemptor for the same rule: two
+    preemptions, though the messages are the same; each record read twice counts once."""
+    t = NOW - HOUR
+    first = past_preemption(_workload(_preempted_earlier("v", "a", t, readmitted=False)))
+    back = past_preemption(_workload(_preempted_earlier("v", "a", t + timedelta(minutes=5), readmitted=True)))
+    again = past_preemption(_workload(_preempted_earlier("v", "a", t + timedelta(minutes=9), readmitted=False)))
+    assert first is not None and back is not None and again is not None
+    history: list[PastPreemption] = []
+    for found in (first, first, back, back, again, again):
+        remember(history, found)
+    assert [(p.at, p.readmitted) for p in history] == [
+        (t + timedelta(minutes=5), True),
+        (t + timedelta(minutes=9), False),
+    ]
 
 
 def test_no_past_preemption_without_a_preempted_condition() -> None:

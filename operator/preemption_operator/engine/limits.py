@@ -4,8 +4,8 @@ still has room in every limit that covers it.
 The windows are rebuilt from the cluster's own record, never from memory alone: a past preemption
 is read from the victim Workload's `Preempted` condition (True while evicted; False with
 `Previously: <message>` once it is admitted again, then counted at the re-admission time, later
-than the eviction: a restart may count a preemption a little longer, never grant a burst beyond
-a limit). Pure: the time is always the caller's `now`.
+than the eviction: a restart may count a preemption a little longer, never shorter). Pure: the
+time is always the caller's `now`.
 """
 
 from __future__ import annotations
@@ -51,11 +51,14 @@ class PastPreemption:
     config: str | None = None
     rules: tuple[str, ...] = ()
     message: str = ""
+    readmitted: bool = False
+    """Read from `Previously:`: the victim was admitted again at `at`."""
 
     @property
     def identity(self) -> tuple[object, ...]:
-        """The same preemption seen twice (evicted, then re-admitted) has the same identity."""
-        return (self.victim, self.preemptor, self.preemptor_cluster_queue, self.mechanism, self.message)
+        """The same preemption seen twice (evicted, then re-admitted) has the same identity (the
+        reason is gone from a `Previously:` condition: the message says who and why)."""
+        return (self.victim, self.preemptor, self.preemptor_cluster_queue, self.message)
 
 
 def _rule_names(described: str) -> tuple[str, ...]:
@@ -74,9 +77,9 @@ def past_preemption(workload: Workload) -> PastPreemption | None:
         evicted = conditions.get("Evicted")
         if evicted is None or evicted.status != "True" or evicted.reason != "Preempted":
             return None
-        message, mechanism = preempted.message, preempted.reason
+        message, mechanism, readmitted = preempted.message, preempted.reason, False
     elif preempted.message.startswith(PREVIOUSLY):
-        message, mechanism = preempted.message[len(PREVIOUSLY) :], ""
+        message, mechanism, readmitted = preempted.message[len(PREVIOUSLY) :], "", True
     else:
         return None
     message = message.removesuffix(LAST_RESORT_SUFFIX)
@@ -95,6 +98,7 @@ def past_preemption(workload: Workload) -> PastPreemption | None:
             found["config"],
             _rule_names(found["rules"]),
             message,
+            readmitted,
         )
     found = _CLASSIC.search(message)
     if found is not None:
@@ -107,19 +111,34 @@ def past_preemption(workload: Workload) -> PastPreemption | None:
             preemptor_cq,
             mechanism or _BY_HUMAN.get(found["human"], "Preempted"),
             message=message,
+            readmitted=readmitted,
         )
     # A message this project does not write: still a preemption, counted by every limit that
     # covers everything (the victim is known).
-    return PastPreemption(preempted.last_transition_time, victim, victim_cq, None, None, mechanism or "Preempted")
+    return PastPreemption(
+        preempted.last_transition_time,
+        victim,
+        victim_cq,
+        None,
+        None,
+        mechanism or "Preempted",
+        message=message,
+        readmitted=readmitted,
+    )
 
 
 def remember(history: list[PastPreemption], found: PastPreemption) -> None:
-    """Adds a preemption read from a status to a victim's history: the same one seen again keeps
-    the later time (re-admission after eviction), a new one is appended; the oldest go first."""
+    """Adds a preemption read from a status to a victim's history. The same record read again
+    changes nothing; an eviction read again once the victim is admitted again moves to the later
+    time; anything else is another preemption (a condition's time moves only when it flips), so
+    the same preemptor evicting the same workload twice counts twice. The oldest go first."""
     for i, known in enumerate(history):
-        if known.identity == found.identity:
-            if found.at > known.at:
-                history[i] = found
+        if known.identity != found.identity:
+            continue
+        if known.at == found.at and known.readmitted == found.readmitted:
+            return
+        if not known.readmitted and found.readmitted and found.at >= known.at:
+            history[i] = found
             return
     history.append(found)
     history.sort(key=lambda p: p.at)
