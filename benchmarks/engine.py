@@ -19,6 +19,10 @@ snapshot from the cache and run the scheduler over it. Two variants per size:
   the static ordering [Priority Ascending, AdmissionTimestamp Ascending], and with
   [ClusterQueueDRS Descending, Priority Ascending], whose shares are re-read after each victim.
   These three are interleaved with each other; "/ no ordering" compares with the first.
+- classic, limits: the classic cluster with three PreemptionLimits that cover the preemption and
+  have room (Global, PreemptedClusterQueue, PreemptedWorkload), and one admitted workload in ten
+  preempted once before within their windows (re-admitted: a `Previously:` Preempted condition),
+  which the windows read back.
 
     python benchmarks/engine.py [--repeat N] [--sizes 1000:50,10000:500,100000:5000]
 
@@ -48,7 +52,7 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 COHORT_SIZE = 10
 BORROWED = 4
 """Fair variant: what the second queue of each cohort borrows from the third."""
-CLASSIC, FAIR = "classic", "fair sharing"
+CLASSIC, FAIR, LIMITS = "classic", "fair sharing", "classic, limits"
 CONFIGURABLE = "configurable, no ordering"
 STATIC_ORDER = "configurable, ordering Priority, AdmissionTimestamp"
 DRS_ORDER = "configurable, ordering ClusterQueueDRS, Priority"
@@ -63,9 +67,44 @@ ORDERINGS: dict[str, list[dict[str, str]] | None] = {
         {"orderingField": "Priority", "direction": "Ascending"},
     ],
 }
-GROUPS = ((CLASSIC, FAIR), (CONFIGURABLE, STATIC_ORDER, DRS_ORDER))
+GROUPS = ((CLASSIC, FAIR, LIMITS), (CONFIGURABLE, STATIC_ORDER, DRS_ORDER))
 """Variants measured together (interleaved); one group's caches at a time."""
-REASONS = {CLASSIC: "InClusterQueue", FAIR: "InCohortFairSharing", **dict.fromkeys(ORDERINGS, "ConfigurablePreemption")}
+REASONS = {
+    CLASSIC: "InClusterQueue",
+    FAIR: "InCohortFairSharing",
+    LIMITS: "InClusterQueue",
+    **dict.fromkeys(ORDERINGS, "ConfigurablePreemption"),
+}
+PREEMPTED_EVERY = 10
+"""Limits variant: one admitted workload in this many carries a past preemption."""
+
+
+def _limit(name: str, scope: str, limit: int, window: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1alpha1",
+        "kind": "PreemptionLimit",
+        "metadata": {"name": name},
+        "spec": {"scope": scope, "limit": limit, "limitWindowDuration": window},
+    }
+
+
+def _preempted_before(body: dict[str, Any], queue: str, cohort: str, at: datetime) -> None:
+    """A past preemption, as Kueue leaves it on a victim admitted again."""
+    message = (
+        f"Previously: Preempted to accommodate a workload (UID: x, JobUID: y) due to prioritization in the "
+        f"ClusterQueue; preemptor path: /{cohort}/{queue}; preemptee path: /{cohort}/{queue}"
+    )
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    for kind in ("Evicted", "Preempted"):
+        body["status"]["conditions"].append(
+            {
+                "type": kind,
+                "status": "False",
+                "reason": "QuotaReserved",
+                "message": message,
+                "lastTransitionTime": stamp,
+            }
+        )
 
 
 def _cq(name: str, cohort: str, nominal: int, config: str | None = None) -> dict[str, Any]:
@@ -185,8 +224,17 @@ def build(workloads: int, queues: int, variant: str = CLASSIC) -> Cache:
         running = per_queue + (BORROWED if q % COHORT_SIZE == 1 else -BORROWED if q % COHORT_SIZE == 2 else 0) * fair
         for w in range(running):
             at = NOW - timedelta(minutes=w + 1)
-            bodies.append(_workload(f"wl-{q}-{w}", name, w % 5, 1, name, at))
+            body = _workload(f"wl-{q}-{w}", name, w % 5, 1, name, at)
+            if variant == LIMITS and w % PREEMPTED_EVERY == 0:
+                _preempted_before(body, name, f"cohort-{q // COHORT_SIZE}", NOW - timedelta(seconds=w % 3000 + 1))
+            bodies.append(body)
     bodies.append(_workload("preemptor", "cq-0", 0 if fair else 100, 2, None, NOW))
+    if variant == LIMITS:
+        bodies += [
+            _limit("cluster", "Global", 1_000_000, "1h"),
+            _limit("per-queue", "PreemptedClusterQueue", 10_000, "1h"),
+            _limit("per-workload", "PreemptedWorkload", 5, "1h"),
+        ]
     cache = Cache(FairSharing(enabled=True) if fair else FairSharing())
     cache.load(parse_object(body) for body in bodies)
     return cache
@@ -274,7 +322,9 @@ def main() -> None:
         "of the cohort by Dominant Resource Share (InCohortFairSharing). configurable: classic preemption off, a "
         "PreemptionConfig rule offers the whole cohort (ConfigurablePreemption), without `spec.ordering`, with "
         "[Priority, AdmissionTimestamp] (static: one sort) and with [ClusterQueueDRS Descending, Priority] (shares "
-        "re-read after each victim); see `benchmarks/engine.py`. classic and fair sharing are interleaved, one "
+        "re-read after each victim); classic, limits: the classic cluster with "
+        "three PreemptionLimits covering the preemption, with room, and one admitted workload in ten carrying a past "
+        "preemption inside their windows; see `benchmarks/engine.py`. classic, fair sharing and classic, limits are interleaved, one "
         "cycle of each in turn, over the same stretch of time; so are the three configurable variants, whose last "
         "column compares each with the one without ordering.",
         "",

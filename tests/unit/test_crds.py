@@ -1350,6 +1350,12 @@ CEL_CASES: dict[str, CelCase] = {
         passing=[B({}), B({"mode": "Base", "comparison": "LessThan"}), B({"matchNames": ["low"]}), B({"mode": "Boosted", "comparison": "GreaterThanOrEqual", "notMatchNames": ["x"]})],
         breaking=[B({"mode": "Base"}), B({"comparison": "LessThan"}), B({"mode": "Boosted", "matchNames": ["low"]})],
     ),
+    # ---- PreemptionLimit
+    "duration(self) >= duration('1s')": CelCase(
+        "must be at least 1s",
+        passing=[B("1s"), B("5m"), B("1h30m"), B("1000ms")],
+        breaking=[B("0s"), B("999ms"), B("0.5s")],
+    ),
     # ---- ResourceFlavor
     "!has(self.topologyName) || self.nodeLabels.size() >= 1": CelCase(
         "at least one nodeLabel is required when topology is set",

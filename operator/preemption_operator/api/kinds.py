@@ -55,6 +55,7 @@ Cohort = Kind.of(v1beta2.Cohort)
 ClusterQueue = Kind.of(v1beta2.ClusterQueue)
 LocalQueue = Kind.of(v1beta2.LocalQueue)
 PreemptionConfig = Kind.of(v1alpha1.PreemptionConfig)
+PreemptionLimit = Kind.of(v1alpha1.PreemptionLimit)
 Workload = Kind.of(v1beta2.Workload)
 Event = Kind("Event", "", "v1", "events", True)
 Lease = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
@@ -70,6 +71,7 @@ MODELS: dict[Kind, type[Any]] = {
     ClusterQueue: v1beta2.ClusterQueue,
     LocalQueue: v1beta2.LocalQueue,
     PreemptionConfig: v1alpha1.PreemptionConfig,
+    PreemptionLimit: v1alpha1.PreemptionLimit,
     Workload: v1beta2.Workload,
 }
 """The kinds the engine reads, each in one version, and their models. The operator watches them
@@ -79,7 +81,16 @@ WATCHED: tuple[Kind, ...] = tuple(MODELS)
 CRDS: tuple[type[TopLevel], ...] = tuple(m for k, m in MODELS.items() if k.group == GROUP)
 """The models `crds/` is generated from."""
 SETUP: tuple[str, ...] = tuple(
-    k.name for k in (ClusterQueue, Cohort, ResourceFlavor, PreemptionConfig, WorkloadPriorityClass, PriorityClass)
+    k.name
+    for k in (
+        ClusterQueue,
+        Cohort,
+        ResourceFlavor,
+        PreemptionConfig,
+        PreemptionLimit,
+        WorkloadPriorityClass,
+        PriorityClass,
+    )
 )
 """What a preemption setup is made of: what `lint` reads, and what starts the operator's lint
 when it changes (workloads never do)."""
@@ -88,6 +99,6 @@ BY_GROUP: dict[tuple[str, str], Kind] = {(k.group, k.name): k for k in MODELS}
 NOT_READ: tuple[str, ...] = ("AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig")
 """Kinds of Kueue's group the engine does not read: input may hold them (they are left out)."""
 GROUP_KINDS: tuple[str, ...] = tuple(sorted((*(k.name for k in MODELS if k.group == GROUP), *NOT_READ)))
-"""Every kind of the kueue.x-k8s.io group (Kueue's and PreemptionConfig): another is a typo."""
+"""Every kind of the kueue.x-k8s.io group (Kueue's, PreemptionConfig and PreemptionLimit): another is a typo."""
 
 __all__ = ["GROUP", "Kind"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from .duration import DURATION_PATTERN, DurationError, parse_nanoseconds
 from .meta import (
@@ -276,3 +276,73 @@ class PreemptionConfig(TopLevel):
     @property
     def ordering(self) -> list[CandidateOrder]:
         return list(self.spec.ordering or []) if self.spec else []
+
+
+# -- PreemptionLimit: Kueue's future-work API (keps/13396, "PreemptionLimit") -----------------------
+
+LimitScope = Literal["Global", "PreemptingClusterQueue", "PreemptedClusterQueue", "PreemptedWorkload"]
+
+
+def _at_least_a_second(value: str) -> str:
+    # What the CRD's CEL rule refuses, refused offline too.
+    if parse_nanoseconds(value) < 10**9:
+        raise problem("must be at least 1s")
+    return value
+
+
+class PreemptionLimitSpec(KubeModel):
+    """How many preemptions the limit lets through in any sliding window, per key of its scope."""
+
+    scope: LimitScope
+    """Global: one window for the cluster; PreemptingClusterQueue / PreemptedClusterQueue: one per
+    preemptor's / victim's ClusterQueue; PreemptedWorkload: one per victim Workload."""
+    config_selector: LabelSelector | None = None
+    """PreemptionConfigs (by their labels) whose preemptions count. Unset, together with ruleNames:
+    every preemption counts, classic and fair sharing included."""
+    cluster_queue_selector: LabelSelector | None = None
+    """ClusterQueues (by their labels) it applies to: the preemptor's for PreemptingClusterQueue,
+    the victim's for every other scope."""
+    rule_names: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=63)]] | None,
+        Field(max_length=64, json_schema_extra=LIST_SET),
+    ] = None
+    """Only preemptions by these rules of the selected configs count."""
+    limit: NonNegativeInt32
+    """Preemptions allowed in the window; 0 blocks every preemption the limit covers."""
+    # Kueue's rule is `self >= duration('1s')` on a metav1.Duration; the schema types the field as
+    # a string (as metav1.Duration's does), so CEL needs the conversion to compare.
+    limit_window_duration: Annotated[
+        Duration,
+        Field(json_schema_extra=cel(("duration(self) >= duration('1s')", "must be at least 1s"))),
+        AfterValidator(_at_least_a_second),
+    ]
+    """The sliding window, at least 1s."""
+
+
+class PreemptionLimitStatus(KubeModel):
+    """Written by the operator: whether the limit can be used, and the counts in its window."""
+
+    conditions: Conditions = None
+    count: dict[str, Int32] | None = None
+    """Preemptions inside the window per key (Global, a ClusterQueue, namespace/name), top 1000."""
+
+
+class PreemptionLimit(TopLevel):
+    """A rate limit on preemptions: a preemption goes ahead only if every limit covering it has room."""
+
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="PreemptionLimit",
+        plural="preemptionlimits",
+        singular="preemptionlimit",
+        scope="Cluster",
+        version=VERSION,
+        short_names=("preemplimit",),
+        printer_columns=(
+            PrinterColumn("Scope", "string", ".spec.scope", "Which preemptions share a window"),
+            PrinterColumn("Limit", "integer", ".spec.limit", "Preemptions allowed per window"),
+            PrinterColumn("Window", "string", ".spec.limitWindowDuration", "The sliding window"),
+        ),
+    )
+
+    spec: PreemptionLimitSpec
+    status: PreemptionLimitStatus | None = None

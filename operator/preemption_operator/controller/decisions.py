@@ -203,6 +203,12 @@ class DecisionWriter:
             self.metrics.evicted_workload(change.cluster_queue, change.reason, "", wl.priority_class_name)
 
     def _event(self, note: EventNote, body: dict[str, Any], change: StatusChange) -> None:
+        if note.about == "clusterQueue":
+            cq = self.cache.objects["ClusterQueue"].get(change.cluster_queue)
+            if cq is not None:
+                api_version = kinds.ClusterQueue.api_version
+                self.events.record(cq.to_wire(), "ClusterQueue", api_version, note.type, note.reason, note.message)
+            return
         obj = body
         if note.about == "preemptor" and change.preemptor is not None:
             held = self.cache.objects["Workload"].get(change.preemptor.key)

@@ -37,6 +37,7 @@ OPERATOR_RULES = (
             "clusterqueues",
             "localqueues",
             "preemptionconfigs",
+            "preemptionlimits",
             "cohorts",
             "resourceflavors",
             "topologies",

@@ -10,6 +10,9 @@ Nothing here imports a Kubernetes client, reads a clock or does I/O; the operato
   scheduler remembers between passes.
 - `status_changes(result, now)`: the decisions as `StatusChange`s, the Workload status each one
   writes (the operator and `simulate` write them the same way).
+- `Cache.limits(now)` -> `limits.LimitBook` (None without PreemptionLimits): per limit, the
+  preemptions per key inside its window (`counts`), and the limits that do not build
+  (`problems`); `limits.past_preemption(workload)` reads one back from a victim's status.
 """
 
 from .cache import Cache, Change

@@ -12,13 +12,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..api import kinds, v1beta2
 from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
 from .fair_sharing import OFF, FairSharing, parse_weight
+from .limits import LimitBook, Pair, PastPreemption, past_preemption, remember
 from .notices import Notice
 from .protection import annotation_problems, class_problems
 from .queues import QueueManager
@@ -79,6 +80,12 @@ class _Assumption:
     watch event may come first): until then the room is the waiting preemptor's, not free."""
 
 
+_LIMITS_READ = frozenset({"PreemptionLimit", "ClusterQueue", "PreemptionConfig", "LocalQueue"})
+"""Kinds whose change rebuilds the limits' windows (their specs, the labels they select by, where
+a workload's queue is)."""
+_PRUNE_EVERY = timedelta(minutes=1)
+
+
 def _version(text: str | None) -> int | None:
     return int(text) if text and text.isdigit() else None
 
@@ -135,6 +142,16 @@ class Cache:
         self._tas: TasState | None = None
         self.notices: dict[tuple[str, str], list[Notice]] = {}
         """Problems found in objects as they came in (kind, name) -> notices; they stay until fixed."""
+        self._past: dict[str, list[PastPreemption]] = {}
+        """Past preemptions per victim, read from statuses as Workloads come in (PreemptionLimit
+        windows): no scan of every Workload per pass."""
+        self._assumed_past: dict[str, tuple[object, PastPreemption]] = {}
+        """Preemptions whose eviction is being written, with their decision: counted before the
+        watch shows them."""
+        self._book: LimitBook | None = None
+        """The limits' shared windows, kept current as Workloads come in; None: to be built again
+        (limits, queue or config labels, LocalQueues changed)."""
+        self._pruned_at: datetime | None = None
 
     def holds(self, kind: str, key: str, resource_version: str | None) -> bool:
         """Whether the cache already has exactly this version of the object (e.g. our own write,
@@ -169,6 +186,7 @@ class Cache:
         if kind == "Workload":
             self._unreadable.pop(key, None)
             self.objects[kind][key] = obj
+            self._note_past(key, obj)
             self._set_observed(key, build_info(obj, self._priority_classes))
             return Change.RELEVANT
         previous = self.objects[kind].get(key)
@@ -193,6 +211,7 @@ class Cache:
             self._versions[("Workload", key)] = version
         self._unreadable[key] = problem
         self.objects["Workload"][key] = obj
+        self._note_past(key, obj)
         self._set_observed(key, build_info(obj, self._priority_classes))
         return Change.RELEVANT
 
@@ -235,6 +254,8 @@ class Cache:
         if kind == "Workload":
             self._unreadable.pop(key, None)
             self._assumed.pop(key, None)
+            if not self.objects["PreemptionLimit"]:
+                self._past.pop(key, None)  # with limits, its preemption still counts in their windows
             found = self.objects[kind].pop(key, None) is not None
             self._set_observed(key, None)
             return Change.RELEVANT if found else Change.NONE
@@ -304,11 +325,16 @@ class Cache:
                     self.assume_admission(v1beta2.Workload.model_validate({**wire, "status": new}), change)
             elif change.releases_quota:
                 self.assume_eviction(change.key, change)
+                if change.past is not None:
+                    self._assumed_past[change.key] = (change, change.past)
 
     def forget(self, key: str, token: object = None) -> None:
         """The write of a decision finished (its answer, if any, is stored) or failed. With a
         `token`, only that decision's assumption ends: a later decision about the same workload
         (an admission decided while an older write to it was still in flight) stays assumed."""
+        past = self._assumed_past.get(key)
+        if past is not None and (token is None or past[0] is token):
+            del self._assumed_past[key]
         assumed = self._assumed.get(key)
         if assumed is None or (token is not None and assumed.token is not token):
             return
@@ -332,6 +358,84 @@ class Cache:
     @property
     def unreadable(self) -> dict[str, str]:
         return dict(self._unreadable)
+
+    def _note_past(self, key: str, obj: v1beta2.Workload) -> None:
+        found = past_preemption(obj)
+        if found is None:
+            return
+        history = self._past.setdefault(key, [])
+        before = list(history)
+        remember(history, found)
+        if self._book is not None and history != before:
+            for past in before:
+                self._book.discard(self._pair(past), past.at)
+            for past in history:
+                self._book.add(self._pair(past), past.at)
+
+    def _queue_of(self, key: str | None) -> str | None:
+        """A workload's ClusterQueue: where it holds quota, else where its LocalQueue points."""
+        if not key:
+            return None
+        info = self.infos.get(key)
+        if info is not None and info.cluster_queue is not None:
+            return info.cluster_queue
+        obj = self.objects["Workload"].get(key)
+        if obj is None:
+            return None
+        lq = self.objects["LocalQueue"].get(f"{obj.metadata.namespace}/{obj.spec.queue_name}")
+        return lq.spec.cluster_queue if lq is not None and lq.spec is not None else None
+
+    def _pair(self, past: PastPreemption) -> Pair:
+        return Pair(
+            past.preemptor,
+            past.preemptor_cluster_queue or self._queue_of(past.preemptor),
+            past.victim,
+            past.victim_cluster_queue or self._queue_of(past.victim),
+            past.config,
+            past.rules,
+        )
+
+    def limits(self, now: datetime) -> LimitBook | None:
+        """The PreemptionLimits' windows at `now`, for one pass (None without limits): what the
+        statuses record, plus the evictions being written that the watch has not shown yet."""
+        if not self.objects["PreemptionLimit"]:
+            self._book = None
+            return None
+        if self._book is None:
+            self._book = self._build_book(now)
+        book = self._book.at(now)
+        if self._book.rules and (self._pruned_at is None or now - self._pruned_at >= _PRUNE_EVERY):
+            book.prune()
+            self._pruned_at = now
+            longest = max(rule.window for rule in book.rules)
+            for key in [k for k, history in self._past.items() if history[-1].at <= now - longest]:
+                del self._past[key]
+        for key, (_, past) in self._assumed_past.items():
+            history = self._past.get(key, [])
+            if not any(p.at >= past.at for p in history):  # not written and watched yet
+                book.record(self._pair(past), past.at)
+        return book
+
+    def _build_book(self, now: datetime) -> LimitBook:
+        configs = self.objects["PreemptionConfig"]
+        tree = self.tree()
+
+        def queue_labels(name: str) -> dict[str, str] | None:
+            cq = tree.cluster_queues.get(name)
+            return dict(cq.labels) if cq is not None else None
+
+        def config_labels(name: str) -> dict[str, str] | None:
+            cfg = configs.get(name)
+            return dict(cfg.metadata.labels or {}) if cfg is not None else None
+
+        book = LimitBook.build(
+            self.objects["PreemptionLimit"].values(), now, config_labels=config_labels, queue_labels=queue_labels
+        )
+        if book.rules:
+            for history in self._past.values():
+                for past in history:
+                    book.add(self._pair(past), past.at)
+        return book
 
     def _set_observed(self, key: str, info: WorkloadInfo | None) -> None:
         old = self._observed.pop(key, None)
@@ -365,6 +469,8 @@ class Cache:
             self._add_workload(info)
 
     def _changed(self, kind: str, key: str, previous: Any, current: Any) -> None:
+        if kind in _LIMITS_READ:
+            self._book = None
         if kind in ("WorkloadPriorityClass", "PriorityClass"):
             self._priority_classes = self._collect_priority_classes()
             name = (previous or current).name
@@ -579,6 +685,7 @@ class Cache:
         drains = self.queues.drains(
             tree.cluster_queues, tree.draining, local_queues, self.infos, self.evicting | self.admitting
         )
+        limits = self.limits(now)
         return Snapshot(
             now=now,
             trees=trees,
@@ -593,6 +700,7 @@ class Cache:
             evicting=self.evicting,
             unreadable=frozenset(self._unreadable),
             fair_sharing=self.fair_sharing,
+            limits=limits,
         )
 
 

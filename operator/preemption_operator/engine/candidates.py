@@ -10,23 +10,16 @@ from enum import Enum
 from typing import Literal
 
 from .flavors import Assignment
+from .limits import Blocked, Pair
 from .quota import FlavorResource, QuotaNode
+from .reasons import CONFIGURABLE_PREEMPTION as CONFIGURABLE_PREEMPTION
+from .reasons import HUMAN_REASONS as HUMAN_REASONS
+from .reasons import IN_CLUSTER_QUEUE as IN_CLUSTER_QUEUE
+from .reasons import IN_COHORT_FAIR_SHARING as IN_COHORT_FAIR_SHARING
+from .reasons import IN_COHORT_RECLAIM_WHILE_BORROWING as IN_COHORT_RECLAIM_WHILE_BORROWING
+from .reasons import IN_COHORT_RECLAMATION as IN_COHORT_RECLAMATION
 from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo
-
-IN_CLUSTER_QUEUE = "InClusterQueue"
-IN_COHORT_RECLAMATION = "InCohortReclamation"
-IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
-IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
-CONFIGURABLE_PREEMPTION = "ConfigurablePreemption"
-
-HUMAN_REASONS = {
-    IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
-    IN_COHORT_RECLAMATION: "reclamation within the cohort",
-    IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
-    IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
-    CONFIGURABLE_PREEMPTION: "the configured preemption rules",
-}
 
 
 class Variant(Enum):
@@ -105,6 +98,13 @@ class Candidate:
         return f"{self.origin} ({self.reason})" if self.reason else self.origin
 
 
+def limit_pair(preemptor: str, preemptor_cq: str, victim: WorkloadInfo, rule: RuleMatch | None) -> Pair:
+    if rule is None:
+        return Pair(preemptor, preemptor_cq, victim.key, victim.cluster_queue)
+    names = tuple(name for name, _ in rule.selectors)
+    return Pair(preemptor, preemptor_cq, victim.key, victim.cluster_queue, rule.config, names)
+
+
 @dataclass
 class Context:
     """The preemptor and what it needs."""
@@ -117,10 +117,20 @@ class Context:
     wake_at: datetime | None = None
     """The earliest time a protection that held now runs out (a toleration window, a rule's
     minTriggerRequiredDuration): the decision may change then with nothing else changing."""
+    enforce_limits: bool = True
+    """False: the search as it would go without PreemptionLimits (is the preemptor blocked by one?)."""
+    limit_taken: dict[str, tuple[WorkloadInfo, Pair]] = field(default_factory=dict)
+    """Candidates that passed the limits, by key: those still removed count against the windows."""
+    limited: list[tuple[str, Blocked]] = field(default_factory=list)
+    """Candidates a limit kept out (workload key, the limit without room)."""
 
     def wake_no_later_than(self, moment: datetime) -> None:
         if self.wake_at is None or moment < self.wake_at:
             self.wake_at = moment
+
+    def pair(self, cand: Candidate) -> Pair:
+        """The preemption a candidate would be, as PreemptionLimits see it."""
+        return limit_pair(self.preemptor.key, self.cq.name, cand.workload, cand.rule)
 
     @property
     def frs(self) -> set[FlavorResource]:

@@ -15,12 +15,14 @@ from datetime import datetime
 from typing import Any
 
 from . import workload_status as wl_status
+from .limits import PastPreemption
 from .scheduler import Admission, CycleResult, Eviction, Pending, Preemption
 from .workload import WorkloadInfo
 
 ADMITTED, PREEMPTED, EVICTED, PENDING = "Admitted", "Preempted", "Evicted", "Pending"
 _FIGURES = re.compile(r"(?<![\w-])[0-9]+(\.[0-9]+)?[a-zA-Z]{0,2}(?![\w-])")
 """A quantity or count standing on its own (not part of a name such as cq-1)."""
+THROTTLED = "PreemptionThrottled"
 RELEASED = "Released"
 """A victim already being evicted gives its quota back: no new preemption, no Event, not counted
 again, and not reported as an action by `simulate`."""
@@ -28,7 +30,8 @@ again, and not reported as an action by `simulate`."""
 
 @dataclass(frozen=True)
 class EventNote:
-    """An Event to post once the change is written; `about` is "workload" or "preemptor"."""
+    """An Event to post once the change is written; `about` is "workload", "preemptor" or
+    "clusterQueue" (the change's `cluster_queue`)."""
 
     about: str
     type: str
@@ -55,6 +58,8 @@ class StatusChange:
     """For a preemption by a PreemptionConfig rule: `<rule>/<selector index>`."""
     holds_quota: bool = field(default=False)
     """Whether the change gives the workload quota (an admission): assumed before it is written."""
+    past: PastPreemption | None = None
+    """A preemption: as PreemptionLimit windows count it while its write is in flight."""
 
     @property
     def releases_quota(self) -> bool:
@@ -210,6 +215,17 @@ def preemption(p: Preemption, now: datetime, job_stops: bool = False) -> StatusC
         reason=p.target.reason,
         underlying_cause=cause,
         rule=p.target.rule.describe() if p.target.rule is not None else "",
+        past=PastPreemption(
+            now,
+            victim.key,
+            victim.cluster_queue,
+            p.preemptor.key,
+            p.preemptor_cluster_queue,
+            p.target.reason,
+            cause or None,
+            tuple(name for name, _ in p.target.rule.selectors) if p.target.rule is not None else (),
+            preempted_message,
+        ),
     )
 
 
@@ -253,18 +269,31 @@ def pending(p: Pending, now: datetime) -> StatusChange:
             return None
         condition = wl_status.get_condition(status, "QuotaReserved")
         blocked = wl_status.get_condition(status, wl_status.BLOCKED_ON_GATES) or {}
+        limited = wl_status.get_condition(status, wl_status.BLOCKED_BY_LIMIT) or {}
+        limit_same = (
+            limited.get("status") == "True" and limited.get("message") == wl_status.limit_message(p)
+            if p.blocked_by_limit is not None
+            else limited.get("status") != "True"
+        )
         if (
             condition is not None
             and condition.get("reason") == p.reason
             and same_in_substance(str(condition.get("message", "")), p.message)
             and (not p.blocked_on_gates or blocked.get("status") == "True")
+            and limit_same
         ):
             return None
         return wl_status.pending(status, p, now, _generation(current))
 
     # As Kueue's scheduler posts one per failed attempt, with the pending reason (its granular
     # reasons); here only when the status says something new, the recorder counting repeats.
-    events = (EventNote("workload", "Warning", p.reason, p.message),)
+    events: tuple[EventNote, ...] = (EventNote("workload", "Warning", p.reason, p.message),)
+    if p.blocked_by_limit is not None:
+        # Kueue's proposal posts it on the preemptor and on its ClusterQueue.
+        throttled = wl_status.limit_message(p)
+        events += (EventNote("workload", "Warning", THROTTLED, throttled),)
+        if p.cluster_queue:
+            events += (EventNote("clusterQueue", "Warning", THROTTLED, throttled),)
     return StatusChange(
         PENDING,
         p.workload,

@@ -21,13 +21,41 @@ from .classic import attempts, classic_candidates, policy_allows, still_valid
 from .fair_preemption import SOURCE as FAIR_SOURCE
 from .fair_preemption import run_strategies
 from .flavors import Assignment
+from .limits import Blocked
 from .ordering import candidate_key
 from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo
 
 
 def _admissible(ctx: Context, cand: Candidate, pass_: _Pass) -> bool:
-    """Protections every path honours: hard ones exclude, an opt-out defers to the last resort."""
+    """What every path honours: protections (hard ones exclude, an opt-out defers to the last
+    resort), then PreemptionLimits."""
+    return _protections_allow(ctx, cand, pass_) and _within_limits(ctx, cand)
+
+
+def _within_limits(ctx: Context, cand: Candidate) -> bool:
+    """Whether every PreemptionLimit covering the pair has room, counting the candidates this
+    search has taken so far. A victim already being evicted is no new preemption."""
+    book = ctx.snapshot.limits
+    wl = cand.workload
+    if book is None or not book.rules or not ctx.enforce_limits or wl.evicted:
+        return True
+    pair = ctx.pair(cand)
+    taken = (
+        [p for key, (other, p) in ctx.limit_taken.items() if key != wl.key and ctx.snapshot.is_removed(other)]
+        if ctx.limit_taken
+        else []
+    )
+    blocked = book.blocking(pair, taken)
+    if blocked is None:
+        ctx.limit_taken[wl.key] = (wl, pair)
+        return True
+    ctx.limited.append((wl.key, blocked))
+    ctx.record(wl, "excluded", blocked.describe(), cand.source, blocking=True)
+    return False
+
+
+def _protections_allow(ctx: Context, cand: Candidate, pass_: _Pass) -> bool:
     wl = cand.workload
     if wl.key in pass_.protected:
         return False
@@ -126,6 +154,8 @@ class Search:
     targets: list[Target]
     records: list[CandidateRecord]
     wake_at: datetime | None = None
+    limited: list[tuple[str, Blocked]] = field(default_factory=list)
+    """Candidates a PreemptionLimit kept out, with the limit."""
 
 
 @dataclass
@@ -151,14 +181,16 @@ def find_targets(
     extra: ExtraCandidates | None = None,
     *,
     complete: bool = False,
+    enforce_limits: bool = True,
 ) -> Search:
     """The smallest set of workloads whose preemption lets `preemptor` fit, or none: classic or
     fair strategies take candidates, in one pass that leaves opted-out workloads aside and, if it
     fails, a last-resort pass that may use them; the fill-back then gives back every victim the
     preemptor fits without. The snapshot is left as it was found. With `complete`, the records
     also name the eligible candidates the search never needed to reach (what `explain` shows; the
-    operator skips it)."""
-    ctx = Context(preemptor, cq, snapshot, assignment)
+    operator skips it). Without `enforce_limits`, the search PreemptionLimits would allow
+    if they had room (whether one blocks the preemptor)."""
+    ctx = Context(preemptor, cq, snapshot, assignment, enforce_limits=enforce_limits)
     strategy: _Strategy = (
         _FairStrategy(ctx, extra, complete) if snapshot.fair_sharing.enabled else _ClassicStrategy(ctx, extra)
     )
@@ -176,7 +208,7 @@ def find_targets(
         if line not in seen:
             seen.add(line)
             records.append(rec)
-    return Search(targets, records, ctx.wake_at)
+    return Search(targets, records, ctx.wake_at, ctx.limited)
 
 
 def _chosen(ctx: Context, found: _Found, complete: bool) -> list[Target]:
@@ -297,10 +329,12 @@ class _FairStrategy:
 
         def usable(wl: WorkloadInfo) -> bool:
             # The protections, asked when the search reaches a candidate (as the classic stream does).
+            cand = Candidate(wl, "", origin=FAIR_SOURCE)
             found = checked.get(wl.key)
             if found is None:
-                found = checked[wl.key] = _admissible(ctx, Candidate(wl, "", origin=FAIR_SOURCE), pass_)
-            return found
+                found = checked[wl.key] = _protections_allow(ctx, cand, pass_)
+            # The limits are asked every time: what the search has taken meanwhile counts.
+            return found and _within_limits(ctx, cand)
 
         taken: list[Candidate] = []
         rejected: set[str] = set()
@@ -355,7 +389,7 @@ class _FairStrategy:
             return None
 
         def rest() -> Iterator[Candidate]:
-            chosen = {c.workload.key for c in taken}
+            chosen = {c.workload.key for c in taken} | {key for key, _ in ctx.limited}
             for wl in candidates:
                 if checked[wl.key] and wl.key not in chosen and wl.key not in rejected:
                     yield Candidate(wl, "", origin=FAIR_SOURCE)

@@ -17,12 +17,12 @@ from datetime import datetime
 from ..api.meta import format_time
 from ..api.quantity import format_amount
 from . import protection
-from .candidates import CandidateRecord, ExtraCandidates, Target
+from .candidates import CandidateRecord, ExtraCandidates, Target, limit_pair
 from .flavors import Assignment, Granular, Mode, Possibility, assign_flavors
 from .notices import Notice
 from .ordering import Contender, entry_order, tournament
 from .placement import NodeUsage
-from .preemption import find_targets
+from .preemption import Search, find_targets
 from .quota import FlavorResource, borrowing_level
 from .snapshot import ClusterQueueInfo, Snapshot
 from .workload import WorkloadInfo, scheduling_shape
@@ -84,6 +84,12 @@ class Pending:
     message: str
     blocked_on_gates: bool = False
     """It needs preemption but a preemption gate is closed: Kueue's BlockedOnPreemptionGates."""
+    blocked_by_limit: str | None = None
+    """The PreemptionLimit without room: victims would have been found without the limits."""
+    would_evict: tuple[str, ...] = ()
+    """The victims the search would have taken without the limits (namespace/name)."""
+    retry_at: datetime | None = None
+    """The earliest time a blocking limit's window has room again (None: not by time alone)."""
 
 
 @dataclass
@@ -138,6 +144,15 @@ class QueueState:
     """Preemptors waiting for their victims, with the victims' keys."""
     gated: set[str] = field(default_factory=set)
     """Parked workloads that were kept from preempting by a closed gate: opening it unparks them."""
+    throttled: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    """Parked preemptors a PreemptionLimit blocked: (ClusterQueue, when a window has room again);
+    unparked once that time has come."""
+
+    def unthrottle(self, now: datetime) -> None:
+        for key, (cq, at) in list(self.throttled.items()):
+            if at <= now:
+                self.inadmissible.get(cq, set()).discard(key)
+                del self.throttled[key]
 
     def park(self, cq: str, key: str) -> None:
         self.inadmissible.setdefault(cq, set()).add(key)
@@ -164,6 +179,27 @@ class _Entry:
     """Why it may never preempt (its PriorityClass says preemptionPolicy: Never)."""
     closed_gates: tuple[str, ...] = ()
     """Closed preemption gates, when victims were found: they are not preempted."""
+    throttle: _Throttle | None = None
+    """No victims within the PreemptionLimits, though there would be without them."""
+    limits_version: int = 0
+    """The limits' version it was nominated at (see `LimitBook.version`)."""
+
+
+@dataclass(frozen=True)
+class _Throttle:
+    limit: str
+    would_evict: tuple[str, ...]
+    retry_at: datetime | None
+
+
+def _throttle(search: Search, free: Search) -> _Throttle:
+    """The limit that blocked (the first one that kept out a victim the free search took) and the
+    earliest time one of the limits keeping those victims out has room."""
+    victims = {t.workload.key for t in free.targets}
+    relevant = [blocked for key, blocked in search.limited if key in victims] or [b for _, b in search.limited]
+    times = [b.retry_at for b in relevant if b.retry_at is not None]
+    keys = tuple(sorted(victims))
+    return _Throttle(relevant[0].limit, keys, min(times) if times else None)
 
 
 @dataclass
@@ -203,6 +239,18 @@ def _still_fits(entry: _Entry, snapshot: Snapshot, round_: _Round) -> bool:
     finally:
         for wl in removed:
             snapshot.add_workload(wl)
+
+
+def _within_limits(entry: _Entry, snapshot: Snapshot) -> bool:
+    """Whether the entry's preemptions still fit the PreemptionLimits, counting the ones decided
+    since it was nominated."""
+    book = snapshot.limits
+    if book is None or not book.rules or book.version == entry.limits_version:
+        return True  # nothing was preempted since it was nominated
+    pairs = [
+        limit_pair(entry.wl.key, entry.cq.name, t.workload, t.rule) for t in entry.targets if not t.workload.evicted
+    ]
+    return all(book.blocking(pair, pairs[:i]) is None for i, pair in enumerate(pairs))
 
 
 def _same_decision(a: _Entry, b: _Entry) -> bool:
@@ -285,6 +333,7 @@ def _settle_borrowing(assignment: Assignment, cq: ClusterQueueInfo, snapshot: Sn
 
 
 BLOCKERS_SHOWN = 3
+LIMIT_BLOCKED_PREFIX = "Preemption was blocked by PreemptionLimit"
 
 
 def _blockers(records: list[CandidateRecord]) -> str:
@@ -376,10 +425,24 @@ class Scheduler:
             search = find_targets(wl, cq, assignment, snapshot, self.extra, complete=self.complete)
             if assignment.unsettled:
                 _settle_borrowing(assignment, cq, snapshot, search.targets)
+            throttle = None
+            if not search.targets and search.limited:
+                # Blocked by a limit only if the search would have succeeded without the limits.
+                free = find_targets(wl, cq, assignment, snapshot, self.extra, enforce_limits=False)
+                if free.targets:
+                    throttle = _throttle(search, free)
             # As Kueue: gates matter only once there is someone to preempt.
             gates = tuple(protection.closed_preemption_gates(wl)) if search.targets else ()
             return _Entry(
-                wl, cq, assignment, search.targets, search.records, wake_at=search.wake_at, closed_gates=gates
+                wl,
+                cq,
+                assignment,
+                search.targets,
+                search.records,
+                wake_at=search.wake_at,
+                closed_gates=gates,
+                throttle=throttle,
+                limits_version=snapshot.limits.version if snapshot.limits is not None else 0,
             )
         return _Entry(wl, cq, assignment, [], [])
 
@@ -435,6 +498,7 @@ class Scheduler:
         admissions and preemptions are decided (the first round always runs): decisions stay
         close to what the API has written."""
         result = CycleResult()
+        state.unthrottle(snapshot.now)
         for key in list(state.waiting):  # preemptors admitted, finished or deleted meanwhile
             info = snapshot.workloads.get(key)
             if info is None or info.reserves_quota or info.finished:
@@ -484,6 +548,9 @@ class Scheduler:
         nominated again once an earlier entry placed pods (Kueue's TAS recompute), and skipped if
         that changes its decision."""
         tree = snapshot.trees.root_name(entry.cq.name) or ""
+        if entry.targets and not _within_limits(entry, snapshot):
+            # Earlier entries' preemptions filled a window it counted on: it searches again.
+            entry = self._nominate(entry.wl, entry.cq, snapshot)
         acting = _acting(entry)
         if NODES in round_.touched and any(ps.view is not None for ps in entry.assignment.pod_sets):
             again = self._nominate(entry.wl, entry.cq, snapshot)
@@ -650,6 +717,12 @@ class Scheduler:
                 )
                 return False
             round_.victims.update((t.workload.key, t.workload) for t in entry.targets)
+            if snapshot.limits is not None:
+                # Later entries and rounds of this pass count these preemptions in the windows.
+                for t in entry.targets:
+                    if not t.workload.evicted:
+                        pair = limit_pair(wl.key, cq.name, t.workload, t.rule)
+                        snapshot.limits.record(pair, snapshot.now)
             round_.touched.add(tree)
             state.waiting[wl.key] = tuple(sorted(keys))
             if self._reserve(entry, snapshot):
@@ -677,14 +750,39 @@ class Scheduler:
             if result.retry_at is None or entry.delayed_until < result.retry_at:
                 result.retry_at = entry.delayed_until
             return False
+        throttle = entry.throttle
         if mode == Mode.PREEMPT:
             why = (
                 f"may not preempt: {entry.may_not_preempt}; it waits for free quota"
                 if entry.may_not_preempt is not None
                 else "no victim set found"
             )
+            if throttle is not None:
+                why = f"{LIMIT_BLOCKED_PREFIX} {throttle.limit}; would have evicted {', '.join(throttle.would_evict)}"
+                if throttle.retry_at is not None:
+                    why += f"; looked at again at {format_time(throttle.retry_at)}"
             result.explanations.append(Explanation(wl.key, cq.name, message, entry.records, [why]))
         state.park(cq.name, wl.key)
+        if throttle is not None:
+            # Parked as any preemptor without victims; unparked when a window has room again.
+            if throttle.retry_at is not None:
+                state.throttled[wl.key] = (cq.name, throttle.retry_at)
+                if result.retry_at is None or throttle.retry_at < result.retry_at:
+                    result.retry_at = throttle.retry_at
+            reason = TOPOLOGY_PLACEMENT_FAILED if assignment.topology_failed else WAITING_FOR_QUOTA
+            message += _blockers(entry.records)
+            result.pending.append(
+                Pending(
+                    wl,
+                    cq.name,
+                    reason,
+                    message,
+                    blocked_by_limit=throttle.limit,
+                    would_evict=throttle.would_evict,
+                    retry_at=throttle.retry_at,
+                )
+            )
+            return cq.queueing_strategy == "BestEffortFIFO"
         if mode == Mode.PREEMPT:
             reason = TOPOLOGY_PLACEMENT_FAILED if assignment.topology_failed else WAITING_FOR_QUOTA
             message += _blockers(entry.records)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..api.v1beta2 import ClusterQueuePreemption, FungibilityPolicy, QueueingStrategy, ResourceFlavor, StopPolicy
 from .fair_sharing import OFF, FairSharing
+from .limits import LimitBook
 from .placement import NodeUsage
 from .quota import FlavorResource, QuotaNode
 from .selectors import Selector
@@ -180,6 +181,9 @@ class Snapshot:
     are never chosen (nothing about them can be judged)."""
     fair_sharing: FairSharing = OFF
     """The fair-sharing switch and strategies (Kueue's Configuration fairSharing)."""
+    limits: LimitBook | None = None
+    """The PreemptionLimits' windows (None: there are no limits); preemptions this pass decides
+    are recorded in it."""
     _removed: set[str] = field(default_factory=set)
     _admitted: set[str] = field(default_factory=set)
     """Admitted in this pass (any round): no longer pending."""

@@ -14,11 +14,13 @@ from typing import Any
 from ..api.meta import format_time
 from .candidates import CONFIGURABLE_PREEMPTION, preemption_message
 from .protection import LAST_RESORT_SUFFIX
-from .scheduler import Admission, Eviction, Pending, Preemption
+from .scheduler import LIMIT_BLOCKED_PREFIX, Admission, Eviction, Pending, Preemption
 
 MAX_MESSAGE = 32 * 1024
 BLOCKED_ON_GATES = "BlockedOnPreemptionGates"
 PREEMPTION_GATED = "PreemptionGated"
+BLOCKED_BY_LIMIT = "PreemptionBlockedByLimit"
+LIMIT_EXCEEDED = "PreemptionLimitExceeded"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -68,7 +70,7 @@ def admitted(
         generation,
     )
     set_condition(out, "Admitted", "True", "Admitted", "The workload is admitted", now, generation)
-    for kind in ("Evicted", "Preempted", BLOCKED_ON_GATES):
+    for kind in ("Evicted", "Preempted", BLOCKED_ON_GATES, BLOCKED_BY_LIMIT):
         previous = get_condition(out, kind)
         if previous is not None and previous.get("status") == "True":
             set_condition(
@@ -195,4 +197,20 @@ def pending(status: dict[str, Any] | None, decision: Pending, now: datetime, gen
     set_condition(out, "Admitted", "False", "NoReservation", "The workload has no reservation", now, generation)
     if decision.blocked_on_gates:
         set_condition(out, BLOCKED_ON_GATES, "True", PREEMPTION_GATED, decision.message, now, generation)
+    if decision.blocked_by_limit is not None:
+        set_condition(out, BLOCKED_BY_LIMIT, "True", LIMIT_EXCEEDED, limit_message(decision), now, generation)
+    else:
+        # No longer blocked by a limit: flipped as admission flips it, the old message kept.
+        previous = get_condition(out, BLOCKED_BY_LIMIT)
+        if previous is not None and previous.get("status") == "True":
+            message = f"Previously: {previous.get('message', '')}"
+            set_condition(out, BLOCKED_BY_LIMIT, "False", decision.reason, message, now, generation)
     return out
+
+
+def limit_message(decision: Pending) -> str:
+    """The PreemptionBlockedByLimit message: the limit, then the victims it kept."""
+    message = f"{LIMIT_BLOCKED_PREFIX} {decision.blocked_by_limit}"
+    if decision.would_evict:
+        message += f"; would have evicted {', '.join(decision.would_evict)}"
+    return message

@@ -1,7 +1,7 @@
 """`lint(objects)`, which runs every check, and the reference checks: references to missing
 objects, PreemptionConfigs no ClusterQueue uses, selectors that do not build, configs that need
-fair sharing, rules keyed on what a namespace user can write. The other checks are in rules.py
-and flapping.py."""
+fair sharing, rules keyed on what a namespace user can write. The other checks are in rules.py,
+limits.py and flapping.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from ..api import v1alpha1, v1beta2
 from ..engine.configurable import usability
 from ..engine.workload import PRIORITY_BOOST_ANNOTATION
-from . import flapping, rules
+from . import flapping, limits, rules
 from .findings import Report
 
 CHECKS = (
@@ -22,6 +22,7 @@ CHECKS = (
     "FairSharingRequired",
     "UserWritableKey",
     *rules.CODES,
+    *limits.CODES,
     "FlappingPair",
     "FlappingCycle",
 )
@@ -85,6 +86,7 @@ def lint(objects: Iterable[Any], witness: Path | None = None, *, fair_sharing: b
             report.add("FairSharingRequired", "error", problem, where)
         _user_writable(report, name, config, classes)
     rules.run(report, objects)
+    limits.run(report, objects)
     _flapping(report, objects, witness)
     return report
 

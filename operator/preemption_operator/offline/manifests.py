@@ -13,7 +13,7 @@ import yaml
 
 from ..api import kinds
 from ..api.objects import ObjectError, is_read, object_ref, parse_object
-from ..api.v1alpha1 import PreemptionConfig
+from ..api.v1alpha1 import PreemptionConfig, PreemptionLimit
 from ..api.v1beta2 import ClusterQueue, Workload
 
 if TYPE_CHECKING:
@@ -165,6 +165,7 @@ def _unusable(obj: Any, fair_sharing: bool | None = None) -> str | None:
     marks the ClusterQueue inactive, or the PreemptionConfig Valid=False), and with `fair_sharing`
     False a DRS quota value (Valid=False, FairSharingRequired). None: not judged (lint's own finding)."""
     from ..engine.configurable import usability
+    from ..engine.limits import build_limit
     from ..engine.selectors import NOTHING, SelectorError, build
 
     if isinstance(obj, Workload) and not obj.spec.queue_name:
@@ -178,6 +179,11 @@ def _unusable(obj: Any, fair_sharing: bool | None = None) -> str | None:
         errors = usability(obj, fair_sharing).problems
         if errors:
             return "; ".join(errors)
+    if isinstance(obj, PreemptionLimit):
+        try:
+            build_limit(obj)
+        except ValueError as exc:
+            return str(exc)
     return None
 
 
