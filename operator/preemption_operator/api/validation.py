@@ -307,6 +307,8 @@ def _string(schema: dict[str, Any], value: str, path: str) -> Iterator[Problem]:
         yield _invalid(path, value, f"{path} in body should match '{schema['pattern']}'")
     if schema.get("format") == "date-time" and not _is_date_time(value):
         yield _invalid(path, value, f"{path} in body must be of type date-time: {_quote(value)}", blocking=True)
+    if schema.get("format") == "duration" and openapi_duration(value) is None:
+        yield _invalid(path, value, f"{path} in body must be of type duration: {_quote(value)}", blocking=True)
 
 
 def _is_date_time(value: str) -> bool:
@@ -317,6 +319,61 @@ def _is_date_time(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_INT64 = 2**64
+
+
+def _wrap_int64(value: int) -> int:
+    value %= _INT64
+    return value - _INT64 if value >= 2**63 else value
+
+
+_GO_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
+_STRFMT_PART = re.compile(r"((\d+)\s*([A-Za-zµ]+))")
+_STRFMT_UNITS = (
+    (("ns", "nano"), 1),
+    (("us", "µs", "micro"), 10**3),
+    (("ms", "milli"), 10**6),
+    (("s", "sec"), 10**9),
+    (("m", "min"), 60 * 10**9),
+    (("h", "hr", "hour"), 3600 * 10**9),
+    (("d", "day"), 24 * 3600 * 10**9),
+    (("w", "wk", "week"), 7 * 24 * 3600 * 10**9),
+)
+
+
+def go_duration(text: str) -> int | None:
+    """Go's time.ParseDuration in nanoseconds; None where Go returns an error (malformed, or
+    beyond int64)."""
+    sign, rest = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    if rest == "0":
+        return 0
+    try:
+        return sign * parse_nanoseconds(rest) if rest else None
+    except DurationError:
+        return None
+
+
+def openapi_duration(text: str) -> int | None:
+    """A string of `format: duration` as the API server reads it (go-openapi's
+    strfmt.ParseDuration): Go's syntax, else number-and-unit pairs such as "1d", "2 weeks" or
+    "10sec", summed in int64 nanoseconds that wrap as Go's do. None: not a duration."""
+    exact = go_duration(text)
+    if exact is not None:
+        return exact
+    total, matched = 0, False
+    for part in _STRFMT_PART.finditer(text):
+        factor, unit = int(part.group(2)), part.group(3).strip().lower()
+        if factor >= 2**63:  # strconv.Atoi fails
+            return None
+        for variants, multiplier in _STRFMT_UNITS:
+            for index, variant in enumerate(variants):
+                last = index == len(variants) - 1
+                if (last and unit.startswith(variant)) or unit == variant:
+                    matched = True
+                    total = _wrap_int64(total + _wrap_int64(factor * multiplier))
+    return total if matched else None
 
 
 def _number(schema: dict[str, Any], value: float, path: str) -> Iterator[Problem]:
@@ -422,15 +479,53 @@ def _duration(text: Any) -> timedelta:
     (kept to the microsecond here)."""
     if isinstance(text, timedelta):
         return text
-    try:
-        if not isinstance(text, str):
-            raise DurationError(str(text))
-        sign = -1 if text.startswith("-") else 1
-        nanoseconds = parse_nanoseconds(text.lstrip("+-") if text[:1] in "+-" else text)
-    except DurationError:
+    nanoseconds = go_duration(text) if isinstance(text, str) else None
+    if nanoseconds is None:
         _failure.set(_DURATION_ERROR)
-        raise ValueError(_DURATION_ERROR) from None
-    return timedelta(microseconds=sign * nanoseconds // 1000)
+        raise ValueError(_DURATION_ERROR)
+    return _timedelta(nanoseconds)
+
+
+def _timedelta(nanoseconds: int) -> timedelta:
+    return timedelta(microseconds=nanoseconds // 1000)
+
+
+_FORMATS_BELOW: dict[int, tuple[dict[str, Any], bool]] = {}
+"""id of a schema node -> (the node, kept alive so that its id is not reused; the answer)."""
+
+
+def _typed_formats(schema: dict[str, Any]) -> bool:
+    """Whether a schema node, or one below it, has a format CEL reads as a type of its own."""
+    known = _FORMATS_BELOW.get(id(schema))
+    if known is not None:
+        return known[1]
+    below = [*schema.get("properties", {}).values(), schema.get("items"), schema.get("additionalProperties")]
+    found = schema.get("format") in ("duration", "date-time") or any(
+        _typed_formats(sub) for sub in below if isinstance(sub, dict)
+    )
+    _FORMATS_BELOW[id(schema)] = (schema, found)
+    return found
+
+
+def cel_value(schema: dict[str, Any] | None, value: Any) -> Any:
+    """A value as Kubernetes hands it to CEL: a string of `format: duration` is a duration, one of
+    `format: date-time` a timestamp (the schema has checked both)."""
+    if schema is None or not _typed_formats(schema):
+        return value
+    if isinstance(value, str):
+        if schema.get("format") == "duration":
+            nanoseconds = openapi_duration(value)
+            return value if nanoseconds is None else _timedelta(nanoseconds)
+        if schema.get("format") == "date-time" and _is_date_time(value):
+            return datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+        return value
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        return {k: cel_value(props.get(k, extra if isinstance(extra, dict) else None), v) for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [cel_value(schema["items"], item) for item in value]
+    return value
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {DURATION_FUNCTION: _duration}
@@ -470,7 +565,7 @@ def _rules(schema: dict[str, Any], value: Any, path: str) -> list[Problem]:
         where = path + str(rule.get("fieldPath", "")) if rule.get("fieldPath") else path
         kind = _type(schema) or _json_type(value)
         try:
-            ok = evaluate(text, value)
+            ok = evaluate(text, cel_value(schema, value))
         except RuleError as exc:
             errors.append(Problem(where, f"Invalid value: {_quote(kind)}: {exc} evaluating rule: {message}"))
             continue
