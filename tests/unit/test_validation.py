@@ -299,3 +299,22 @@ def test_the_examples_are_valid() -> None:
         for body in yaml.safe_load_all(path.read_text()):
             if body is not None:
                 assert problems(copy.deepcopy(body)) == [], path
+
+
+def test_every_rule_case_of_test_crds_evaluates_the_same() -> None:
+    """The passing and breaking values test_crds.py holds for every CEL rule of crds/ (checked there
+    with cel-python) give the same answers here (transition rules aside)."""
+    from tests.unit import test_crds
+
+    checked = 0
+    for found in test_crds.RULES:
+        case = test_crds.case_for(found)
+        assert case is not None, found.id
+        if validation.is_transition_rule(found.rule):
+            continue
+        for expected, bindings in ((True, case.passing), (False, case.breaking)):
+            for binding in bindings:
+                value = validation.cel_value(found.node, validation.defaulted(found.node, binding.self))
+                assert validation.evaluate(found.rule, value) is expected, (found.id, binding.self)
+                checked += 1
+    assert checked >= 100

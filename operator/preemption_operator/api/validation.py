@@ -451,6 +451,7 @@ DURATION_FUNCTION = "_k8s_duration"
 _DURATION_ERROR = "type conversion error from 'string' to 'google.protobuf.Duration'"
 
 
+@functools.cache
 def is_transition_rule(rule: str) -> bool:
     """Whether a rule compares with the stored object (`oldSelf`): skipped offline."""
     return _OLD_SELF.search(_STRING_LITERAL.sub("''", rule)) is not None
