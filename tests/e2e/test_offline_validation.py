@@ -300,7 +300,8 @@ def on_server(cluster: ControlPlane, bad: Bad) -> tuple[int, str]:
 
 
 def server_problems(output: str) -> list[str]:
-    """The `<path>: <detail>` items of an API server's 422 message (kubectl's rendering)."""
+    """The `<path>: <detail>` items of an API server's 422 (kubectl writes `The <Kind> "<name>" is
+    invalid: ...` for a StatusReasonInvalid response, and only for it)."""
     assert " is invalid: " in output, output
     text = output.split(" is invalid: ", 1)[1]
     items = [line[2:] for line in text.splitlines() if line.startswith("* ")] or [text.strip()]
