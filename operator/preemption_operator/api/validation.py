@@ -13,13 +13,15 @@ object, and offline there is no stored object.
 
 CEL is evaluated with the `common-expression-language` package (docs/development.md says why).
 `duration()` is ours: Go's time.ParseDuration on int64 nanoseconds, so that a duration past
-~292 years is an error as on the API server (the library's own wraps silently).
+~292 years is an error as on the API server (the library's own wraps silently). A string of
+`format: duration` or `format: date-time` reaches a rule as a duration or a timestamp, as
+Kubernetes types it (`self >= duration('1s')` on such a field).
 
 Each problem reads `<field path>: <detail>` exactly as in the API server's 422 response
 (`spec.rules[0].candidateSelectors[0]: Invalid value: "object": <rule's message>`); the offline
 loaders (offline/manifests.py) put the file and object before it. Where the models refuse a value
 too, the loaders show the models' words instead (they name the limit in words, never a regular
-expression); a broken CEL rule is always shown in the API server's words.
+expression); a CEL rule that says no is always shown in the API server's words.
 """
 
 from __future__ import annotations
