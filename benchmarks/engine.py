@@ -11,7 +11,14 @@ snapshot from the cache and run the scheduler over it. Two variants per size:
   priority 0, in the first queue, which is full) can only borrow, and reclaims from the borrower
   by Dominant Resource Share: borrower 4/10N before, preemptor 2/10N after, so two of the
   borrower's workloads go (InCohortFairSharing; the second at equal shares, which
-  LessThanOrEqualToFinalShare allows).
+  LessThanOrEqualToFinalShare allows);
+- configurable: classic preemption off everywhere; the first queue of each cohort names a
+  PreemptionConfig whose one rule (trigger Always, scope WithinCohortTree, lower boosted
+  priority) offers the whole cohort; the pending workload (2 cpu, priority 100) takes two
+  (ConfigurablePreemption). Measured with no `spec.ordering` (the classic candidate order), with
+  the static ordering [Priority Ascending, AdmissionTimestamp Ascending], and with
+  [ClusterQueueDRS Descending, Priority Ascending], whose shares are re-read after each victim.
+  These three are interleaved with each other; "/ no ordering" compares with the first.
 
     python benchmarks/engine.py [--repeat N] [--sizes 1000:50,10000:500,100000:5000]
 
@@ -42,18 +49,38 @@ COHORT_SIZE = 10
 BORROWED = 4
 """Fair variant: what the second queue of each cohort borrows from the third."""
 CLASSIC, FAIR = "classic", "fair sharing"
-REASONS = {CLASSIC: "InClusterQueue", FAIR: "InCohortFairSharing"}
+CONFIGURABLE = "configurable, no ordering"
+STATIC_ORDER = "configurable, ordering Priority, AdmissionTimestamp"
+DRS_ORDER = "configurable, ordering ClusterQueueDRS, Priority"
+ORDERINGS: dict[str, list[dict[str, str]] | None] = {
+    CONFIGURABLE: None,
+    STATIC_ORDER: [
+        {"orderingField": "Priority", "direction": "Ascending"},
+        {"orderingField": "AdmissionTimestamp", "direction": "Ascending"},
+    ],
+    DRS_ORDER: [
+        {"orderingField": "ClusterQueueDRS", "direction": "Descending"},
+        {"orderingField": "Priority", "direction": "Ascending"},
+    ],
+}
+GROUPS = ((CLASSIC, FAIR), (CONFIGURABLE, STATIC_ORDER, DRS_ORDER))
+"""Variants measured together (interleaved); one group's caches at a time."""
+REASONS = {CLASSIC: "InClusterQueue", FAIR: "InCohortFairSharing", **dict.fromkeys(ORDERINGS, "ConfigurablePreemption")}
 
 
-def _cq(name: str, cohort: str, nominal: int) -> dict[str, Any]:
+def _cq(name: str, cohort: str, nominal: int, config: str | None = None) -> dict[str, Any]:
+    classic = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+    metadata: dict[str, Any] = {"name": name}
+    if config is not None:
+        metadata["annotations"] = {"kueue.x-k8s.io/preemption-config-name": config}
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
-        "metadata": {"name": name},
+        "metadata": metadata,
         "spec": {
             "cohortName": cohort,
             "namespaceSelector": {},
-            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "preemption": {} if config is not None else classic,
             "resourceGroups": [
                 {
                     "coveredResources": ["cpu"],
@@ -110,16 +137,42 @@ def _workload(name: str, queue: str, priority: int, cpu: int, admitted_in: str |
     return body
 
 
+def _config(ordering: list[dict[str, str]] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "rules": [
+            {
+                "name": "lower-priority",
+                "activationPolicy": {"trigger": "Always"},
+                "candidateSelectors": [
+                    {"scope": "WithinCohortTree", "priority": {"mode": "Boosted", "comparison": "LessThan"}}
+                ],
+            }
+        ]
+    }
+    if ordering is not None:
+        spec["ordering"] = ordering
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1alpha1",
+        "kind": "PreemptionConfig",
+        "metadata": {"name": "bench"},
+        "spec": spec,
+    }
+
+
 def build(workloads: int, queues: int, variant: str = CLASSIC) -> Cache:
     per_queue = workloads // queues
     fair = variant == FAIR
+    configurable = variant in ORDERINGS
     bodies: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}, "spec": {}},
     ]
+    if configurable:
+        bodies.append(_config(ORDERINGS[variant]))
     for q in range(queues):
         name = f"cq-{q}"
-        bodies.append(_cq(name, f"cohort-{q // COHORT_SIZE}", per_queue))
+        config = "bench" if configurable and q % COHORT_SIZE == 0 else None
+        bodies.append(_cq(name, f"cohort-{q // COHORT_SIZE}", per_queue, config))
         bodies.append(
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -186,29 +239,31 @@ def main() -> None:
     rows = []
     for spec in args.sizes.split(","):
         workloads, queues = (int(x) for x in spec.split(":"))
-        caches: dict[str, Cache] = {}
-        load_s: dict[str, float] = {}
-        for variant in (CLASSIC, FAIR):
-            started = time.perf_counter()
-            caches[variant] = build(workloads, queues, variant)
-            load_s[variant] = time.perf_counter() - started
-        results = measure(caches, args.repeat)
-        # Again as the operator runs: it freezes its cache once synced, so full collections do
-        # not rescan it (run.py); garbage made per cycle is still collected.
-        gc.collect()
-        gc.freeze()
-        frozen = measure(caches, args.repeat)
-        gc.unfreeze()
-        del caches  # the 100k caches are large: two at a time at most
-        gc.collect()
-        for variant in (CLASSIC, FAIR):
-            result = results[variant]
-            result.update({f"frozen_{k}": v for k, v in frozen[variant].items()})
-            rows.append((workloads, queues, variant, load_s[variant], result))
-            print(
-                f"{workloads} workloads / {queues} ClusterQueues, {variant}: cycle median {result['cycle_ms']:.2f} ms",
-                flush=True,
-            )
+        for group in GROUPS:
+            caches: dict[str, Cache] = {}
+            load_s: dict[str, float] = {}
+            for variant in group:
+                started = time.perf_counter()
+                caches[variant] = build(workloads, queues, variant)
+                load_s[variant] = time.perf_counter() - started
+            results = measure(caches, args.repeat)
+            # Again as the operator runs: it freezes its cache once synced, so full collections do
+            # not rescan it (run.py); garbage made per cycle is still collected.
+            gc.collect()
+            gc.freeze()
+            frozen = measure(caches, args.repeat)
+            gc.unfreeze()
+            del caches  # the 100k caches are large: one group at a time
+            gc.collect()
+            for variant in group:
+                result = results[variant]
+                result.update({f"frozen_{k}": v for k, v in frozen[variant].items()})
+                rows.append((workloads, queues, variant, load_s[variant], result))
+                print(
+                    f"{workloads} workloads / {queues} ClusterQueues, {variant}: "
+                    f"cycle median {result['cycle_ms']:.2f} ms",
+                    flush=True,
+                )
     load_after = os.getloadavg()
     lines = [
         f"# Engine benchmark ({datetime.now(UTC):%Y-%m-%d}, {platform.python_implementation()} {platform.python_version()}, "
@@ -216,8 +271,12 @@ def main() -> None:
         "",
         "One scheduling cycle ending in a preemption of two workloads; cohorts of ten queues. classic: inside one "
         "ClusterQueue (InClusterQueue), fair sharing off. fair sharing: `--fair-sharing`, reclaiming from a borrower "
-        "of the cohort by Dominant Resource Share (InCohortFairSharing); see `benchmarks/engine.py`. The two "
-        "variants' cycles are interleaved, one of each in turn, over the same stretch of time.",
+        "of the cohort by Dominant Resource Share (InCohortFairSharing). configurable: classic preemption off, a "
+        "PreemptionConfig rule offers the whole cohort (ConfigurablePreemption), without `spec.ordering`, with "
+        "[Priority, AdmissionTimestamp] (static: one sort) and with [ClusterQueueDRS Descending, Priority] (shares "
+        "re-read after each victim); see `benchmarks/engine.py`. classic and fair sharing are interleaved, one "
+        "cycle of each in turn, over the same stretch of time; so are the three configurable variants, whose last "
+        "column compares each with the one without ordering.",
         "",
         f"Load average before {_load(load_before)}, after {_load(load_after)} (1 / 5 / 15 min; the machine is shared).",
         "",
@@ -226,20 +285,30 @@ def main() -> None:
         "",
         "| admitted workloads | ClusterQueues | preemption | load into cache (s) | snapshot median (ms) "
         "| cycle median (ms) | cycle p90 (ms) | cycle median / classic "
-        "| frozen: cycle median (ms) | frozen: p90 (ms) | frozen: median / classic |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| frozen: cycle median (ms) | frozen: p90 (ms) | frozen: median / classic "
+        "| median / no ordering | frozen: median / no ordering |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     classic: dict[int, dict[str, float]] = {}
+    unordered: dict[int, dict[str, float]] = {}
     for workloads, queues, variant, load_s, r in rows:
         if variant == CLASSIC:
             classic[workloads] = r
+        if variant == CONFIGURABLE:
+            unordered[workloads] = r
         base = classic.get(workloads)
         ratio = r["cycle_ms"] / base["cycle_ms"] if base else float("nan")
         frozen_ratio = r["frozen_cycle_ms"] / base["frozen_cycle_ms"] if base else float("nan")
+        plain = unordered.get(workloads)
+        ordered = (
+            f"{r['cycle_ms'] / plain['cycle_ms']:.2f}x | {r['frozen_cycle_ms'] / plain['frozen_cycle_ms']:.2f}x"
+            if variant in ORDERINGS and plain is not None
+            else " | "
+        )
         lines.append(
             f"| {workloads:,} | {queues:,} | {variant} | {load_s:.1f} | {r['snapshot_ms']:.2f} | {r['cycle_ms']:.2f} "
             f"| {r['cycle_p90_ms']:.2f} | {ratio:.2f}x | {r['frozen_cycle_ms']:.2f} | {r['frozen_cycle_p90_ms']:.2f} "
-            f"| {frozen_ratio:.2f}x |"
+            f"| {frozen_ratio:.2f}x | {ordered} |"
         )
     command = " ".join(["python", "benchmarks/engine.py", *sys.argv[1:]])
     lines += ["", f"Command: `{command}`"]

@@ -179,7 +179,15 @@ class Scenario:
             )  # fmt: skip
         for kind in ("workloads", "localqueues"):
             self.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", "--ignore-not-found", check=False)
-        for kind in ("clusterqueues", "cohorts", "preemptionconfigs", "resourceflavors", "topologies", "nodes"):
+        for kind in (
+            "clusterqueues",
+            "cohorts",
+            "preemptionconfigs",
+            "preemptionlimits",
+            "resourceflavors",
+            "topologies",
+            "nodes",
+        ):
             self.kubectl(
                 "delete", kind, "-l", f"{TEST_LABEL}={ns}", "--wait=false", "--ignore-not-found", check=False
             )  # fmt: skip

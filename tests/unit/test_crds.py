@@ -889,7 +889,10 @@ def _requests(doc: dict[str, Any]) -> dict[str, Any]:
 
 BAD: list[tuple[str, dict[str, Any], str]] = [
     # (case, object, JSON path of the expected schema error)
-    ("unknown field in spec", edit(BASE_CONFIG, lambda d: d["spec"].update(ordering=[])), "$.spec"),
+    ("unknown field in spec", edit(BASE_CONFIG, lambda d: d["spec"].update(preemptionLimits=[])), "$.spec"),
+    ("ordering field unknown", edit(BASE_CONFIG, lambda d: d["spec"].update(ordering=[{"orderingField": "CreationTimestamp"}])), "$.spec.ordering[0].orderingField"),
+    ("ordering field missing", edit(BASE_CONFIG, lambda d: d["spec"].update(ordering=[{"direction": "Ascending"}])), "$.spec.ordering[0]"),
+    ("ordering direction unknown", edit(BASE_CONFIG, lambda d: d["spec"].update(ordering=[{"orderingField": "Priority", "direction": "Up"}])), "$.spec.ordering[0].direction"),
     ("unknown field in rule", edit(BASE_CONFIG, lambda d: _rule(d).update(minTriggerRequiredDuration="5m")), "$.spec.rules[0]"),
     ("unknown field in selector", edit(BASE_CONFIG, lambda d: _selector(d).update(costFunction="Linear")), "$.spec.rules[0].candidateSelectors[0]"),
     ("unknown top-level field", edit(BASE_CONFIG, lambda d: d.update(status2={})), "$"),
@@ -1336,6 +1339,11 @@ CEL_CASES: dict[str, CelCase] = {
         "minTimeFromCreationDuration must be less than or equal to maxTimeFromCreationDuration",
         passing=[B({"scope": "AnyClusterQueue", "minTimeFromCreationDuration": "1m", "maxTimeFromCreationDuration": "2m"})],
         breaking=[B({"scope": "AnyClusterQueue", "minTimeFromCreationDuration": "2m", "maxTimeFromCreationDuration": "1m"})],
+    ),
+    "self.all(x, self.exists_one(y, y.orderingField == x.orderingField))": CelCase(
+        "orderingField must be unique",
+        passing=[B([]), B([{"orderingField": "Priority"}]), B([{"orderingField": "Priority", "direction": "Descending"}, {"orderingField": "AdmissionTimestamp"}, {"orderingField": "ClusterQueueDRS"}])],
+        breaking=[B([{"orderingField": "Priority"}, {"orderingField": "Priority", "direction": "Descending"}]), B([{"orderingField": "IsOtherCQ"}, {"orderingField": "Priority"}, {"orderingField": "IsOtherCQ"}])],
     ),
     "has(self.mode) == has(self.comparison)": CelCase(
         "mode and comparison must be specified together",

@@ -172,8 +172,63 @@ class PreemptionRule(KubeModel):
     ] = None
 
 
+OrderingField = Literal[
+    "Priority",
+    "AdmissionTimestamp",
+    "ClusterQueueDRS",
+    "IsOtherCQ",
+    "IsOtherCohort",
+    "IsDRSLessThanInitialShare",
+    "IsDRSLessThanOrEqualToFinalShare",
+    "LocalQueueDRS",
+]
+OrderingDirection = Literal["Ascending", "Descending"]
+
+
+class CandidateOrder(KubeModel):
+    """One key of the candidate order. Beyond Kueue v0.19/v0.20: the API of its future-work
+    proposal (KEP-13396 "Configurable Candidate Ordering")."""
+
+    ordering_field: OrderingField
+    """Priority: effective priority (with any boost); Ascending lowest first.
+    AdmissionTimestamp: when quota was reserved (none yet counts as now); Ascending oldest first
+    (FIFO), Descending newest first (LIFO, as classic preemption).
+    ClusterQueueDRS: the Dominant Resource Share of the candidate's ClusterQueue as the victims
+    chosen so far leave it; Ascending lower share first. Computed as fair sharing computes it
+    (weight 1 unless set), also with fair sharing off.
+    IsOtherCQ: Ascending puts the preemptor's own ClusterQueue first, Descending the others first.
+    IsOtherCohort: Ascending puts ClusterQueues of the preemptor's direct Cohort first (a
+    ClusterQueue without a Cohort shares one only with itself).
+    IsDRSLessThanInitialShare, IsDRSLessThanOrEqualToFinalShare: Ascending puts first the
+    candidates that fair preemption strategy would let the preemptor take (their ClusterQueue is
+    above its initial, or final, share compared with the preemptor's); shares as fair preemption
+    computes them, also with fair sharing off; the preemptor's own ClusterQueue counts as fair,
+    as fair preemption takes from it without comparing shares.
+    LocalQueueDRS: the candidate's LocalQueue, its largest use of a resource as a share of its
+    ClusterQueue's nominal quota, as the victims chosen so far leave it; Ascending lower first.
+    Current usage, weight 1: Kueue's admission fair sharing (decayed usage) is not modelled."""
+    direction: OrderingDirection = crd_default("Ascending")
+
+
 class PreemptionConfigSpec(KubeModel):
     rules: Annotated[list[PreemptionRule] | None, Field(max_length=64, json_schema_extra=list_map("name"))] = None
+    ordering: Annotated[
+        list[CandidateOrder] | None,
+        Field(
+            max_length=8,
+            json_schema_extra={
+                **LIST_ATOMIC,
+                **cel(
+                    (
+                        "self.all(x, self.exists_one(y, y.orderingField == x.orderingField))",
+                        "orderingField must be unique",
+                    )
+                ),
+            },
+        ),
+    ] = None
+    """The order in which this config's candidates are taken: keys compared in turn; workloads
+    already being evicted always first, the UID last. Unset or empty: the classic order."""
 
 
 class PreemptionConfigStatus(KubeModel):
@@ -217,3 +272,7 @@ class PreemptionConfig(TopLevel):
     @property
     def rules(self) -> list[PreemptionRule]:
         return list(self.spec.rules or []) if self.spec else []
+
+    @property
+    def ordering(self) -> list[CandidateOrder]:
+        return list(self.spec.ordering or []) if self.spec else []

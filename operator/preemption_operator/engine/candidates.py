@@ -47,6 +47,8 @@ class RuleMatch:
     config: str
     selectors: tuple[tuple[str, tuple[int, ...]], ...]
     """(rule name, selector indexes), rules in spec order."""
+    ordering: str = ""
+    """The config's `spec.ordering` as explanations show it; empty for the classic order."""
 
     def describe(self) -> str:
         return "; ".join(f"{rule}/{','.join(str(i) for i in idx)}" for rule, idx in self.selectors)
@@ -98,7 +100,8 @@ class Candidate:
     @property
     def source(self) -> str:
         if self.rule is not None:
-            return f"preemption config {self.rule.config} rule {self.rule.describe()}"
+            ordered = f", ordered by {self.rule.ordering}" if self.rule.ordering else ""
+            return f"preemption config {self.rule.config} rule {self.rule.describe()}{ordered}"
         return f"{self.origin} ({self.reason})" if self.reason else self.origin
 
 

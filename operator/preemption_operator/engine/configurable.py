@@ -20,6 +20,7 @@ from ..api.meta import format_time
 from ..api.v1alpha1 import CandidateSelector, NumericLabelConstraint, PreemptionConfig, PreemptionRule
 from . import fair_sharing as fs
 from . import protection
+from .candidate_order import describe, ranked
 from .candidates import CONFIGURABLE_PREEMPTION, Candidate, CandidateRecord, Context, RuleMatch
 from .fair_preemption import strategies_allow
 from .notices import Notice
@@ -296,7 +297,8 @@ def rule_applies(rule: PreemptionRule, preemptor: WorkloadInfo) -> bool:
 
 
 def validate(config: PreemptionConfig) -> list[str]:
-    """Build errors of a config independent of any preemptor (selectors, operators), for status and lint."""
+    """Build errors of a config independent of any preemptor (selectors, operators, a field listed
+    twice in its ordering), for status and lint."""
     from .selectors import NOTHING
 
     errors = []
@@ -321,6 +323,14 @@ def validate(config: PreemptionConfig) -> list[str]:
                     f"{where} candidateSelectors[{i}]: building Priority filter (MissingModeOrComparison): "
                     "mode and comparison must be specified together"
                 )
+    first: dict[str, int] = {}
+    for i, order in enumerate(config.ordering):
+        earlier = first.setdefault(order.ordering_field, i)
+        if earlier != i:
+            errors.append(
+                f"PreemptionConfig {config.name}: spec.ordering[{i}].orderingField: {order.ordering_field} "
+                f"is already spec.ordering[{earlier}]; each field may be listed once"
+            )
     return errors
 
 
@@ -454,7 +464,15 @@ class ConfigurablePreemption:
                 ctx.record(wl, "excluded", "not selected: " + "; ".join(f"{r} does not match" for r in reasons), source)
         order = {rule.name: i for i, rule in enumerate(config.rules)}
         now, name = ctx.snapshot.now, ctx.cq.name
-        for wl, matches in sorted(found.values(), key=lambda item: candidate_key(item[0], name, now)):
+        ordering = config.ordering
+        shown = describe(ordering) if ordering else ""
+        if ordering:
+            # Decided one victim at a time: share-based keys read the snapshot as the ones before left it.
+            workloads = ranked(ctx, [wl for wl, _ in found.values()], ordering)
+        else:
+            workloads = iter(sorted((wl for wl, _ in found.values()), key=lambda wl: candidate_key(wl, name, now)))
+        for wl in workloads:
+            matches = found[wl.uid][1]
             if ctx.snapshot.is_removed(wl):
                 continue
             # Quota constraints read the snapshot as earlier victims left it: check them again.
@@ -462,13 +480,13 @@ class ConfigurablePreemption:
                 rule: [s.index for s in selectors if s.quota_matches(ctx, wl) is None]
                 for rule, selectors in matches.items()
             }
-            ranked = tuple(
+            matched = tuple(
                 (rule, tuple(idx)) for rule, idx in sorted(still.items(), key=lambda kv: order[kv[0]]) if idx
             )
-            if not ranked:
+            if not matched:
                 ctx.record(wl, "skipped", "its ClusterQueue no longer meets the selector's quota constraint", trigger)
                 continue
-            yield Candidate(wl, CONFIGURABLE_PREEMPTION, rule=RuleMatch(config.name, ranked))
+            yield Candidate(wl, CONFIGURABLE_PREEMPTION, rule=RuleMatch(config.name, matched, shown))
         return True
 
     @staticmethod
