@@ -109,6 +109,12 @@ def config(**selector: Any) -> dict[str, Any]:
     }
 
 
+def ordered(*fields: str, **selector: Any) -> dict[str, Any]:
+    body = config(**selector)
+    body["spec"]["ordering"] = [{"orderingField": name} for name in fields]
+    return body
+
+
 def group(covered: list[str], resources: list[str], **quota: Any) -> dict[str, Any]:
     return {
         "coveredResources": covered,
@@ -221,6 +227,8 @@ RULE_FIXTURES: dict[tuple[str, str, str], Callable[[str], Bad]] = {
         lambda ns: Bad(config(minTimeFromCreationDuration="1m0.5s", maxTimeFromCreationDuration="60s")),
     ("PreemptionConfig", ".spec.rules[].candidateSelectors[].numericLabels[]", "minValue must be less than or equal to maxValue"):
         lambda ns: Bad(config(numericLabels=[{"key": "example.com/size", "minValue": 5, "maxValue": 1}])),
+    ("PreemptionConfig", ".spec.ordering", "orderingField must be unique"):
+        lambda ns: Bad(ordered("AdmissionTimestamp", "Priority", "AdmissionTimestamp")),
     ("PreemptionConfig", ".spec.rules[].candidateSelectors[].priority", "mode and comparison must be specified together"):
         lambda ns: Bad(config(priority={"mode": "Base"})),
     ("ResourceFlavor", ".spec", "at least one nodeLabel is required when topology is set"):
@@ -509,7 +517,8 @@ def valid_objects(namespace: str) -> list[Bad]:
         Bad(topology("rack", "kubernetes.io/hostname")),
         Bad({"apiVersion": V1BETA2, "kind": "WorkloadPriorityClass", "metadata": {"name": _name()}, "value": 100}),
         Bad(
-            config(
+            ordered(
+                "Priority", "AdmissionTimestamp",
                 minExecutionDuration="0", maxExecutionDuration="1h", minTimeFromCreationDuration="90s",
                 maxTimeFromCreationDuration="1m30s", numericLabels=[{"key": "k", "minValue": 1, "maxValue": 1}],
                 priority={"mode": "Base", "comparison": "LessThan"}, quota="DRSAllStrategies",
