@@ -299,6 +299,8 @@ INVALID: list[tuple[str, Callable[[list[Doc]], object], str]] = [
      "Workload ns/old: status.conditions[0].lastTransitionTime: 9999-01-01T00:00:00Z is too far in the future"),
     ("node allocatable -1", lambda d: d.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "-1"}}}),
      'Node n1: status.allocatable.cpu: "-1" is negative: it must be zero or more'),
+    ("nine node labels", lambda d: find(d, "ResourceFlavor")["spec"].update(nodeLabels={f"l{i}": "v" for i in range(9)}),
+     "ResourceFlavor default: spec.nodeLabels: 9 items are too many: at most 8"),
     ("rule name pattern", lambda d: find(d, "PreemptionConfig")["spec"]["rules"][0].update(name="Rule_1"),
      'PreemptionConfig cfg: spec.rules[0].name: "Rule_1" is not a DNS label: lowercase letters, digits and '
      "'-', starting and ending with a letter or digit"),

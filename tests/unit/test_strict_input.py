@@ -97,9 +97,10 @@ def test_a_quota_for_a_resource_that_is_not_covered_is_an_error(tmp_path: Path) 
     )
     result = simulate(tmp_path, q_yaml=bad)
     assert result.exit_code == 2
+    # The CRD's CEL rule refuses it first, in the API server's words (api/validation.py).
     assert result.output.strip().endswith(
-        'ClusterQueue research: spec.resourceGroups[0].flavors[0].resources[1].name: "gpu" must match the name '
-        'in coveredResources ("memory" at position 1)'
+        'ClusterQueue research: spec.resourceGroups[0]: Invalid value: "object": each flavor\'s resources must '
+        "match the name in coveredResources, in order"
     )
 
 

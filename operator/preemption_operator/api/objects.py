@@ -105,9 +105,9 @@ def _message(kind: str, ctx: dict[str, Any], value: Any, msg: str) -> str:
     if kind == "string_too_short":
         return f"{show(value)} is too short: at least {ctx['min_length']} characters"
     if kind == "too_long":
-        return f"{ctx.get('actual_length')} items are too many: at most {ctx['max_length']}"
+        return f"{_length(ctx, value)} items are too many: at most {ctx['max_length']}"
     if kind == "too_short":
-        return f"{ctx.get('actual_length')} items are too few: at least {ctx['min_length']}"
+        return f"{_length(ctx, value)} items are too few: at least {ctx['min_length']}"
     if kind in ("less_than_equal", "less_than", "greater_than_equal", "greater_than"):
         return f"{msg}, got {show(value)}"  # pydantic's words state the bound
     if kind == "literal_error":
@@ -119,6 +119,14 @@ def _message(kind: str, ctx: dict[str, Any], value: Any, msg: str) -> str:
     if kind in _KINDS_OF_VALUE:
         return f"{show(value)} is not {_KINDS_OF_VALUE[kind]}"
     return msg
+
+
+def _length(ctx: dict[str, Any], value: Any) -> Any:
+    """The count pydantic reports, or (a mapping's, which it leaves out) the value's own."""
+    actual = ctx.get("actual_length")
+    if actual is None and isinstance(value, (dict, list)):
+        return len(value)
+    return actual
 
 
 def is_read(body: dict[str, Any]) -> bool:

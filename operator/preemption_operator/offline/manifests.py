@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..api import kinds
+from ..api import kinds, validation
 from ..api.objects import ObjectError, is_read, object_ref, parse_object
 from ..api.v1alpha1 import PreemptionConfig, PreemptionLimit
 from ..api.v1beta2 import ClusterQueue, Workload
@@ -187,6 +187,18 @@ def _unusable(obj: Any, fair_sharing: bool | None = None) -> str | None:
     return None
 
 
+def _refused(body: dict[str, Any]) -> None:
+    """Raises ObjectError when the API server would refuse the object: its CRD's schema and CEL
+    rules (api/validation.py), in the API server's words, except what the models refuse too,
+    which they say in theirs (the limit in words, never a regular expression)."""
+    problems = validation.validate(body)
+    if not problems:
+        return
+    if not all(problem.rule for problem in problems):
+        parse_object(body)  # raises ObjectError with the models' words when they refuse it too
+    raise ObjectError(f"{object_ref(body)}: {'; '.join(str(problem) for problem in problems)}")
+
+
 def parse(
     manifests: Iterable[Manifest],
     skipped: list[str] | None = None,
@@ -215,6 +227,7 @@ def parse(
             integration, members = jobs[index]
             workload = _job_workload(integration, [manifests[i] for i in members], classes, label_keys_to_copy)
             try:
+                _refused(workload)
                 objects.append(parse_object(workload))
             except ObjectError as exc:
                 raise ManifestError(f"{manifest.source}: {object_ref(manifest.body)}: its Workload: {exc}") from None
@@ -226,6 +239,7 @@ def parse(
                 )
             continue
         try:
+            _refused(manifest.body)
             obj = parse_object(manifest.body)
             problem = _unusable(obj, fair_sharing)
             if problem is not None:
