@@ -115,6 +115,15 @@ def ordered(*fields: str, **selector: Any) -> dict[str, Any]:
     return body
 
 
+def limit(window: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": V1ALPHA1,
+        "kind": "PreemptionLimit",
+        "metadata": {"name": _name()},
+        "spec": {"scope": "Global", "limit": 3, "limitWindowDuration": window, **spec},
+    }
+
+
 def group(covered: list[str], resources: list[str], **quota: Any) -> dict[str, Any]:
     return {
         "coveredResources": covered,
@@ -229,6 +238,8 @@ RULE_FIXTURES: dict[tuple[str, str, str], Callable[[str], Bad]] = {
         lambda ns: Bad(config(numericLabels=[{"key": "example.com/size", "minValue": 5, "maxValue": 1}])),
     ("PreemptionConfig", ".spec.ordering", "orderingField must be unique"):
         lambda ns: Bad(ordered("AdmissionTimestamp", "Priority", "AdmissionTimestamp")),
+    ("PreemptionLimit", ".spec.limitWindowDuration", "must be at least 1s"):
+        lambda ns: Bad(limit("999ms")),
     ("PreemptionConfig", ".spec.rules[].candidateSelectors[].priority", "mode and comparison must be specified together"):
         lambda ns: Bad(config(priority={"mode": "Base"})),
     ("ResourceFlavor", ".spec", "at least one nodeLabel is required when topology is set"):
@@ -516,6 +527,7 @@ def valid_objects(namespace: str) -> list[Bad]:
         Bad(flavor(topologyName="t", nodeLabels={"pool": "a"}, nodeTaints=[{"key": "k", "effect": "NoExecute"}])),
         Bad(topology("rack", "kubernetes.io/hostname")),
         Bad({"apiVersion": V1BETA2, "kind": "WorkloadPriorityClass", "metadata": {"name": _name()}, "value": 100}),
+        Bad(limit("1s", scope="PreemptedClusterQueue", clusterQueueSelector={"matchLabels": {"tier": "critical"}})),
         Bad(
             ordered(
                 "Priority", "AdmissionTimestamp",
