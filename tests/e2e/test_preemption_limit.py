@@ -104,6 +104,16 @@ def test_a_limit_throttles_a_storm_and_holds_when_the_leader_is_killed_in_the_mi
         assert any(e.get("reason") == "PreemptionThrottled" and e.get("type") == "Warning" for e in events), events
     for name in admitted:
         assert not is_true(wls[name], BLOCKED), f"{name} is admitted and still says it is blocked"
+    # What the limit looks like to people: in force, full, and the throttling counted.
+    valid = condition({"status": sc.get("preemptionlimits", limit, namespaced=False).get("status") or {}}, "Valid")
+    assert (valid or {}).get("status") == "True", valid
+    wait_until(
+        lambda: standby.metric("preemption_operator_preemption_limit_window_preemptions", preemption_limit=limit) == 3,
+        what="the window gauge at 3",
+        diagnostics=standby.tail,
+    )
+    assert standby.metric("preemption_operator_preemption_limit_limit", preemption_limit=limit) == 3
+    assert (standby.metric("preemption_operator_preemption_limit_throttled_total", preemption_limit=limit) or 0) >= 1
     assert standby.stop() == 0, standby.tail()
     assert "Traceback" not in standby.log(), standby.tail()
 

@@ -31,9 +31,14 @@ from builders import (
     selector,
     simulate,
 )
+from preemption_operator.api import kinds
 from preemption_operator.api.objects import parse_object
 from preemption_operator.api.v1beta2 import Workload
 from preemption_operator.cli import cli
+from preemption_operator.controller import queue_status
+from preemption_operator.controller.feeder import CacheFeeder
+from preemption_operator.controller.metrics import Metrics
+from preemption_operator.controller.publisher import QueueStatusPublisher
 from preemption_operator.engine import Engine, QueueState, changes, status_changes
 from preemption_operator.engine import fair_sharing as fs
 from preemption_operator.engine import workload_status as wl_status
@@ -41,6 +46,8 @@ from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.limits import LimitBook, Pair, PastPreemption, past_preemption, remember
 from preemption_operator.engine.scheduler import Admission, CycleResult
 from preemption_operator.engine.workload import build_info
+from preemption_operator.k8s.writer import StatusWriter
+from unit.fake_api import FakeApi
 
 HOUR = timedelta(hours=1)
 
@@ -544,7 +551,10 @@ def test_counts_per_key_and_problems() -> None:
             {"clusterQueueSelector": {"matchLabels": {"bad key!": "x"}}},
             "PreemptionLimit bad: spec.clusterQueueSelector: matchLabels: invalid label key 'bad key!'",
         ),
-        ({"limitWindowDuration": "500ms"}, "PreemptionLimit bad: spec.limitWindowDuration: must be at least 1s"),
+        (
+            {"limitWindowDuration": "500ms"},
+            'PreemptionLimit bad: spec.limitWindowDuration: Invalid value: "string": must be at least 1s',
+        ),
     ],
 )
 def test_bad_limits_are_bad_input(tmp_path: Any, spec: Obj, message: str) -> None:
@@ -684,3 +694,59 @@ def test_the_protected_queue_example() -> None:
         "PreemptionLimitExceeded",
         "Preemption was blocked by PreemptionLimit protect-hero; would have evicted lab/hero-a",
     )
+
+
+# -- what the operator writes -----------------------------------------------------------------------
+
+
+def _publisher(cache: Cache, api: FakeApi) -> tuple[QueueStatusPublisher, Metrics]:
+    class Waker:
+        def poke(self) -> None: ...
+        def quota_released(self, cluster_queue: str) -> None: ...
+        def config_changed(self) -> None: ...
+
+    feeder = CacheFeeder(cache, Waker())  # type: ignore[arg-type]
+    metrics = Metrics()
+    return QueueStatusPublisher(cache, StatusWriter(api), feeder, metrics, lambda: True, lambda: None, dict), metrics
+
+
+async def test_the_limit_status_says_whether_it_is_in_force_and_counts_about_once_a_minute() -> None:
+    good, bad = limit("cluster", "Global", 3), limit("bad", "Global", 1, configSelector={"matchLabels": {"a b": "c"}})
+    objects = two_queues(good, bad)
+    after = simulate(objects).objects_after(objects)
+    api = FakeApi()
+    for body in as_dict(after):
+        if body["kind"] in ("PreemptionLimit",):
+            api.put(body)
+    cache = cache_of(after)
+    publisher, metrics = _publisher(cache, api)
+
+    await publisher.publish(NOW)
+    written = api.objects[kinds.PreemptionLimit.path("cluster")]["status"]
+    valid = wl_status.get_condition(written, "Valid") or {}
+    assert (valid.get("status"), valid.get("reason")) == ("True", "Valid")
+    assert written["count"] == {"Global": 2}  # the run's two preemptions, one in each queue
+    refused = api.objects[kinds.PreemptionLimit.path("bad")]["status"]
+    invalid = wl_status.get_condition(refused, "Valid") or {}
+    assert (invalid.get("status"), invalid.get("reason")) == ("False", "InvalidSpec")
+    assert "spec.configSelector" in str(invalid.get("message")) and "count" not in refused
+    assert metrics.limit_used.labels(preemption_limit="cluster")._value.get() == 2
+    assert metrics.limit_allowed.labels(preemption_limit="cluster")._value.get() == 3
+
+    cache.upsert(_workload(_preempted_earlier("b-late", "b", NOW, readmitted=False)))
+    await publisher.publish(NOW + timedelta(seconds=30))
+    assert api.objects[kinds.PreemptionLimit.path("cluster")]["status"]["count"] == {"Global": 2}  # not due yet
+    assert metrics.limit_used.labels(preemption_limit="cluster")._value.get() == 3  # the gauge is
+    await publisher.publish(NOW + timedelta(seconds=61))
+    assert api.objects[kinds.PreemptionLimit.path("cluster")]["status"]["count"] == {"Global": 3}
+
+
+def test_the_count_keeps_the_most_preempted_keys() -> None:
+    counts = {f"ns/w{i:04}": 1 + i % 7 for i in range(1500)}
+    status = queue_status.preemption_limit_status(1, None, counts, {"count": {"old": 9}}, NOW)
+    kept = status["count"]
+    assert len(kept) == queue_status.COUNT_KEYS
+    assert min(kept.values()) >= sorted(counts.values(), reverse=True)[queue_status.COUNT_KEYS - 1]
+    assert "old" not in kept
+    assert queue_status.preemption_limit_status(1, None, None, status, NOW)["count"] == kept  # not due: kept
+    assert "count" not in queue_status.preemption_limit_status(1, None, {}, status, NOW)

@@ -20,7 +20,8 @@ from typing import Any
 from ..api import kinds
 from ..engine import protection
 from ..engine.cache import Cache
-from ..engine.changes import EVICTED, PREEMPTED, EventNote, StatusChange
+from ..engine.changes import EVICTED, PREEMPTED, THROTTLED, EventNote, StatusChange
+from ..engine.scheduler import LIMIT_BLOCKED_PREFIX
 from ..k8s.api import ApiError
 from ..k8s.events import EventSink
 from ..k8s.writer import Outcome, StatusWriter, WriteResult
@@ -186,6 +187,12 @@ class DecisionWriter:
         """Events and metrics for a change that was written."""
         for note in change.events:
             self._event(note, body, change)
+            if note.reason == THROTTLED and note.about == "workload":
+                limit = note.message.removeprefix(LIMIT_BLOCKED_PREFIX).strip().split(";")[0]
+                self.metrics.limit_throttled.labels(preemption_limit=limit).inc()
+                log.info(
+                    "preemption by %s in ClusterQueue %s throttled: %s", change.key, change.cluster_queue, note.message
+                )
         wl = change.workload
         if change.holds_quota:
             waited = max(0.0, (datetime.now(UTC) - protection.pending_since(wl)).total_seconds())

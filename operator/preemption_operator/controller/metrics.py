@@ -70,6 +70,25 @@ class Metrics:
             ["preemption_config", "rule"],
             registry=self.registry,
         )
+        self.limit_throttled = Counter(
+            f"{prefix}_preemption_limit_throttled_total",
+            "Preemptors a PreemptionLimit kept from preempting (each time a pass found them blocked).",
+            ["preemption_limit"],
+            registry=self.registry,
+        )
+        self.limit_used = Gauge(
+            f"{prefix}_preemption_limit_window_preemptions",
+            "Preemptions inside a PreemptionLimit's window, for its most used key.",
+            ["preemption_limit"],
+            registry=self.registry,
+        )
+        self.limit_allowed = Gauge(
+            f"{prefix}_preemption_limit_limit",
+            "Preemptions a PreemptionLimit allows per key and window (spec.limit).",
+            ["preemption_limit"],
+            registry=self.registry,
+        )
+        self._limits: set[str] = set()
         self.failed_writes = Counter(
             f"{prefix}_failed_writes_total",
             "Decisions not written: the API refused or did not answer (failed), or the lease deadline "
@@ -344,6 +363,15 @@ class Metrics:
         for gauge, labels in seen.items():
             _remove_series((gauge,), self._share_series.get(gauge, set()) - labels)
         self._share_series = seen
+
+    def preemption_limits(self, figures: Mapping[str, tuple[int, int]]) -> None:
+        """Per PreemptionLimit: (preemptions in the window for its most used key, its limit); the
+        series of limits gone are removed."""
+        for name, (used, allowed) in figures.items():
+            self.limit_used.labels(preemption_limit=name).set(used)
+            self.limit_allowed.labels(preemption_limit=name).set(allowed)
+        _remove_series((self.limit_used, self.limit_allowed), [(name,) for name in self._limits - set(figures)])
+        self._limits = set(figures)
 
     def forget_cluster_queues(self, existing: set[str]) -> None:
         """Removes the series of ClusterQueues that no longer exist, as Kueue does on deletion."""

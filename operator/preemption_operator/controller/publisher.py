@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..api import kinds
@@ -23,6 +23,9 @@ from .wakeups import loop_time
 log = logging.getLogger(__name__)
 
 INTERVAL_SECONDS = 1.0
+COUNTS_EVERY = timedelta(seconds=60)
+"""How often a PreemptionLimit's status.count is refreshed: for reference only (Kueue's proposal
+writes it about every minute), while its Valid condition follows every change."""
 PARALLELISM = 4
 
 StatusWrite = tuple[kinds.Kind, str, str | None, Callable[[dict[str, Any]], dict[str, Any] | None], dict[str, Any]]
@@ -50,6 +53,8 @@ class QueueStatusPublisher:
         self.parked = parked
         self._due = asyncio.Event()
         self._pending_queues: set[str] = set()
+        self._counted_at: datetime | None = None
+        """When the PreemptionLimits' counts were last written (None: not yet this term)."""
 
     def due(self) -> None:
         """Something changed (a cycle, an analysis): publish within the interval."""
@@ -125,6 +130,7 @@ class QueueStatusPublisher:
                 )
 
             writes.append((kinds.PreemptionConfig, name, None, pc_status, config.to_wire()))
+        writes += self._limit_writes(now)
         # Unchanged ones cost no request: compute first, send only what differs.
         changed = [w for w in writes if (new := w[3](w[4])) is not None and new != (w[4].get("status") or {})]
         limit = asyncio.Semaphore(PARALLELISM)
@@ -145,6 +151,33 @@ class QueueStatusPublisher:
             {name: share for name, share in cohort_shares.items() if name in self.cache.objects["Cohort"]},
         )
         self.metrics.forget_cluster_queues(set(snapshot.cluster_queues))
+
+    def _limit_writes(self, now: datetime) -> list[StatusWrite]:
+        """Each PreemptionLimit's Valid condition; its counts too when due. The gauges follow
+        every pass."""
+        limits = list(self.cache.objects["PreemptionLimit"].items())
+        book = self.cache.limits(now) if limits else None
+        problems = book.problems() if book is not None else {}
+        due = self._counted_at is None or now - self._counted_at >= COUNTS_EVERY
+        if due:
+            self._counted_at = now
+        writes: list[StatusWrite] = []
+        figures: dict[str, tuple[int, int]] = {}
+        for name, limit in limits:
+            counts = book.counts(name, now) if book is not None and name not in problems else {}
+            figures[name] = (max(counts.values(), default=0), limit.spec.limit)
+
+            def pl_status(
+                current: dict[str, Any],
+                generation: int | None = limit.metadata.generation,
+                problem: str | None = problems.get(name),
+                counts: dict[str, int] | None = counts if due else None,
+            ) -> dict[str, Any]:
+                return queue_status.preemption_limit_status(generation, problem, counts, current.get("status"), now)
+
+            writes.append((kinds.PreemptionLimit, name, None, pl_status, limit.to_wire()))
+        self.metrics.preemption_limits(figures)
+        return writes
 
     async def _write(
         self,

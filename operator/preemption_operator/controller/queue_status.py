@@ -179,6 +179,34 @@ def preemption_config_status(
     return status
 
 
+COUNT_KEYS = 1000
+"""How many keys a PreemptionLimit's status.count holds (the most preempted first), as Kueue's
+proposal caps it to stay within an object's size."""
+
+
+def preemption_limit_status(
+    generation: int | None,
+    problem: str | None,
+    counts: Mapping[str, int] | None,
+    current: dict[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """Whether the limit is in force (`problem`: why not), and, when `counts` is given (about once
+    a minute), the preemptions inside its window per key, the top COUNT_KEYS of them."""
+    status = copy.deepcopy(current or {})
+    if problem is not None:
+        set_condition(status, "Valid", "False", "InvalidSpec", problem, now, generation)
+    else:
+        set_condition(status, "Valid", "True", "Valid", "The limit is in force", now, generation)
+    if counts is not None:
+        top = sorted(((-n, key) for key, n in counts.items() if n > 0))[:COUNT_KEYS]
+        if top:
+            status["count"] = {key: -n for n, key in sorted(top, key=lambda item: item[1])}
+        else:
+            status.pop("count", None)
+    return status
+
+
 def flap_free_condition(name: str, lint: LintResult) -> tuple[str, str, str]:
     """(status, reason, message) of PreemptionConfig `name`'s FlapFree condition: False when a flap
     found involves it; True when every cohort tree of its ClusterQueues is proven free of them;
