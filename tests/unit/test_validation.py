@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from preemption_operator.api import kinds, validation
 from preemption_operator.cli import cli
+from unit import test_crds
 
 V1ALPHA1 = "kueue.x-k8s.io/v1alpha1"
 V1BETA2 = "kueue.x-k8s.io/v1beta2"
@@ -304,8 +305,6 @@ def test_the_examples_are_valid() -> None:
 def test_every_rule_case_of_test_crds_evaluates_the_same() -> None:
     """The passing and breaking values test_crds.py holds for every CEL rule of crds/ (checked there
     with cel-python) give the same answers here (transition rules aside)."""
-    from tests.unit import test_crds
-
     checked = 0
     for found in test_crds.RULES:
         case = test_crds.case_for(found)
