@@ -42,7 +42,7 @@ run`). Both source start-ready.sh, which (with KUEUE_HARNESS_PAUSE=1, set here) 
 with SIGSTOP before exec'ing the controller (its generator, recorder and job player stop; etcd and
 kube-apiserver are processes of their own and keep serving) and leaves a detached poller that
 sends SIGCONT once the controller's own log says its caches are synced -- Kueue: controller-runtime's
-`Starting workers` for every controller that logged `Starting Controller`; ours: `cache synced` --
+`Starting workers` for every controller that logged `Starting EventSource`; ours: `cache synced` --
 on two polls 50 ms apart for both (or after 120 s, or when the controller exits; a line in the
 controller's log says which). The report shows, per run, how long the runner was held
 (*runner paused*), the lead it gave (*controller ready → first workload set started*, from the
@@ -1379,7 +1379,8 @@ def report(
         " for Kueue, `.../operator/minimalkueue` for ours, both sourcing `start-ready.sh`) that stops the runner"
         " (SIGSTOP: its generator, recorder and job player; etcd and kube-apiserver keep serving), execs the"
         " controller, and lets the runner go on (SIGCONT) once the controller's own log says its caches are"
-        " synced (Kueue: controller-runtime's `Starting workers` for every controller; ours: `cache synced`),"
+        " synced (Kueue: controller-runtime's `Starting workers` for every controller that started its"
+        " event sources; ours: `cache synced`),"
         " seen on two polls 50 ms apart for both. The pause counts in the runner's wall and start → recorder"
         " done for both sides; its length and the lead it gave are rows of the table."
     )

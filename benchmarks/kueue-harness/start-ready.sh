@@ -12,8 +12,9 @@
 #
 #   READINESS=ours    the operator's `cache synced` line (every informer listed and synced)
 #   READINESS=kueue   a `Starting workers` line for every controller that logged `Starting
-#                     Controller` (controller-runtime logs it once that controller's caches
-#                     synced)
+#                     EventSource` (controller-runtime, v0.24.1 in Kueue v0.19.2, logs its
+#                     sources starting at once for every controller, then `Starting Controller`
+#                     and `Starting workers` once that controller's sources synced)
 #
 # seen on two polls in a row (50 ms apart, the same for both sides)
 #
@@ -46,7 +47,7 @@ _kh_ready() {
   case "$1" in
     ours) grep -q 'preemption_operator\.controller\.operator: cache synced' "$2" ;;
     kueue)
-      _kh_started="$(_kh_names 'Starting Controller' "$2")"
+      _kh_started="$(_kh_names 'Starting EventSource' "$2")"
       [ -n "$_kh_started" ] || return 1
       _kh_workers="$(_kh_names 'Starting workers' "$2")"
       [ -z "$(printf '%s\n' "$_kh_started" | grep -vxF -e "$_kh_workers")" ]

@@ -26,17 +26,19 @@ wait
 """
 
 KUEUE_LINES = [
+    'INFO\tStarting EventSource\t{"controller": "workload", "controllerGroup": "kueue.x-k8s.io", "source": "s"}',
+    'INFO\tStarting EventSource\t{"controller": "clusterqueue_controller", "source": "kind source: *v1.CQ"}',
+    # controller-runtime logs these two together, once that controller's sources synced
     'INFO\tStarting Controller\t{"controller": "workload", "controllerGroup": "kueue.x-k8s.io"}',
-    'INFO\tStarting Controller\t{"controller": "clusterqueue_controller", "controllerGroup": "kueue.x-k8s.io"}',
     'INFO\tStarting workers\t{"controller": "workload", "worker count": 5}',
-    # ready only with this one: every controller that started has its workers
+    # ready only with this one: every controller that started its sources has its workers
     'INFO\tStarting workers\t{"controller": "clusterqueue_controller", "worker count": 1}',
 ]
 OURS_LINES = ["INFO    preemption_operator.controller.operator: cache synced: 0 workloads, 0 ClusterQueues"]
 
 
 def _controller(path: Path, lines: list[str]) -> None:
-    """A controller that logs its lines 0.4 s apart, the last (its readiness) at about 1.2 s."""
+    """A controller that logs its lines evenly, the last (its readiness) at about 1.2 s."""
     gap = 1.2 / len(lines)
     body = "".join(
         f"sleep {gap:.2f}\nprintf '%s %s\\n' \"$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)\" '{line}' >&2\n" for line in lines
