@@ -1459,15 +1459,16 @@ def report(
                 add(f"- ours #{r.index} ({r.started}): {r.revision}")
         add("")
         pairs = sorted({r.index for r in these})
-        add("ours ÷ Kueue (the *Kueue* column) per interleaved pair (below 1 is better for wall, time, CPU,")
-        add("RSS; above 1 for workloads/s and usage):")
+        reference = "kueue" if any(r.side == "kueue" for r in these) else "kueue-stock"
+        add(f"ours ÷ Kueue (the *{SIDE_LABELS[reference]}* column) per interleaved pair (below 1 is better for")
+        add("wall, time, CPU, RSS; above 1 for workloads/s and usage):")
         add("")
         add("| ratio | " + " | ".join(f"pair {i}" for i in pairs) + " | mean |")
         add("|---|" + "---:|" * (len(pairs) + 1))
         for title, get in RATIO_ROWS:
             values = []
             for i in pairs:
-                k = next((r for r in these if r.index == i and r.side == "kueue"), None)
+                k = next((r for r in these if r.index == i and r.side == reference), None)
                 o = next((r for r in these if r.index == i and r.side == "ours"), None)
                 values.append(ratio(get(o), get(k)) if k and o else None)
             present = [v for v in values if v is not None]

@@ -9,6 +9,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kueue_harness_loader import kueue_harness
 
@@ -123,3 +124,48 @@ def test_cohorts_cut_keeps_queues_and_templates_and_scales_counts() -> None:
     assert harness.config_label("large-scale", Fraction(1, 10), 2) == "large-scale-1-10-c2"
     assert harness.config_label("baseline", Fraction(1)) == "baseline-full"
     assert harness.config_classes(config) == ["small", "large"]
+
+
+def test_the_report_has_a_column_per_side_and_the_new_rows(tmp_path: Path) -> None:
+    harness = kueue_harness()
+    configs = tmp_path / "module" / harness.PERF / "configs" / "large-scale"
+    configs.mkdir(parents=True)
+    template = {"className": "small", "request": 1, "runtimeMs": 150, "priority": 50}
+    queues = {"className": "cq", "count": 100, "nominalQuota": 20, "borrowingLimit": 100}
+    queues |= {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    queues["workloadsSets"] = [{"count": 35, "creationIntervalMs": 60, "workloads": [template]}]
+    cohorts = [{"className": "cohort", "count": 10, "queuesSets": [queues]}]
+    (configs / "generator.yaml").write_text(yaml.safe_dump({"cohorts": cohorts}))
+    (configs / "rangespec.yaml").write_text(
+        "cmd: {maxWallMs: 1416000}\nclusterQueueClassesMinUsage: {cq: 31.6}\n"
+        "wlClassesMaxAvgTimeToAdmissionMs: {small: 841000}\n"
+    )
+    binaries = harness.Binaries(tmp_path / "runner", tmp_path / "mk", None, tmp_path / "module", "v0.19.2")
+    binaries = harness.dataclasses.replace(binaries, lifted=tmp_path / "lifted", lifted_note=harness.lifted_note(1000))
+    runs = []
+    for side in ("kueue", "kueue-stock", "ours"):
+        run = harness.Run(side, Fraction(1, 10), 1, tmp_path / side, 4000, "large-scale", 2)
+        run.paused_s, run.resume_outcome, run.ready_lead_s = 1.5, "ready", 0.25
+        run.status_mcpu_ms, run.reserved_mcpu_ms = 3_000_000.0, 4_000_000.0
+        run.tta, run.tta_p90 = {"small": 2.0}, {"small": 3.0}
+        runs.append(run)
+    text = harness.report(
+        runs,
+        binaries=binaries,
+        assets=tmp_path,
+        artifacts=tmp_path,
+        command="python benchmarks/kueue-harness/harness.py --config large-scale --cohorts 2",
+        info={"cpu": "c", "cores": "2", "memory": "m", "kernel": "k", "python": "p", "go": "g"},
+        load_before=(0.0, 0.0, 0.0),
+        load_after=(0.0, 0.0, 0.0),
+        started="2026-12-02T12:00:00Z",
+        timeouts={Fraction(1, 10): "10m"},
+    )
+    assert "| measure | Kueue #1 | Kueue stock #1 | ours #1 |" in text
+    assert "## large-scale, scale 1/10, at most 2 cohort(s) per cohort set: 4,000 workloads" in text
+    assert "`--cohorts 2`" in text and "QPS 50 / burst 100 -> 1000 / 2000" in text
+    assert "| runner paused for the controller's start (wrapper), s | 1.50 (ready) |" in text
+    assert "| controller ready (runner resumed) → first workload set started, s | 0.25 |" in text
+    assert "| status ÷ reservations (under 1: the status lags the reservations) | 0.75 |" in text
+    assert "| time to admission, small: mean / p90, s | 2.0 / 3.0 |" in text
+    assert "| status ÷ reservations | 1.00 | 1.00 |" in text  # ours ÷ Kueue, pair 1 and the mean
