@@ -662,8 +662,9 @@ _FIRST_LARGE = re.compile(r"^large(?:-[a-z]+)*-\d+-0-\d+$")
 def burst_evictions(path: Path) -> dict[str, int] | None:
     """Victims per class of each ClusterQueue's first large workload. The first larges arrive all
     at once, ~1.2 s into generation, into cohorts busy with what came before them; whether a
-    controller was already admitting by then (its start-up time against the generator's, which
-    the runner starts together) decides most of a 1/10 run's medium evictions."""
+    controller was already admitting by then decided most of a 1/10 run's medium evictions while
+    the runner started the controller and the generator together (the wrappers now hold the
+    runner until the controller is ready, start-ready.sh)."""
     if not path.is_file():
         return None
     counts = dict.fromkeys(CLASSES, 0)
