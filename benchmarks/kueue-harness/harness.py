@@ -43,7 +43,7 @@ with SIGSTOP before exec'ing the controller (its generator, recorder and job pla
 kube-apiserver are processes of their own and keep serving) and leaves a detached poller that
 sends SIGCONT once the controller's own log says its caches are synced -- Kueue: controller-runtime's
 `Starting workers` for every controller that logged `Starting EventSource`; ours: `cache synced` --
-on two polls 50 ms apart for both (or after 120 s, or when the controller exits; a line in the
+on two polls 50 ms apart for both (or after 60 s, or when the controller exits; a line in the
 controller's log says which). The report shows, per run, how long the runner was held
 (*runner paused*), the lead it gave (*controller ready → first workload set started*, from the
 wrapper's resume line against the runner's `generate workload group` line) and the older *controller

@@ -18,7 +18,7 @@
 #
 # seen on two polls in a row (50 ms apart, the same for both sides)
 #
-# or when the controller exited, or after $KUEUE_HARNESS_READY_TIMEOUT seconds (default 120).
+# or when the controller exited, or after $KUEUE_HARNESS_READY_TIMEOUT seconds (default 60).
 # The wrapper and the poller each log one line to stderr, which the harness reads:
 #
 #   <RFC 3339 UTC> kueue-harness wrapper: paused the runner (pid N) until the controller is ready
@@ -37,9 +37,13 @@ _kh_state() {
   sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1
 }
 
-# _kh_names PATTERN FILE: the sorted, distinct "controller" values of FILE's lines with PATTERN.
+# _kh_names PATTERN FILE: the sorted, distinct controllers of FILE's lines with PATTERN: a line's
+# "controller" value, else its logger's name (the third tab-separated field: Kueue's controllers
+# log as resourceflavor-reconciler, workload-reconciler, ... without a "controller" value).
 _kh_names() {
-  grep -F "$1" "$2" 2>/dev/null | grep -o '"controller": "[^"]*"' | sed 's/^"controller": "//; s/"$//' | sort -u
+  awk -F '\t' -v pat="$1" 'index($0, pat) {
+    if (match($0, /"controller": "[^"]*"/)) print substr($0, RSTART + 15, RLENGTH - 16); else print $3
+  }' "$2" 2>/dev/null | sort -u
 }
 
 # _kh_ready KIND FILE: whether the controller logging to FILE says it is ready.
@@ -68,7 +72,8 @@ pause_runner_until_ready() {
   fi
   kill -STOP "$runner"
   echo "$(_kh_now) kueue-harness wrapper: paused the runner (pid $runner) until the controller is ready" >&2
-  timeout="${KUEUE_HARNESS_READY_TIMEOUT:-120}"
+  # Well under the 2 minutes the runner's own manager waits for its caches once it runs again.
+  timeout="${KUEUE_HARNESS_READY_TIMEOUT:-60}"
   # Detached (its parent exits at once): not a child of the controller, so not in its rusage.
   (
     (

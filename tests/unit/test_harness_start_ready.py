@@ -26,13 +26,14 @@ wait
 """
 
 KUEUE_LINES = [
-    'INFO\tStarting EventSource\t{"controller": "workload", "controllerGroup": "kueue.x-k8s.io", "source": "s"}',
-    'INFO\tStarting EventSource\t{"controller": "clusterqueue_controller", "source": "kind source: *v1.CQ"}',
+    # Kueue's controllers log under their own logger's name (no "controller" value).
+    'INFO\tresourceflavor-reconciler\tcontroller/controller.go:369\tStarting EventSource\t{"source": "kind"}',
+    'INFO\tworkload-reconciler\tcontroller/controller.go:369\tStarting EventSource\t{"source": "kind"}',
     # controller-runtime logs these two together, once that controller's sources synced
-    'INFO\tStarting Controller\t{"controller": "workload", "controllerGroup": "kueue.x-k8s.io"}',
-    'INFO\tStarting workers\t{"controller": "workload", "worker count": 5}',
+    "INFO\tworkload-reconciler\tcontroller/controller.go:302\tStarting Controller\t{}",
+    'INFO\tworkload-reconciler\tcontroller/controller.go:305\tStarting workers\t{"worker count": 5}',
     # ready only with this one: every controller that started its sources has its workers
-    'INFO\tStarting workers\t{"controller": "clusterqueue_controller", "worker count": 1}',
+    'INFO\tresourceflavor-reconciler\tcontroller/controller.go:305\tStarting workers\t{"worker count": 1}',
 ]
 OURS_LINES = ["INFO    preemption_operator.controller.operator: cache synced: 0 workloads, 0 ClusterQueues"]
 
@@ -41,7 +42,7 @@ def _controller(path: Path, lines: list[str]) -> None:
     """A controller that logs its lines evenly, the last (its readiness) at about 1.2 s."""
     gap = 1.2 / len(lines)
     body = "".join(
-        f"sleep {gap:.2f}\nprintf '%s %s\\n' \"$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)\" '{line}' >&2\n" for line in lines
+        f"sleep {gap:.2f}\nprintf '%s\\t%s\\n' \"$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)\" '{line}' >&2\n" for line in lines
     )
     path.write_text(f"#!/bin/sh\n{body}sleep 1\n")
     path.chmod(0o755)
