@@ -1450,6 +1450,8 @@ def report(
         classes: list[str] = []
         for r in these:
             classes += [n for n in r.tta if n not in classes]
+        size = {name: i for i, name in enumerate(CLASSES)}
+        classes.sort(key=lambda n: (size.get(n.split("-", 1)[0], len(CLASSES)), n))
         for title, get, digits in rows(classes or list(CLASSES)):
             add(f"| {title} | " + " | ".join(_cell(get(r), digits) for r in these) + " |")
         add("")
