@@ -1,7 +1,9 @@
 """Kueue's own scheduler performance harness, run side by side against Kueue's minimalkueue and
 against this operator, with the results written to benchmarks/results/kueue-harness.md.
 
-    python benchmarks/kueue-harness/harness.py [--scale 1/10,1/3,full] [--pairs 2] [--timeout 15m]
+    python benchmarks/kueue-harness/harness.py [--config baseline,large-scale,tas] [--cohorts N]
+                                               [--scale 1/10,1/3,full] [--pairs 2] [--timeout 15m]
+                                               [--sides kueue,kueue-stock,ours] [--kueue-qps 1000]
                                                [--output benchmarks/results/kueue-harness.md]
     python benchmarks/kueue-harness/harness.py --build-only      # what `make kueue-harness` runs
 
@@ -11,14 +13,50 @@ Kueue's code in this repository) into ~/.cache/preemption-operator/kueue-harness
     go install sigs.k8s.io/kueue/test/performance/scheduler/{runner,minimalkueue}@v0.19.2
     go test -c ./test/performance/scheduler/checker      (in the module's folder in the Go module cache)
 
-For each scale the generator config is Kueue's baseline (test/performance/scheduler/configs/
-baseline/generator.yaml) with only the per-queue workload counts scaled. Both sides run in the
-runner's envtest mode with identical flags, interleaved (Kueue, ours, Kueue, ours, ...): the
-runner starts its own etcd + kube-apiserver from KUBEBUILDER_ASSETS (etcd's data on tmpfs),
-installs Kueue's CRD bases, starts the controller given by --minimalKueue (Kueue's binary, or
-operator/minimalkueue, the wrapper that execs `preemption-operator run`), creates the queues and
-workloads, plays the jobs (Finished after each workload's runtime; releasing evicted ones), and
-ends when every active ClusterQueue reports no pending or reserving workloads.
+Configs: for each `--config` (Kueue's test/performance/scheduler/configs/<name>/generator.yaml,
+from the module cache) and scale, the generator config is Kueue's with only the per-queue
+workload counts scaled; `--cohorts N` also keeps at most N cohorts per cohort set (large-scale has
+10 cohorts x 100 ClusterQueues; the report's header says when it was cut). The checker runs on
+every run with that config's rangespec.yaml. The tas config runs the runner with --enableTAS (it
+creates the Nodes, the Topology and the ResourceFlavor itself, and passes --enableTAS on to the
+controller).
+
+Sides: *kueue* is minimalkueue rebuilt with its hard-coded client limit (QPS 50 / burst 100)
+lifted to `--kueue-qps` (default 1000, burst twice it; `lift_client_limit`), the comparison, since
+the operator has no client limit by default; *kueue-stock* is minimalkueue as built, a second
+column; *ours* is the operator. `--kueue-qps 0` makes *kueue* the stock build (and drops
+*kueue-stock*). All run in the runner's envtest mode with identical flags, interleaved (kueue,
+kueue-stock, ours, kueue, ...): the runner starts its own etcd + kube-apiserver from
+KUBEBUILDER_ASSETS (etcd's data on tmpfs), installs Kueue's CRD bases, starts the controller given
+by --minimalKueue, creates the queues and workloads, plays the jobs (Finished after each
+workload's runtime; releasing evicted ones), and ends when every active ClusterQueue reports no
+pending or reserving workloads.
+
+Both sides start equally. The runner starts the controller (exec, returning at once) and goes
+straight on to its generator: nothing waits for the controller, so the side whose watches come
+up sooner used to admit smalls and mediums before the first larges arrived (~1.2 s into
+generation), and its eviction counts were not comparable. Now --minimalKueue is a wrapper for
+either side, both named minimalkueue (the runner names its files after it): kueue/minimalkueue
+(execs $KUEUE_MINIMALKUEUE, the side's build) and operator/minimalkueue (execs `preemption-operator
+run`). Both source start-ready.sh, which (with KUEUE_HARNESS_PAUSE=1, set here) stops the runner
+with SIGSTOP before exec'ing the controller (its generator, recorder and job player stop; etcd and
+kube-apiserver are processes of their own and keep serving) and leaves a detached poller that
+sends SIGCONT once the controller's own log says its caches are synced -- Kueue: controller-runtime's
+`Starting workers` for every controller that logged `Starting EventSource`; ours: `cache synced` --
+on two polls 50 ms apart for both (or after 60 s, or when the controller exits; a line in the
+controller's log says which). The report shows, per run, how long the runner was held
+(*runner paused*), the lead it gave (*controller ready → first workload set started*, from the
+wrapper's resume line against the runner's `generate workload group` line) and the older *controller
+watching → first workload set* (first EventSource / `cache synced`), so a reader sees both started
+equally. The pause counts in the runner's wall and start → recorder done, alike for both sides.
+
+Is a ClusterQueue's status prompt? The checker's usage is the recorder's integral of each
+ClusterQueue's `status.flavorsUsage` over its status changes (cqStates.csv, "CPU used (mCPU *
+ms)") over quota x window. Each run also integrates the workloads' own reservations from
+wlStates.csv (each finished workload's request x its observed admission -> Finished; the runner
+keeps only the last admission and no eviction times, so holds ended by an eviction are left out:
+a lower bound) and reports both integrals and status ÷ reservations: well under 1 means the
+status lags the reservations (or releases quota before `Finished` is seen).
 
 Every figure in the report is measured in that run; each run's artifacts (summary.yaml,
 *.stats.yaml, the CSVs, the runner's and the controller's logs) stay in the artifacts folder the
@@ -58,9 +96,19 @@ KUEUE_VERSION = "v0.19.2"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 PERF = "test/performance/scheduler"
 WRAPPER = HERE / "operator" / "minimalkueue"
+KUEUE_WRAPPER = HERE / "kueue" / "minimalkueue"
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "kueue-harness.md"
-SIDES = ("kueue", "ours")
-SIDE_NAMES = {"kueue": "Kueue minimalkueue", "ours": "preemption-operator"}
+# "kueue" is the comparison: minimalkueue with its client limit lifted (--kueue-qps, 1000 unless
+# 0); "kueue-stock" is minimalkueue as built (QPS 50 / burst 100), a second column.
+SIDES = ("kueue", "kueue-stock", "ours")
+SIDE_NAMES = {
+    "kueue": "Kueue minimalkueue",
+    "kueue-stock": "Kueue minimalkueue (stock client limit)",
+    "ours": "preemption-operator",
+}
+SIDE_LABELS = {"kueue": "Kueue", "kueue-stock": "Kueue stock", "ours": "ours"}
+CONFIGS = ("baseline", "large-scale", "tas")
+DEFAULT_KUEUE_QPS = 1000
 CLASSES = ("small", "medium", "large")
 # Kueue's Makefile default: the controller's logs at V(2) into files. Scraping is left off for
 # both sides (the operator's /metrics is not Kueue's, and a failed scrape would abort a run).
@@ -77,6 +125,9 @@ def cache_root() -> Path:
 # ---- building Kueue's binaries ------------------------------------------------------------------
 
 
+STOCK_NOTE = "as built (client QPS 50 / burst 100, minimalkueue's own)"
+
+
 @dataclass
 class Binaries:
     runner: Path
@@ -85,21 +136,36 @@ class Binaries:
     module_dir: Path
     version: str
     checker_note: str = ""
-    kueue_note: str = "as built (client QPS 50 / burst 100, minimalkueue's own)"
+    kueue_note: str = STOCK_NOTE
     ours_args: tuple[str, ...] = ()
     """Extra `preemption-operator run` flags (--ours-qps), through the wrapper."""
+    lifted: Path | None = None
+    """minimalkueue with its client limit lifted (`lift_client_limit`), the "kueue" side's binary."""
+    lifted_note: str = ""
 
     @property
     def crds(self) -> Path:
         return self.module_dir / "config" / "components" / "crd" / "bases"
 
+    def generator_config(self, name: str = "baseline") -> Path:
+        return self.module_dir / PERF / "configs" / name / "generator.yaml"
+
+    def rangespec(self, name: str = "baseline") -> Path:
+        return self.module_dir / PERF / "configs" / name / "rangespec.yaml"
+
     @property
     def baseline_config(self) -> Path:
-        return self.module_dir / PERF / "configs" / "baseline" / "generator.yaml"
+        return self.generator_config("baseline")
 
     @property
     def baseline_rangespec(self) -> Path:
-        return self.module_dir / PERF / "configs" / "baseline" / "rangespec.yaml"
+        return self.rangespec("baseline")
+
+    def kueue_binary(self, side: str) -> tuple[Path, str]:
+        """The minimalkueue a Kueue side runs, and how it was built."""
+        if side == "kueue" and self.lifted is not None:
+            return self.lifted, self.lifted_note
+        return self.minimalkueue, self.kueue_note
 
 
 def go_binary() -> str:
@@ -193,11 +259,15 @@ def lift_client_limit(binaries: Binaries, qps: int, *, go: str | None = None) ->
             check=True,
             env={**os.environ, "GOFLAGS": "-mod=mod"},
         )
-    note = (
+    return dataclasses.replace(binaries, lifted=out, lifted_note=lifted_note(qps))
+
+
+def lifted_note(qps: int) -> str:
+    return (
         f"built from the same module source with only its client limit changed, QPS 50 / burst 100 ->"
-        f" {qps} / {2 * qps} (`--kueue-qps {qps}`: an analysis of what Kueue's own rate limit sets, not stock Kueue)"
+        f" {qps} / {2 * qps} (`--kueue-qps {qps}`, the default comparison: the operator has no such limit"
+        " by default; stock Kueue is its own column)"
     )
-    return dataclasses.replace(binaries, minimalkueue=out, kueue_note=note)
 
 
 def installed(version: str = KUEUE_VERSION) -> Binaries | None:
@@ -237,13 +307,35 @@ def scaled_count(count: int, scale: Fraction) -> int:
     return max(1, math.floor(count * scale + Fraction(1, 2)))
 
 
-def scaled_config(baseline: dict[str, Any], scale: Fraction) -> dict[str, Any]:
+def scaled_config(baseline: dict[str, Any], scale: Fraction, cohorts: int | None = None) -> dict[str, Any]:
+    """Kueue's config with its per-queue workload counts scaled and, with `cohorts`, at most that
+    many cohorts per cohort set (queues per cohort, quotas and workload templates unchanged)."""
     config = json.loads(json.dumps(baseline))  # a deep copy of plain data
     for cohort in config["cohorts"]:
+        if cohorts is not None:
+            cohort["count"] = min(int(cohort["count"]), cohorts)
         for queues in cohort["queuesSets"]:
             for wset in queues["workloadsSets"]:
                 wset["count"] = scaled_count(int(wset["count"]), scale)
     return config
+
+
+def config_classes(config: dict[str, Any]) -> list[str]:
+    """The config's workload class names, in the config's order."""
+    names: list[str] = []
+    for cohort in config["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            for wset in queues["workloadsSets"]:
+                for template in wset["workloads"]:
+                    if template["className"] not in names:
+                        names.append(template["className"])
+    return names
+
+
+def config_label(name: str, scale: Fraction, cohorts: int | None = None) -> str:
+    """A run group's name in folders and file names: baseline-1-10, large-scale-full-c2."""
+    label = f"{name}-{'full' if scale == 1 else f'{scale.numerator}-{scale.denominator}'}"
+    return label + (f"-c{cohorts}" if cohorts is not None else "")
 
 
 def total_workloads(config: dict[str, Any]) -> int:
@@ -274,18 +366,52 @@ def class_requests(config: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def write_config(binaries: Binaries, scale: Fraction, folder: Path) -> tuple[Path, dict[str, Any]]:
-    baseline = yaml.safe_load(binaries.baseline_config.read_text())
-    config = scaled_config(baseline, scale)
-    name = "full" if scale == 1 else f"{scale.numerator}-{scale.denominator}"
-    path = folder / f"generator-{name}.yaml"
+def write_config(
+    binaries: Binaries, scale: Fraction, folder: Path, name: str = "baseline", cohorts: int | None = None
+) -> tuple[Path, dict[str, Any]]:
+    original = yaml.safe_load(binaries.generator_config(name).read_text())
+    config = scaled_config(original, scale, cohorts)
+    path = folder / f"generator-{config_label(name, scale, cohorts)}.yaml"
+    cut = f", at most {cohorts} cohorts per cohort set" if cohorts is not None else ""
     header = (
-        f"# Kueue {binaries.version} configs/baseline/generator.yaml with the per-queue workload counts"
-        f" scaled by {scale_label(scale)}\n# ({total_workloads(config)} workloads); written by"
+        f"# Kueue {binaries.version} configs/{name}/generator.yaml with the per-queue workload counts"
+        f" scaled by {scale_label(scale)}{cut}\n# ({total_workloads(config)} workloads); written by"
         " benchmarks/kueue-harness/harness.py.\n"
     )
     path.write_text(header + yaml.safe_dump(config, sort_keys=False))
     return path, config
+
+
+def describe_config(binaries: Binaries, name: str) -> str:
+    """One line about a Kueue config and its rangespec, read from the module's files."""
+    config = yaml.safe_load(binaries.generator_config(name).read_text())
+    spec = yaml.safe_load(binaries.rangespec(name).read_text())
+    parts = []
+    for cohort in config["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            templates = [
+                f"{w['className']} ({w['request']} cpu x {w.get('podCount') or 1} pod(s), {w['runtimeMs']} ms,"
+                f" priority {w['priority']}, {s['count']} per queue)"
+                for s in queues["workloadsSets"]
+                for w in s["workloads"]
+            ]
+            parts.append(
+                f"{cohort['count']} cohorts x {queues['count']} ClusterQueues (nominal {queues['nominalQuota']} cpu,"
+                f" borrowing limit {queues['borrowingLimit']}, reclaimWithinCohort {queues['reclaimWithinCohort']},"
+                f" withinClusterQueue {queues['withinClusterQueue']}); classes {', '.join(templates)}"
+            )
+    if config.get("topology"):
+        levels = " > ".join(f"{lv['name']} x {lv['count']}" for lv in config["topology"]["levels"])
+        parts.append(f"topology {levels} (Nodes, Topology and the ResourceFlavor created by the runner)")
+    limits = spec.get("wlClassesMaxAvgTimeToAdmissionMs") or {}
+    thresholds = (
+        f"wall ≤ {spec['cmd']['maxWallMs'] / 1000:g} s, usage ≥ {spec['clusterQueueClassesMinUsage'].get('cq')} %,"
+        f" mean time to admission ≤ {', '.join(f'{k} {v / 1000:g} s' for k, v in limits.items())}"
+    )
+    return (
+        f"Config {name}: Kueue's `configs/{name}/generator.yaml` with only the per-queue workload counts scaled"
+        f" (rounded half up): {'; '.join(parts)}. Its rangespec: {thresholds}."
+    )
 
 
 # ---- one run ------------------------------------------------------------------------------------
@@ -411,6 +537,8 @@ class Run:
     index: int  # pair number, from 1
     folder: Path
     expected: int
+    config_name: str = "baseline"
+    cohorts: int | None = None  # --cohorts: at most this many cohorts per cohort set
     command: list[str] = field(default_factory=list)
     revision: str = ""
     started: str = ""
@@ -438,6 +566,15 @@ class Run:
     """Victims per class of each ClusterQueue's first large workload (from the controller's log)."""
     watch_lead_s: float | None = None
     """The controller's watches up this long before the generator's first workload set started."""
+    paused_s: float | None = None
+    """How long the wrapper kept the runner stopped for the controller's start (start-ready.sh)."""
+    resume_outcome: str | None = None  # ready, timeout, controller exited (the wrapper's line)
+    ready_lead_s: float | None = None
+    """The runner resumed (controller ready) this long before the first workload set started."""
+    status_mcpu_ms: float | None = None
+    """Integral of the ClusterQueues' status usage (cqStates.csv, the recorder's), mCPU x ms."""
+    reserved_mcpu_ms: float | None = None
+    """Integral of the workloads' own reservations (wlStates.csv: admitted -> finished), mCPU x ms."""
     reconciler_errors: int | None = None
     conflicts: int | None = None
     sigint_exit_s: float | None = None
@@ -519,14 +656,15 @@ _KUEUE_PREEMPTED = re.compile(
     r'"object": \{"name":"([^"]+)".*"reason": "PreemptedWorkload".*Preempted workload \S+/(\S+) \('
 )
 # The generator names a workload <class>-<set>-<index>-<n>: index 0 is its set's first.
-_FIRST_LARGE = re.compile(r"^large-\d+-0-\d+$")
+_FIRST_LARGE = re.compile(r"^large(?:-[a-z]+)*-\d+-0-\d+$")
 
 
 def burst_evictions(path: Path) -> dict[str, int] | None:
     """Victims per class of each ClusterQueue's first large workload. The first larges arrive all
     at once, ~1.2 s into generation, into cohorts busy with what came before them; whether a
-    controller was already admitting by then (its start-up time against the generator's, which
-    the runner starts together) decides most of a 1/10 run's medium evictions."""
+    controller was already admitting by then decided most of a 1/10 run's medium evictions while
+    the runner started the controller and the generator together (the wrappers now hold the
+    runner until the controller is ready, start-ready.sh)."""
     if not path.is_file():
         return None
     counts = dict.fromkeys(CLASSES, 0)
@@ -563,6 +701,26 @@ def _watching_since(path: Path) -> datetime | None:
     return None
 
 
+_PAUSED = re.compile(r"kueue-harness wrapper: paused the runner")
+_RESUMED = re.compile(r"kueue-harness wrapper: resumed the runner \(pid \d+\): (.+)$")
+
+
+def wrapper_pause(path: Path) -> tuple[datetime | None, datetime | None, str | None]:
+    """When the wrapper (start-ready.sh) stopped the runner, when it let it go on, and why
+    (ready, timeout, controller exited): from the lines it writes into the controller's log."""
+    paused = resumed = None
+    outcome = None
+    if not path.is_file():
+        return paused, resumed, outcome
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            if paused is None and _PAUSED.search(line):
+                paused = _timestamp(line)
+            elif resumed is None and (match := _RESUMED.search(line.rstrip())):
+                resumed, outcome = _timestamp(line), match.group(1)
+    return paused, resumed, outcome
+
+
 def _stopped_line(path: Path) -> datetime | None:
     """When the operator logged that its shutdown finished ("stopped in ..."), if it did."""
     if not path.is_file():
@@ -589,11 +747,41 @@ def count_log_errors(folder: Path) -> int | None:
     return total
 
 
-def read_wl_states(path: Path) -> list[dict[str, str]]:
+def read_csv(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
     with path.open(newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def read_wl_states(path: Path) -> list[dict[str, str]]:
+    return read_csv(path)
+
+
+def status_integral(cq_rows: list[dict[str, str]]) -> tuple[float, float] | None:
+    """The integral of the ClusterQueues' `status.flavorsUsage` (mCPU x ms) summed over the
+    ClusterQueues, and their nominal quota summed (mCPU), from the recorder's cqStates.csv: for
+    each ClusterQueue the recorder adds, at every status change it sees, the usage the status
+    reported until then times the time since that report (the number Kueue's checker divides)."""
+    if not cq_rows:
+        return None
+    used = sum(float(row["CPU used (mCPU * ms)"]) for row in cq_rows)
+    quota = sum(float(row["CPU quota (mCPU)"]) for row in cq_rows)
+    return used, quota
+
+
+def reservation_integral(wl_rows: list[dict[str, str]], requests: dict[str, int]) -> float:
+    """The integral of the quota the workloads themselves held (mCPU x ms): each finished workload's
+    request from its observed admission to its observed Finished (wlStates.csv; both relative to
+    its first event, so no window is needed). The runner keeps only the last admission and no
+    eviction times: a hold that ended in an eviction is not counted (a lower bound, so a status
+    that tracks the reservations integrates at least this much)."""
+    total = 0.0
+    for row in wl_rows:
+        finished, admitted = int(row["ms to finish"]), int(row["ms to admitted"])
+        if finished > 0 and finished >= admitted:
+            total += requests.get(row["class name"], 0) * (finished - admitted)
+    return total
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -639,7 +827,8 @@ def _window_ms(cls: dict[str, Any]) -> float:
 
 def run_checker(binaries: Binaries, run: Run) -> None:
     summary_path, stats_path = run.folder / "summary.yaml", run.folder / "minimalkueue.stats.yaml"
-    rangespec = yaml.safe_load(binaries.baseline_rangespec.read_text())
+    rangespec_path = binaries.rangespec(run.config_name)
+    rangespec = yaml.safe_load(rangespec_path.read_text())
     assert run.summary is not None and run.stats is not None
     if binaries.checker is not None:
         done = subprocess.run(
@@ -648,7 +837,7 @@ def run_checker(binaries: Binaries, run: Run) -> None:
                 "-test.v",
                 f"-summary={summary_path}",
                 f"-cmdStats={stats_path}",
-                f"-range={binaries.baseline_rangespec}",
+                f"-range={rangespec_path}",
             ],
             capture_output=True,
             text=True,
@@ -740,11 +929,15 @@ def run_once(
     timeout: str,
     runner_log_level: str | None = None,
     max_rss_gib: float = 8.0,
+    config_name: str = "baseline",
+    cohorts: int | None = None,
 ) -> Run:
     """One runner invocation against one side; everything it measures."""
     folder.mkdir(parents=True, exist_ok=True)
-    run = Run(side, scale, index, folder, total_workloads(config))
-    child = binaries.minimalkueue if side == "kueue" else WRAPPER
+    run = Run(side, scale, index, folder, total_workloads(config), config_name, cohorts)
+    # Both sides through a wrapper named minimalkueue (the runner names its files after it) that
+    # pauses the runner until the controller's caches are synced (start-ready.sh).
+    child = WRAPPER if side == "ours" else KUEUE_WRAPPER
     run.command = [
         str(binaries.runner),
         f"--o={folder}",
@@ -753,6 +946,7 @@ def run_once(
         f"--minimalKueue={child}",
         f"--timeout={timeout}",
         *RUNNER_FLAGS,
+        *(["--enableTAS"] if config_name == "tas" else []),
         *([f"--zap-log-level={runner_log_level}"] if runner_log_level else []),
     ]
     tmp = Path(tempfile.mkdtemp(prefix="kueue-harness-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
@@ -763,13 +957,15 @@ def run_once(
         "TMPDIR": str(tmp),  # envtest's etcd data on tmpfs
         "PREEMPTION_OPERATOR": operator_script(),
         "PREEMPTION_OPERATOR_ARGS": " ".join(binaries.ours_args),
+        "KUEUE_MINIMALKUEUE": str(binaries.kueue_binary(side)[0]),
+        "KUEUE_HARNESS_PAUSE": "1",
     }
     for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         env.pop(var, None)
     run.revision = git_revision()
     run.started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     run.load_before = os.getloadavg()
-    _log(f"{scale_label(scale)} pair {index} {side}: {run.expected} workloads -> {folder}")
+    _log(f"{config_name} {scale_label(scale)} pair {index} {side}: {run.expected} workloads -> {folder}")
     limit = parse_duration(timeout) + 300  # startup, generation and shutdown beyond the recording timeout
     tracked: dict[int, int] = {}
     busy_before, own_before = _machine_busy_s(), _children_cpu_s()
@@ -794,11 +990,13 @@ def run_once(
                     run.problems.append(
                         f"the controller's RSS reached {rss:.1f} GiB (limit {max_rss_gib}): sent SIGINT"
                     )
+                    proc.send_signal(signal.SIGCONT)  # in case the wrapper still holds it stopped
                     proc.send_signal(signal.SIGINT)
                     kill_at = time.monotonic() + 60
                 if time.monotonic() - began > limit and not run.harness_timeout:
                     run.harness_timeout = True
                     run.problems.append(f"the runner was still running {limit:.0f} s after it started: sent SIGINT")
+                    proc.send_signal(signal.SIGCONT)
                     proc.send_signal(signal.SIGINT)
                     kill_at = time.monotonic() + 60
                 if run.harness_timeout and time.monotonic() > kill_at:
@@ -842,6 +1040,13 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
     watching = _watching_since(folder / "minimalkueue.err.log")
     if watching is not None and "generation_started" in marks:
         run.watch_lead_s = (marks["generation_started"] - watching).total_seconds()
+    paused, resumed, run.resume_outcome = wrapper_pause(folder / "minimalkueue.err.log")
+    if paused is not None and resumed is not None:
+        run.paused_s = (resumed - paused).total_seconds()
+    if resumed is not None and "generation_started" in marks:
+        run.ready_lead_s = (marks["generation_started"] - resumed).total_seconds()
+    if run.resume_outcome not in (None, "ready"):
+        run.problems.append(f"the wrapper resumed the runner without a ready controller: {run.resume_outcome}")
     stopped = _stopped_line(folder / "minimalkueue.err.log")
     if stopped is not None and "sigint" in marks:
         run.sigint_stopped_s = (stopped - marks["sigint"]).total_seconds()
@@ -870,21 +1075,19 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
         values = [int(s["ms to admitted"]) / 1000 for s in states if s["class name"] == name]
         if values:
             run.tta_p90[name] = _percentile(values, 0.9)
+    # Recomputed from the workloads: each holds its request from its (last) observed admission
+    # to its observed Finished; the runner's CSV gives both relative to the workload's first event.
+    run.reserved_mcpu_ms = reservation_integral(states, class_requests(config))
+    status = status_integral(read_csv(folder / "cqStates.csv"))
+    if status is not None:
+        run.status_mcpu_ms = status[0]
     cq = (run.summary.get("clusterQueueClasses") or {}).get("cq")
     if cq and cq.get("nominalQuota"):
         window = _window_ms(cq)
         run.window_s = window / 1000
         run.usage_status = cq["cpuAverageUsage"] * 100 / cq["nominalQuota"]
-        requests = class_requests(config)
-        # Recomputed from the workloads: each holds its request from its (last) observed admission
-        # to its observed Finished; the runner's CSV gives both relative to the workload's first event.
-        held = sum(
-            requests.get(s["class name"], 0) * (int(s["ms to finish"]) - int(s["ms to admitted"]))
-            for s in states
-            if int(s["ms to finish"]) > 0
-        )
         if window > 0:
-            run.usage_recomputed = held * 100 / (cq["nominalQuota"] * window)
+            run.usage_recomputed = run.reserved_mcpu_ms * 100 / (cq["nominalQuota"] * window)
     if run.summary.get("droppedWorkloadEvents"):
         run.problems.append(
             f"the recorder dropped {run.summary['droppedWorkloadEvents']} workload events (the run's averages are partial)"
@@ -954,6 +1157,17 @@ def ratio(ours: float | int | None, kueue: float | int | None) -> float | None:
     return ours / kueue
 
 
+def rows(classes: list[str]) -> list[tuple[str, Any, int]]:
+    """The table's rows, with one time-to-admission row per workload class of the config."""
+    out: list[tuple[str, Any, int]] = []
+    for title, get, digits in ROWS:
+        if title == "time to admission":
+            out += [(f"time to admission, {n}: mean / p90, s", lambda r, n=n: _tta(r, n), 0) for n in classes]
+        else:
+            out.append((title, get, digits))
+    return out
+
+
 ROWS: list[tuple[str, Any, int]] = [
     ("controller wall, s (stats.yaml wallMs)", lambda r: r.wall_s, 1),
     ("controller start → recorder done, s", lambda r: r.throughput_s, 1),
@@ -963,9 +1177,14 @@ ROWS: list[tuple[str, Any, int]] = [
     ("controller max RSS, MiB", lambda r: r.rss_mib, 0),
     ("usage %, ClusterQueue status (cpuAverageUsage ÷ nominalQuota)", lambda r: r.usage_status, 1),
     ("usage %, recomputed from workloads (admitted → Finished)", lambda r: r.usage_recomputed, 1),
-    ("time to admission, small: mean / p90, s", lambda r: _tta(r, "small"), 0),
-    ("time to admission, medium: mean / p90, s", lambda r: _tta(r, "medium"), 0),
-    ("time to admission, large: mean / p90, s", lambda r: _tta(r, "large"), 0),
+    ("ClusterQueue status usage integral, CPU-s (cqStates.csv)", lambda r: _cpu_s(r.status_mcpu_ms), 0),
+    (
+        "workloads' reservations integral, CPU-s (wlStates.csv, admitted → Finished)",
+        lambda r: _cpu_s(r.reserved_mcpu_ms),
+        0,
+    ),
+    ("status ÷ reservations (under 1: the status lags the reservations)", lambda r: _status_ratio(r), 2),
+    ("time to admission", None, 0),
     ("evictions small / medium / large", lambda r: _evictions(r), 0),
     ("preemptions by each ClusterQueue's first large (controller's log)", lambda r: _burst(r), 0),
     (
@@ -973,13 +1192,15 @@ ROWS: list[tuple[str, Any, int]] = [
         lambda r: _after_burst(r),
         0,
     ),
+    ("runner paused for the controller's start (wrapper), s", lambda r: _paused(r), 2),
+    ("controller ready (runner resumed) → first workload set started, s", lambda r: r.ready_lead_s, 2),
     ("controller watching → first workload set started, s (negative: after)", lambda r: r.watch_lead_s, 2),
     ("runner reconcile errors / of them 409 conflicts", lambda r: _errors(r), 0),
     ("SIGINT → controller exit, s", lambda r: r.sigint_exit_s, 2),
     ("SIGINT → operator's own `stopped in` log line, s (ours only)", lambda r: r.sigint_stopped_s, 2),
     ("error lines in the controller's log", lambda r: r.child_log_errors, 0),
     ("workloads seen Finished / created", lambda r: f"{r.workloads_finished:,} / {r.expected:,}" if r.ok else None, 0),
-    ("checker (baseline rangespec)", lambda r: _checker(r), 0),
+    ("checker (the config's rangespec)", lambda r: _checker(r), 0),
     ("load average (1 min) before / after", lambda r: f"{r.load_before[0]:.2f} / {r.load_after[0]:.2f}", 0),
     ("CPU-s used during the run by this run's processes / by all others", lambda r: _other_load(r), 0),
 ]
@@ -992,11 +1213,28 @@ RATIO_ROWS: list[tuple[str, Any]] = [
     ("controller max RSS", lambda r: r.rss_mib),
     ("usage, ClusterQueue status", lambda r: r.usage_status),
     ("usage, recomputed from workloads", lambda r: r.usage_recomputed),
+    ("status ÷ reservations", lambda r: _status_ratio(r)),
     ("time to admission, small (mean)", lambda r: r.tta.get("small")),
     ("time to admission, medium (mean)", lambda r: r.tta.get("medium")),
     ("time to admission, large (mean)", lambda r: r.tta.get("large")),
     ("SIGINT → controller exit", lambda r: r.sigint_exit_s),
 ]
+
+
+def _cpu_s(mcpu_ms: float | None) -> float | None:
+    return None if mcpu_ms is None else mcpu_ms / 1_000_000
+
+
+def _status_ratio(run: Run) -> float | None:
+    if run.status_mcpu_ms is None or not run.reserved_mcpu_ms:
+        return None
+    return run.status_mcpu_ms / run.reserved_mcpu_ms
+
+
+def _paused(run: Run) -> str | None:
+    if run.paused_s is None:
+        return run.resume_outcome
+    return f"{run.paused_s:.2f} ({run.resume_outcome})"
 
 
 def _per_s(run: Run) -> float | None:
@@ -1023,10 +1261,22 @@ def _tta(run: Run, name: str) -> str | None:
     return f"{run.tta[name]:.1f} / {run.tta_p90.get(name, float('nan')):.1f}"
 
 
+def by_size(counts: dict[str, int]) -> dict[str, int]:
+    """Counts per workload class summed per size, the class name's first word (tas's
+    small-required-rack counts as small)."""
+    out = dict.fromkeys(CLASSES, 0)
+    for name, count in counts.items():
+        size = name.split("-", 1)[0]
+        if size in out:
+            out[size] += count
+    return out
+
+
 def _evictions(run: Run) -> str | None:
     if not run.evictions:
         return None
-    return " / ".join(f"{run.evictions.get(name, 0):,}" for name in CLASSES)
+    sizes = by_size(run.evictions)
+    return " / ".join(f"{sizes[name]:,}" for name in CLASSES)
 
 
 def _burst(run: Run) -> str | None:
@@ -1039,7 +1289,8 @@ def _after_burst(run: Run) -> str | None:
     """Evictions the first larges do not account for: the ones a start-up difference leaves alone."""
     if not run.evictions or run.burst_evictions is None:
         return None
-    return " / ".join(f"{max(0, run.evictions.get(name, 0) - run.burst_evictions.get(name, 0)):,}" for name in CLASSES)
+    sizes = by_size(run.evictions)
+    return " / ".join(f"{max(0, sizes[name] - run.burst_evictions.get(name, 0)):,}" for name in CLASSES)
 
 
 def _errors(run: Run) -> str:
@@ -1083,6 +1334,14 @@ def report(
         f" ours, ...), with identical runner flags. Every figure below was measured in the run this file"
         f" describes (started {started})."
     )
+    cut = sorted({r.cohorts for r in runs if r.cohorts is not None})
+    if cut:
+        add("")
+        add(
+            f"**Cohorts cut to fit the machine:** `--cohorts {cut[0]}` ran at most {cut[0]} cohort(s) per cohort"
+            " set of Kueue's config (queues per cohort, quotas and workload templates unchanged); the config's"
+            " rangespec is calibrated for all of them."
+        )
     add("")
     add(f"Command: `{command}`")
     add("")
@@ -1104,24 +1363,39 @@ def report(
     add(
         f"- `PROJECT_DIR=<module dir> TMPDIR=/dev/shm/kueue-harness-* KUBEBUILDER_ASSETS=... runner --o=<run folder>"
         f" --crds=<module dir>/config/components/crd/bases --generatorConfig=<scaled config>"
-        f" --minimalKueue=<controller> --timeout=<T> {' '.join(RUNNER_FLAGS)}`, where the module dir is"
+        f" --minimalKueue=<wrapper> --timeout=<T> {' '.join(RUNNER_FLAGS)}` (and `--enableTAS` for the tas"
+        f" config), where the module dir is"
         f" `{binaries.module_dir}` and T is {', '.join(f'{v} at {scale_label(k)}' for k, v in timeouts.items())}."
         " The same Kueue CRD bases are installed for both sides (this operator's `PreemptionConfig` kind is"
         " absent, which it treats as empty). No metrics scraping on either side."
     )
+    sides = {r.side for r in runs}
+    if "kueue" in sides:
+        add(f"- Kueue (column *Kueue*): `minimalkueue` {binaries.kueue_binary('kueue')[1]}.")
+    if "kueue-stock" in sides:
+        add(f"- Kueue (column *Kueue stock*): `minimalkueue` {binaries.kueue_binary('kueue-stock')[1]}.")
     add(
-        f"- Kueue: `minimalkueue` {binaries.kueue_note}; `--zap-log-level=2`, logs to files."
+        "- Both sides start equally: the runner starts the controller and goes straight on to its generator,"
+        " so each side runs through a wrapper named `minimalkueue` (`benchmarks/kueue-harness/kueue/minimalkueue`"
+        " for Kueue, `.../operator/minimalkueue` for ours, both sourcing `start-ready.sh`) that stops the runner"
+        " (SIGSTOP: its generator, recorder and job player; etcd and kube-apiserver keep serving), execs the"
+        " controller, and lets the runner go on (SIGCONT) once the controller's own log says its caches are"
+        " synced (Kueue: controller-runtime's `Starting workers` for every controller that started its"
+        " event sources; ours: `cache synced`),"
+        " seen on two polls 50 ms apart for both. The pause counts in the runner's wall and start → recorder"
+        " done for both sides; its length and the lead it gave are rows of the table."
+    )
+    add(
+        "- Kueue: `--zap-log-level=2`, logs to files."
         " Ours: `benchmarks/kueue-harness/operator/minimalkueue`, which execs `preemption-operator run"
         f" --no-leader-election --metrics-host=127.0.0.1 --metrics-port=0{''.join(' ' + a for a in binaries.ours_args)}`"
         " with the runner's kubeconfig (log level info; the runner's `--zap-log-level=2` maps to it)."
     )
+    for name in sorted({r.config_name for r in runs}, key=lambda n: CONFIGS.index(n) if n in CONFIGS else 99):
+        add(f"- {describe_config(binaries, name)}")
     add(
-        f"- Generator configs: Kueue's `configs/baseline/generator.yaml` with only the per-queue workload counts"
-        f" scaled (rounded half up): 5 cohorts x 6 ClusterQueues (nominal 20 cpu, borrowing limit 100,"
-        f" reclaimWithinCohort Any, withinClusterQueue LowerPriority); classes small (1 cpu, 200 ms, priority 50),"
-        f" medium (5 cpu, 500 ms, 100), large (20 cpu, 1 s, 200). Checker: {binaries.checker_note or 'Kueue checker'},"
-        f" against Kueue's baseline rangespec (calibrated for the full 15,000-workload scale on Kueue's CI:"
-        f" wall ≤ 425 s, usage ≥ 50 %, mean time to admission ≤ 23 / 90 / 260 s for large / medium / small)."
+        f"- Checker: {binaries.checker_note or 'Kueue checker'}, run on every run with the rangespec of the run's"
+        " config (calibrated by Kueue for the config's full scale on its CI)."
     )
     add(f"- Artifacts of every run (summary.yaml, minimalkueue.stats.yaml, CSVs, logs): `{artifacts}`")
     add("")
@@ -1141,24 +1415,44 @@ def report(
     add("lines: decisions, so not capped by what the recorder saw): those larges arrive together ~1.2 s")
     add("into generation, and a controller already admitting")
     add("by then has smalls and mediums running for them to preempt; *controller watching → first workload")
-    add("set* says whether it was (the runner starts the controller and the generator together, and")
-    add("Kueue's minimalkueue takes about a second to start its watches); *evictions after the first")
+    add("set* says whether it was (without the wrapper's pause the runner starts the controller and the")
+    add("generator together, and Kueue's minimalkueue took about a second longer than the operator to")
+    add("start its watches); *evictions after the first")
     add("larges* subtracts the one row from the other (decisions from the log against evictions the")
     add("recorder saw, so an approximation);")
+    add("*runner paused* is how long the wrapper held the runner stopped for the controller's start, and")
+    add("*ready → first workload set* the lead that gave (both from the wrapper's lines in the controller's")
+    add("log against the runner's `generate workload group` line: positive and alike on both sides means")
+    add("both started equally); *status usage integral* is the recorder's integral of the ClusterQueues'")
+    add("`status.flavorsUsage` (cqStates.csv, summed over the ClusterQueues: what the checker's usage divides),")
+    add("*reservations integral* each finished workload's request times its observed admission → `Finished`")
+    add("(wlStates.csv; the runner keeps only the last admission and no eviction times, so holds that ended")
+    add("in an eviction are left out: a lower bound); their ratio well under 1 says the status lags the")
+    add("reservations (or shows quota released before the workloads report `Finished`), while a ratio")
+    add("near 1 with a low usage says the workloads themselves held less quota;")
     add("the last row compares the CPU time of the run's own processes (runner, etcd, kube-apiserver,")
     add("controller) with everything else the machine ran meanwhile (/proc/stat): a large second number")
     add("means the run shared the 2 cores with other work.")
     add("")
-    scales = sorted({r.scale for r in runs}, reverse=False)
-    for scale in scales:
-        these = [r for r in runs if r.scale == scale]
+    groups: list[tuple[str, Fraction, int | None]] = []
+    for r in runs:
+        if (r.config_name, r.scale, r.cohorts) not in groups:
+            groups.append((r.config_name, r.scale, r.cohorts))
+    for config_name, scale, cohorts in groups:
+        these = [r for r in runs if (r.config_name, r.scale, r.cohorts) == (config_name, scale, cohorts)]
         expected = these[0].expected
-        add(f"## Scale {scale_label(scale)}: {expected:,} workloads")
+        cut_text = f", at most {cohorts} cohort(s) per cohort set" if cohorts is not None else ""
+        add(f"## {config_name}, scale {scale_label(scale)}{cut_text}: {expected:,} workloads")
         add("")
-        header = " | ".join(f"{'Kueue' if r.side == 'kueue' else 'ours'} #{r.index}" for r in these)
+        header = " | ".join(f"{SIDE_LABELS.get(r.side, r.side)} #{r.index}" for r in these)
         add(f"| measure | {header} |")
         add("|---|" + "---:|" * len(these))
-        for title, get, digits in ROWS:
+        classes: list[str] = []
+        for r in these:
+            classes += [n for n in r.tta if n not in classes]
+        size = {name: i for i, name in enumerate(CLASSES)}
+        classes.sort(key=lambda n: (size.get(n.split("-", 1)[0], len(CLASSES)), n))
+        for title, get, digits in rows(classes or list(CLASSES)):
             add(f"| {title} | " + " | ".join(_cell(get(r), digits) for r in these) + " |")
         add("")
         add("Operator revision per run (`git log -1`):")
@@ -1168,15 +1462,16 @@ def report(
                 add(f"- ours #{r.index} ({r.started}): {r.revision}")
         add("")
         pairs = sorted({r.index for r in these})
-        add("ours ÷ Kueue per interleaved pair (below 1 is better for wall, time, CPU, RSS; above 1 for")
-        add("workloads/s and usage):")
+        reference = "kueue" if any(r.side == "kueue" for r in these) else "kueue-stock"
+        add(f"ours ÷ Kueue (the *{SIDE_LABELS[reference]}* column) per interleaved pair (below 1 is better for")
+        add("wall, time, CPU, RSS; above 1 for workloads/s and usage):")
         add("")
         add("| ratio | " + " | ".join(f"pair {i}" for i in pairs) + " | mean |")
         add("|---|" + "---:|" * (len(pairs) + 1))
         for title, get in RATIO_ROWS:
             values = []
             for i in pairs:
-                k = next((r for r in these if r.index == i and r.side == "kueue"), None)
+                k = next((r for r in these if r.index == i and r.side == reference), None)
                 o = next((r for r in these if r.index == i and r.side == "ours"), None)
                 values.append(ratio(get(o), get(k)) if k and o else None)
             present = [v for v in values if v is not None]
@@ -1218,7 +1513,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--artifacts", type=Path, help="where runs keep their files (default: a new folder under the cache)"
     )
-    parser.add_argument("--sides", default="kueue,ours", help="kueue,ours (default both, interleaved)")
+    parser.add_argument(
+        "--config",
+        default="baseline",
+        help="comma-separated Kueue configs: baseline, large-scale, tas (configs/<name>/generator.yaml and rangespec.yaml)",
+    )
+    parser.add_argument(
+        "--cohorts", type=int, help="at most this many cohorts per cohort set (to fit large-scale on the machine)"
+    )
+    parser.add_argument(
+        "--sides",
+        default="kueue,kueue-stock,ours",
+        help="kueue (client limit lifted, --kueue-qps), kueue-stock (as built), ours; default all three, interleaved",
+    )
     parser.add_argument("--runner-log-level", help="the runner's own --zap-log-level (default: Kueue's, very verbose)")
     parser.add_argument("--build-only", action="store_true", help="build or reuse the binaries, then stop")
     parser.add_argument(
@@ -1229,7 +1536,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kueue-qps",
         type=int,
-        help="analysis: run Kueue's minimalkueue rebuilt with this client QPS (burst twice it) instead of its 50",
+        default=DEFAULT_KUEUE_QPS,
+        help=f"the *Kueue* side's minimalkueue rebuilt with this client QPS (burst twice it) instead of its 50"
+        f" (default {DEFAULT_KUEUE_QPS}; 0: the stock build, and no separate kueue-stock side)",
     )
     args = parser.parse_args(argv)
 
@@ -1238,7 +1547,7 @@ def main(argv: list[str] | None = None) -> int:
         f"runner {binaries.runner}, minimalkueue {binaries.minimalkueue}, checker {binaries.checker or '(reimplemented)'}"
     )
     _log(f"module dir {binaries.module_dir}")
-    if args.kueue_qps:
+    if args.kueue_qps and not args.report_from:
         binaries = lift_client_limit(binaries, args.kueue_qps)
     if args.ours_qps:
         burst = max(1, round(2 * args.ours_qps))
@@ -1248,7 +1557,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.build_only:
         return 0
     scales = [parse_scale(s) for s in args.scale.split(",") if s.strip()]
+    configs = [c.strip() for c in args.config.split(",") if c.strip()]
+    if not configs or any(c not in CONFIGS for c in configs):
+        parser.error(f"--config takes {', '.join(CONFIGS)}")
+    if args.cohorts is not None and args.cohorts < 1:
+        parser.error("--cohorts must be at least 1")
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if not args.kueue_qps and "kueue-stock" in sides:
+        sides.remove("kueue-stock")  # the kueue side is the stock build then
     pairs = [int(p) for p in str(args.pairs).split(",") if p.strip()]
     if len(pairs) == 1:
         pairs *= len(scales)
@@ -1270,12 +1586,13 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     results = artifacts / "results.json"
     meta = {"command": command, "started": started, "load_before": load_before, "info": info}
+    meta["kueue_qps"] = args.kueue_qps
     meta["timeouts"] = {scale_label(k): v for k, v in timeouts.items()}
-    for scale, count in zip(scales, pairs, strict=True):
-        config_path, config = write_config(binaries, scale, artifacts)
+    for config_name, (scale, count) in ((c, sc) for c in configs for sc in zip(scales, pairs, strict=True)):
+        config_path, config = write_config(binaries, scale, artifacts, config_name, args.cohorts)
         for index in range(1, count + 1):
             for side in sides:
-                folder = artifacts / scale_label(scale).replace("/", "-") / f"{index}-{side}"
+                folder = artifacts / config_label(config_name, scale, args.cohorts) / f"{index}-{side}"
                 run = run_once(
                     binaries,
                     side,
@@ -1288,11 +1605,15 @@ def main(argv: list[str] | None = None) -> int:
                     timeout=timeouts[scale],
                     runner_log_level=args.runner_log_level,
                     max_rss_gib=args.max_rss_gib,
+                    config_name=config_name,
+                    cohorts=args.cohorts,
                 )
                 runs.append(run)
                 _log(
                     f"  wall {fmt(run.wall_s)} s, start→done {fmt(run.throughput_s)} s, CPU {fmt(run.cpu_s)} s,"
                     f" SIGINT→exit {fmt(run.sigint_exit_s, 2)} s, usage {fmt(run.usage_status)} %,"
+                    f" status÷reservations {fmt(_status_ratio(run), 2)}, paused {_paused(run)},"
+                    f" ready→first set {fmt(run.ready_lead_s, 2)} s,"
                     f" checker {_checker(run)}; problems: {run.problems or 'none'}"
                 )
                 meta["runs"] = [_as_json(r) for r in runs]
@@ -1335,9 +1656,21 @@ KEPT = (
 def rewrite_report(binaries: Binaries, assets: Path, artifacts: Path, output: Path) -> int:
     """The report again from a (possibly interrupted) invocation's artifacts."""
     meta = json.loads((artifacts / "results.json").read_text())
+    # Before the lifted limit was the default, the kueue side was stock unless the command said so.
+    qps = meta.get("kueue_qps")
+    if qps is None:
+        given = re.search(r"--kueue-qps[= ](\d+)", meta["command"])
+        qps = int(given.group(1)) if given else 0
+    binaries = dataclasses.replace(
+        binaries,
+        lifted=bin_dir(binaries.version) / f"qps{qps}" / "minimalkueue" if qps else None,
+        lifted_note=lifted_note(qps) if qps else "",
+    )
     runs = []
     for data in meta["runs"]:
         run = Run(data["side"], parse_scale(data["scale"]), data["index"], Path(data["folder"]), data["expected"])
+        # Artifacts from before --config: baseline, in <artifacts>/<scale>/, config generator-<scale>.yaml.
+        run.config_name, run.cohorts = data.get("config_name", "baseline"), data.get("cohorts")
         for key in KEPT:
             setattr(run, key, data[key])
         run.load_before, run.load_after = tuple(data["load_before"]), tuple(data["load_after"])
@@ -1347,7 +1680,12 @@ def rewrite_report(binaries: Binaries, assets: Path, artifacts: Path, output: Pa
             for p in data["problems"]
             if p.startswith(("the runner was still", "the runner ignored", "the controller's RSS"))
         ]
-        config = yaml.safe_load(next(artifacts.glob(f"generator-{run.folder.parent.name}.yaml")).read_text())
+        names = [
+            f"generator-{config_label(run.config_name, run.scale, run.cohorts)}.yaml",
+            f"generator-{run.folder.parent.name}.yaml",
+        ]
+        config_file = next(artifacts / n for n in names if (artifacts / n).is_file())
+        config = yaml.safe_load(config_file.read_text())
         collect(binaries, run, config)
         runs.append(run)
     text = report(

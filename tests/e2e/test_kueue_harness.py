@@ -143,6 +143,10 @@ def test_kueue_runner_smallest_config_completes_against_the_operator(envtest_ass
     assert set(run.summary["workloadClasses"]) == {"small", "medium", "large"}
     assert sum(c["count"] for c in run.summary["workloadClasses"].values()) == 180
     assert run.sigint_exit_s is not None, logs()  # the operator exited on the runner's SIGINT
+    # The wrapper held the runner until the operator's caches were synced: the generator's first
+    # workload set started after that (start-ready.sh).
+    assert run.resume_outcome == "ready", logs()
+    assert run.ready_lead_s is not None and run.ready_lead_s > 0, logs()
     assert not run.leftovers, f"processes outlived the runner: {run.leftovers}"
 
     if binaries.checker is not None:

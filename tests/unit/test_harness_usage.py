@@ -1,0 +1,171 @@
+"""The harness's check of whether a ClusterQueue's status is prompt: the integral of the status
+usage the runner's recorder wrote (cqStates.csv) against the reservations recomputed from the
+workloads' own admission and Finished times (wlStates.csv), on small synthetic files
+(benchmarks/kueue-harness/harness.py)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kueue_harness_loader import kueue_harness
+
+CQ_CSV = (
+    "name,cohort,class name,CPU quota (mCPU),CPU used (mCPU * ms),CPU max usage (mCPU),monitor time (ms)\n"
+    "cq-0-0-cohort-0,cohort-0,cq,20000,40000000,20000,5000\n"
+    "cq-0-1-cohort-0,cohort-0,cq,20000,10000000,10000,5000\n"
+)
+WL_CSV = (
+    "id,class name,namespace,name,ms to admitted,ms to finish,num evictions\n"
+    "0,small,ns,small-0-0-0,100,300,0\n"  # 1 cpu held 200 ms
+    "1,large,ns,large-2-0-0,500,1500,1\n"  # 20 cpu held 1000 ms (its last admission)
+    "2,medium,ns,medium-1-0-0,0,0,0\n"  # never finished: not counted
+    "3,medium-required-rack,ns,medium-required-rack-1-0-0,1000,1500,0\n"  # 4 pods x 1250m held 500 ms
+)
+
+
+def _write(tmp_path: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    harness = kueue_harness()
+    (tmp_path / "cqStates.csv").write_text(CQ_CSV)
+    (tmp_path / "wlStates.csv").write_text(WL_CSV)
+    return harness.read_csv(tmp_path / "cqStates.csv"), harness.read_csv(tmp_path / "wlStates.csv")
+
+
+def test_status_integral_sums_the_recorders_usage_and_quota_over_cluster_queues(tmp_path: Path) -> None:
+    harness = kueue_harness()
+    cq_rows, _ = _write(tmp_path)
+    assert harness.status_integral(cq_rows) == (50_000_000, 40_000)
+    assert harness.status_integral([]) is None
+
+
+def test_reservation_integral_holds_each_finished_request_from_admission_to_finished(tmp_path: Path) -> None:
+    harness = kueue_harness()
+    _, wl_rows = _write(tmp_path)
+    requests = {"small": 1000, "medium": 5000, "large": 20000, "medium-required-rack": 5000}
+    assert harness.reservation_integral(wl_rows, requests) == 1000 * 200 + 20000 * 1000 + 5000 * 500
+    # A class the config does not have holds nothing; an inverted row (finished before its last
+    # admission, which the recorder can write after a re-admission) is left out, not negative.
+    inverted = [{"class name": "small", "ms to admitted": "900", "ms to finish": "300"}]
+    assert harness.reservation_integral(inverted, requests) == 0
+    assert harness.reservation_integral(wl_rows, {}) == 0
+
+
+def test_class_requests_count_every_pod_of_a_tas_workload() -> None:
+    harness = kueue_harness()
+    config = {
+        "cohorts": [
+            {
+                "count": 1,
+                "queuesSets": [
+                    {
+                        "count": 1,
+                        "workloadsSets": [
+                            {
+                                "count": 1,
+                                "workloads": [
+                                    {"className": "medium-required-rack", "request": "1250m", "podCount": 4},
+                                    {"className": "small", "request": 1},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    assert harness.class_requests(config) == {"medium-required-rack": 5000, "small": 1000}
+
+
+def test_the_status_ratio_of_a_run(tmp_path: Path) -> None:
+    harness = kueue_harness()
+    run = harness.Run("ours", Fraction(1, 10), 1, tmp_path, 3)
+    assert harness._status_ratio(run) is None
+    run.status_mcpu_ms, run.reserved_mcpu_ms = 45.0, 90.0
+    assert harness._status_ratio(run) == pytest.approx(0.5)
+    assert harness._cpu_s(2_500_000.0) == pytest.approx(2.5)
+
+
+def test_evictions_are_summed_per_size_for_tas_classes() -> None:
+    harness = kueue_harness()
+    counts = {"small-required-rack": 2, "small-balanced-rack": 3, "large-preferred-rack": 1, "medium": 4}
+    assert harness.by_size(counts) == {"small": 5, "medium": 4, "large": 1}
+    assert harness._FIRST_LARGE.match("large-required-rack-6-0-0")
+    assert harness._FIRST_LARGE.match("large-2-0-0")
+    assert not harness._FIRST_LARGE.match("large-2-1-0")
+
+
+def test_cohorts_cut_keeps_queues_and_templates_and_scales_counts() -> None:
+    harness = kueue_harness()
+    config = {
+        "cohorts": [
+            {
+                "count": 10,
+                "queuesSets": [
+                    {
+                        "count": 100,
+                        "workloadsSets": [
+                            {"count": 35, "workloads": [{"className": "small", "request": 1}]},
+                            {"count": 4, "workloads": [{"className": "large", "request": 20}]},
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    cut = harness.scaled_config(config, Fraction(1, 10), cohorts=2)
+    assert cut["cohorts"][0]["count"] == 2 and cut["cohorts"][0]["queuesSets"][0]["count"] == 100
+    assert [w["count"] for w in cut["cohorts"][0]["queuesSets"][0]["workloadsSets"]] == [4, 1]
+    assert harness.total_workloads(cut) == 2 * 100 * 5
+    assert config["cohorts"][0]["count"] == 10  # the original is not changed
+    assert harness.scaled_config(config, Fraction(1), cohorts=20)["cohorts"][0]["count"] == 10
+    assert harness.config_label("large-scale", Fraction(1, 10), 2) == "large-scale-1-10-c2"
+    assert harness.config_label("baseline", Fraction(1)) == "baseline-full"
+    assert harness.config_classes(config) == ["small", "large"]
+
+
+def test_the_report_has_a_column_per_side_and_the_new_rows(tmp_path: Path) -> None:
+    harness = kueue_harness()
+    configs = tmp_path / "module" / harness.PERF / "configs" / "large-scale"
+    configs.mkdir(parents=True)
+    template = {"className": "small", "request": 1, "runtimeMs": 150, "priority": 50}
+    queues = {"className": "cq", "count": 100, "nominalQuota": 20, "borrowingLimit": 100}
+    queues |= {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    queues["workloadsSets"] = [{"count": 35, "creationIntervalMs": 60, "workloads": [template]}]
+    cohorts = [{"className": "cohort", "count": 10, "queuesSets": [queues]}]
+    (configs / "generator.yaml").write_text(yaml.safe_dump({"cohorts": cohorts}))
+    (configs / "rangespec.yaml").write_text(
+        "cmd: {maxWallMs: 1416000}\nclusterQueueClassesMinUsage: {cq: 31.6}\n"
+        "wlClassesMaxAvgTimeToAdmissionMs: {small: 841000}\n"
+    )
+    binaries = harness.Binaries(tmp_path / "runner", tmp_path / "mk", None, tmp_path / "module", "v0.19.2")
+    binaries = harness.dataclasses.replace(binaries, lifted=tmp_path / "lifted", lifted_note=harness.lifted_note(1000))
+    runs = []
+    for side in ("kueue", "kueue-stock", "ours"):
+        run = harness.Run(side, Fraction(1, 10), 1, tmp_path / side, 4000, "large-scale", 2)
+        run.paused_s, run.resume_outcome, run.ready_lead_s = 1.5, "ready", 0.25
+        run.status_mcpu_ms, run.reserved_mcpu_ms = 3_000_000.0, 4_000_000.0
+        run.tta, run.tta_p90 = {"small": 2.0}, {"small": 3.0}
+        runs.append(run)
+    text = harness.report(
+        runs,
+        binaries=binaries,
+        assets=tmp_path,
+        artifacts=tmp_path,
+        command="python benchmarks/kueue-harness/harness.py --config large-scale --cohorts 2",
+        info={"cpu": "c", "cores": "2", "memory": "m", "kernel": "k", "python": "p", "go": "g"},
+        load_before=(0.0, 0.0, 0.0),
+        load_after=(0.0, 0.0, 0.0),
+        started="2026-12-02T12:00:00Z",
+        timeouts={Fraction(1, 10): "10m"},
+    )
+    assert "| measure | Kueue #1 | Kueue stock #1 | ours #1 |" in text
+    assert "## large-scale, scale 1/10, at most 2 cohort(s) per cohort set: 4,000 workloads" in text
+    assert "`--cohorts 2`" in text and "QPS 50 / burst 100 -> 1000 / 2000" in text
+    assert "| runner paused for the controller's start (wrapper), s | 1.50 (ready) |" in text
+    assert "| controller ready (runner resumed) → first workload set started, s | 0.25 |" in text
+    assert "| status ÷ reservations (under 1: the status lags the reservations) | 0.75 |" in text
+    assert "| time to admission, small: mean / p90, s | 2.0 / 3.0 |" in text
+    assert "| status ÷ reservations | 1.00 | 1.00 |" in text  # ours ÷ Kueue, pair 1 and the mean
