@@ -34,7 +34,7 @@ preemption-operator rbac --check
 preemption-operator rbac --check --output charts/preemption-operator/templates/clusterrole.yaml
 
 log "shell scripts (shellcheck, from the test extras)"
-shellcheck hack/*.sh .ci/run benchmarks/kueue-harness/operator/minimalkueue
+shellcheck -x hack/*.sh .ci/run benchmarks/kueue-harness/start-ready.sh benchmarks/kueue-harness/*/minimalkueue
 
 log "helm (built from its Go module): lint and render the chart"
 if HELM="$(hack/setup-helm.sh)"; then

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Sourced by both `minimalkueue` wrappers (kueue/minimalkueue and operator/minimalkueue) so that
 # the two controllers start the same way under Kueue's scheduler performance runner.
 #
@@ -54,7 +55,7 @@ _kh_ready() {
       _kh_started="$(_kh_names 'Starting EventSource' "$2")"
       [ -n "$_kh_started" ] || return 1
       _kh_workers="$(_kh_names 'Starting workers' "$2")"
-      [ -z "$(printf '%s\n' "$_kh_started" | grep -vxF -e "$_kh_workers")" ]
+      ! printf '%s\n' "$_kh_started" | grep -qvxF -e "$_kh_workers"
       ;;
     *) return 1 ;;
   esac
