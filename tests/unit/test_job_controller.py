@@ -13,7 +13,7 @@ import pytest
 
 from preemption_operator.api import kinds
 from preemption_operator.controller.feeder import CacheFeeder
-from preemption_operator.controller.jobs import JobController
+from preemption_operator.controller.jobs import ORPHANS, JobController
 from preemption_operator.controller.started_pods import POD, StartedPods
 from preemption_operator.engine.cache import Cache
 from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
@@ -445,3 +445,34 @@ def test_started_pods_tell_when_a_workloads_first_pod_comes_and_its_last_goes() 
     assert not started.running(wl) and told == [wl, wl]  # nothing runs under it: nothing changed
     started.replace(POD, [started_pod()], "3")
     assert told == [wl, wl, wl]
+
+
+@pytest.mark.looptime
+async def test_a_deleted_jobs_workload_stays_until_its_started_pods_are_gone() -> None:
+    """Deleting a running job must not free its quota while its pods run out their grace period."""
+    api = FakeApi()
+    cache, waker, events = Cache(), Waker(), Events()
+    feeder = CacheFeeder(cache, waker)
+    started = StartedPods()
+    controller = JobController(
+        api,  # type: ignore[arg-type]
+        cache,
+        feeder,
+        StatusWriter(api),  # type: ignore[arg-type]
+        events,
+        lambda: True,
+        started=started,
+    )
+    workload = api.put(evicted_workload())
+    controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    controller.replace(JOB, [], "1")  # the job is gone
+    started.replace(POD, [started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1")], "1")
+    await controller._delete_orphans()
+    assert kinds.Workload.path("job-train-12345", NS) in api.objects  # its pod still runs
+    while not controller._queue.empty():
+        controller._queue.get_nowait()
+    controller._queued.clear()
+    started.event(POD, "DELETED", started_pod())
+    assert controller._queue.get_nowait() == ORPHANS
+    await controller._delete_orphans()
+    assert kinds.Workload.path("job-train-12345", NS) not in api.objects

@@ -240,6 +240,8 @@ class JobController:
         job = self._owned.get(workload_key)
         if job is not None and job in self.jobs:
             self._enqueue(job)
+        elif workload_key in self._orphans:
+            self._enqueue(ORPHANS)  # its job is gone: its Workload may go once its pods have
 
     def pods_running(self, job: WorkloadKey) -> bool:
         """Whether a pod started under one of the job's Workloads may still run."""
@@ -522,6 +524,10 @@ class JobController:
             job = self._owned.get(key)
             if job is None or job in self.jobs:
                 self._orphans.discard(key)
+                continue
+            if self.started is not None and self.started.running(key):
+                # A deleted job's pods still run out their grace period: the Workload keeps the
+                # quota they use until none may run (the pod watch asks again then).
                 continue
             namespace, _, name = key.rpartition("/")
             try:
