@@ -123,10 +123,20 @@ def evicted_workload() -> dict[str, Any]:
     }
 
 
-def setup(api: FakeApi, *, leading: bool = True) -> tuple[JobController, Events, Waker, Cache]:
+def setup(
+    api: FakeApi, *, leading: bool = True, started: StartedPods | None = None
+) -> tuple[JobController, Events, Waker, Cache]:
     cache, waker, events = Cache(), Waker(), Events()
     feeder = CacheFeeder(cache, waker)
-    controller = JobController(api, cache, feeder, StatusWriter(api), events, lambda: leading)  # type: ignore[arg-type]
+    controller = JobController(
+        api,  # type: ignore[arg-type]
+        cache,
+        feeder,
+        StatusWriter(api),  # type: ignore[arg-type]
+        events,
+        lambda: leading,
+        started=started,
+    )
     job, workload = api.put(running_job()), api.put(evicted_workload())
     feeder.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
     controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
@@ -377,22 +387,8 @@ async def test_the_quota_stays_while_a_started_pod_may_run_that_the_jobs_status_
     """The race behind an over-committed queue: the Job controller made a pod, and its write of
     `status.active` conflicted with the suspension; the Job shows no pods, one may still be bound."""
     api = FakeApi()
-    cache, waker, events = Cache(), Waker(), Events()
-    feeder = CacheFeeder(cache, waker)
     started = StartedPods()
-    controller = JobController(
-        api,  # type: ignore[arg-type]
-        cache,
-        feeder,
-        StatusWriter(api),  # type: ignore[arg-type]
-        events,
-        lambda: True,
-        started=started,
-    )
-    job, workload = api.put(running_job()), api.put(evicted_workload())
-    feeder.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
-    controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
-    controller.replace(JOB, [copy.deepcopy(job)], "1")
+    controller, _, waker, cache = setup(api, started=started)
     key = controller.key_of(JOB, running_job())
     for _ in range(3):
         await controller.reconcile(key)  # suspend, start time, restore
@@ -451,20 +447,8 @@ def test_started_pods_tell_when_a_workloads_first_pod_comes_and_its_last_goes() 
 async def test_a_deleted_jobs_workload_stays_until_its_started_pods_are_gone() -> None:
     """Deleting a running job must not free its quota while its pods run out their grace period."""
     api = FakeApi()
-    cache, waker, events = Cache(), Waker(), Events()
-    feeder = CacheFeeder(cache, waker)
     started = StartedPods()
-    controller = JobController(
-        api,  # type: ignore[arg-type]
-        cache,
-        feeder,
-        StatusWriter(api),  # type: ignore[arg-type]
-        events,
-        lambda: True,
-        started=started,
-    )
-    workload = api.put(evicted_workload())
-    controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    controller, _, _, _ = setup(api, started=started)
     controller.replace(JOB, [], "1")  # the job is gone
     started.replace(POD, [started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1")], "1")
     await controller._delete_orphans()
