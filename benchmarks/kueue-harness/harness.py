@@ -82,6 +82,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -530,6 +531,92 @@ def _pdeathsig() -> Any:
     return hook
 
 
+def _proc_cpu(pid: int) -> tuple[str, float] | None:
+    """(command name, user + system CPU seconds) of a live process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    fields = text[text.rindex(")") + 2 :].split()
+    return name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Probe:
+    """Watches a run from outside: the CPU of each of the runner's processes (the last reading
+    of each before it ended) and the kube-apiserver's own request counts (`apiserver_request_total`
+    from its /metrics, read with the runner's kubeconfig every few seconds; the last reading),
+    so that both sides' runs say where the machine's CPU went and how many API calls each made."""
+
+    SCRAPE_EVERY_S = 3.0
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.cpu: dict[int, tuple[str, float]] = {}
+        self.requests: dict[tuple[str, str, str], int] = {}
+        self._context: Any = None
+        self._server = ""
+        self._last_scrape = 0.0
+        self._tmp = Path(tempfile.mkdtemp(prefix="kueue-harness-probe-"))
+
+    def sample(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            reading = _proc_cpu(pid)
+            if reading is not None:
+                self.cpu[pid] = reading
+        if time.monotonic() - self._last_scrape >= self.SCRAPE_EVERY_S:
+            self._last_scrape = time.monotonic()
+            with contextlib.suppress(Exception):
+                self._scrape()
+
+    def _connect(self) -> bool:
+        kubeconfig = self.folder / "kubeconfig"
+        if self._context is not None or not kubeconfig.is_file():
+            return self._context is not None
+        import base64
+        import ssl
+
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+        ca, cert, key = self._tmp / "ca.crt", self._tmp / "client.crt", self._tmp / "client.key"
+        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+        key.write_bytes(base64.b64decode(user["client-key-data"]))
+        context = ssl.create_default_context(cafile=str(ca))
+        context.load_cert_chain(str(cert), str(key))
+        self._context, self._server = context, cluster["server"].rstrip("/")
+        return True
+
+    def _scrape(self) -> None:
+        import urllib.request
+
+        if not self._connect():
+            return
+        with urllib.request.urlopen(f"{self._server}/metrics", context=self._context, timeout=2) as answer:
+            text = answer.read().decode()
+        counts: dict[tuple[str, str, str], int] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line[: line.rindex("}")]))
+            resource = labels.get("resource", "")
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            key = (labels.get("verb", ""), resource, labels.get("code", ""))
+            counts[key] = counts.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+        if counts:
+            self.requests = counts
+
+    def cpu_by_name(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, seconds in self.cpu.values():
+            out[name] = out.get(name, 0.0) + seconds
+        return out
+
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
 @dataclass
 class Run:
     side: str
@@ -585,6 +672,14 @@ class Run:
     checker_kind: str = ""
     child_log_errors: int | None = None
     problems: list[str] = field(default_factory=list)
+    hold_s: dict[str, float] = field(default_factory=dict)
+    """Per class: the mean time from a workload's observed admission to its observed Finished."""
+    profile: str = ""
+    """The top of the controller's CPU profile (--profile), as text."""
+    process_cpu_s: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per process name of the runner's tree (runner, etcd, kube-apiserver, the controller)."""
+    api_requests: dict[str, int] = field(default_factory=dict)
+    """kube-apiserver's request counts, "VERB resource[/subresource] code" -> count (its last /metrics)."""
 
     @property
     def ok(self) -> bool:
@@ -928,6 +1023,7 @@ def run_once(
     assets: Path,
     timeout: str,
     runner_log_level: str | None = None,
+    profile: bool = False,
     max_rss_gib: float = 8.0,
     config_name: str = "baseline",
     cohorts: int | None = None,
@@ -948,6 +1044,7 @@ def run_once(
         *RUNNER_FLAGS,
         *(["--enableTAS"] if config_name == "tas" else []),
         *([f"--zap-log-level={runner_log_level}"] if runner_log_level else []),
+        *(["--withCPUProfile=true"] if profile else []),
     ]
     tmp = Path(tempfile.mkdtemp(prefix="kueue-harness-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
     env = {
@@ -969,6 +1066,7 @@ def run_once(
     limit = parse_duration(timeout) + 300  # startup, generation and shutdown beyond the recording timeout
     tracked: dict[int, int] = {}
     busy_before, own_before = _machine_busy_s(), _children_cpu_s()
+    probe = Probe(folder)
     began = time.monotonic()
     with (folder / "runner.log").open("wb") as log:
         proc = subprocess.Popen(
@@ -984,6 +1082,7 @@ def run_once(
         try:
             while proc.poll() is None:
                 tracked.update(_descendants(proc.pid))
+                probe.sample([proc.pid, *tracked])
                 rss = _controller_rss_gib(proc.pid)
                 if rss > max_rss_gib and not run.harness_timeout:
                     run.harness_timeout = True
@@ -1008,6 +1107,9 @@ def run_once(
                 proc.kill()
             proc.wait()
     run.runner_seconds = time.monotonic() - began
+    probe.close()
+    run.process_cpu_s = probe.cpu_by_name()
+    run.api_requests = {f"{verb} {resource} {code}": n for (verb, resource, code), n in sorted(probe.requests.items())}
     run.machine_cpu_s, run.own_cpu_s = _machine_busy_s() - busy_before, _children_cpu_s() - own_before
     run.runner_exit = proc.returncode
     run.load_after = os.getloadavg()
@@ -1036,6 +1138,7 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
     if "child_started" in marks and "generator_done" in marks:
         run.generation_s = (marks["generator_done"] - marks["child_started"]).total_seconds()
     run.child_log_errors = count_log_errors(folder)
+    run.profile = profile_summary(binaries, run)
     run.burst_evictions = burst_evictions(folder / "minimalkueue.err.log")
     watching = _watching_since(folder / "minimalkueue.err.log")
     if watching is not None and "generation_started" in marks:
@@ -1075,6 +1178,13 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
         values = [int(s["ms to admitted"]) / 1000 for s in states if s["class name"] == name]
         if values:
             run.tta_p90[name] = _percentile(values, 0.9)
+        holds = [
+            (int(s["ms to finish"]) - int(s["ms to admitted"])) / 1000
+            for s in states
+            if s["class name"] == name and int(s["ms to finish"]) > 0
+        ]
+        if holds:
+            run.hold_s[name] = sum(holds) / len(holds)
     # Recomputed from the workloads: each holds its request from its (last) observed admission
     # to its observed Finished; the runner's CSV gives both relative to the workload's first event.
     run.reserved_mcpu_ms = reservation_integral(states, class_requests(config))
@@ -1094,6 +1204,38 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
         )
     if run.stats is not None:
         run_checker(binaries, run)
+
+
+PROFILE_LINES = 25
+
+
+def profile_summary(binaries: Binaries, run: Run) -> str:
+    """The top of the controller's CPU profile, if the run made one: the runner asks for
+    <folder>/minimalkueue.cpu.prof; Kueue writes pprof (read with `go tool pprof -top`), the
+    operator cProfile's pstats (own time first, then the cumulative time of the same functions)."""
+    path = run.folder / "minimalkueue.cpu.prof"
+    if not path.is_file() or path.stat().st_size == 0:
+        return ""
+    if run.side == "ours":
+        import io
+        import pstats
+
+        stream = io.StringIO()
+        stats = pstats.Stats(str(path), stream=stream)
+        stats.strip_dirs().sort_stats("tottime").print_stats(PROFILE_LINES)
+        stats.sort_stats("cumulative").print_stats(PROFILE_LINES)
+        text = stream.getvalue()
+    else:
+        binary = binaries.kueue_binary(run.side)[0]
+        done = subprocess.run(
+            [go_binary(), "tool", "pprof", "-top", f"-nodecount={PROFILE_LINES}", str(binary), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        text = done.stdout or done.stderr
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    return "\n".join(lines)
 
 
 def parse_duration(text: str) -> float:
@@ -1185,6 +1327,7 @@ ROWS: list[tuple[str, Any, int]] = [
     ),
     ("status ÷ reservations (under 1: the status lags the reservations)", lambda r: _status_ratio(r), 2),
     ("time to admission", None, 0),
+    ("admitted → Finished as the runner saw it (its runtime plus its lag), mean s", lambda r: _holds(r), 2),
     ("evictions small / medium / large", lambda r: _evictions(r), 0),
     ("preemptions by each ClusterQueue's first large (controller's log)", lambda r: _burst(r), 0),
     (
@@ -1201,6 +1344,9 @@ ROWS: list[tuple[str, Any, int]] = [
     ("error lines in the controller's log", lambda r: r.child_log_errors, 0),
     ("workloads seen Finished / created", lambda r: f"{r.workloads_finished:,} / {r.expected:,}" if r.ok else None, 0),
     ("checker (the config's rangespec)", lambda r: _checker(r), 0),
+    ("CPU-s of runner / kube-apiserver / etcd (their /proc, last reading)", lambda r: _process_cpu(r), 0),
+    ("API writes (kube-apiserver's count: POST, PUT, PATCH, DELETE), all clients", lambda r: _writes(r), 0),
+    ("of them Workload status / ClusterQueue status / LocalQueue status / Events", lambda r: _write_split(r), 0),
     ("load average (1 min) before / after", lambda r: f"{r.load_before[0]:.2f} / {r.load_after[0]:.2f}", 0),
     ("CPU-s used during the run by this run's processes / by all others", lambda r: _other_load(r), 0),
 ]
@@ -1219,6 +1365,45 @@ RATIO_ROWS: list[tuple[str, Any]] = [
     ("time to admission, large (mean)", lambda r: r.tta.get("large")),
     ("SIGINT → controller exit", lambda r: r.sigint_exit_s),
 ]
+
+
+def _holds(run: Run) -> str | None:
+    if not run.hold_s:
+        return None
+    return " / ".join(f"{run.hold_s[c]:.2f}" if c in run.hold_s else "—" for c in _size_order(run.hold_s))
+
+
+def _size_order(names: Iterable[str]) -> list[str]:
+    return sorted(names, key=lambda n: (next((i for i, c in enumerate(CLASSES) if n.startswith(c)), 9), n))
+
+
+def _process_cpu(run: Run) -> str | None:
+    if not run.process_cpu_s:
+        return None
+    return " / ".join(f"{run.process_cpu_s.get(n, 0):.1f}" for n in ("runner", "kube-apiserver", "etcd"))
+
+
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+
+
+def _write_count(run: Run, resource: str | None = None) -> int:
+    total = 0
+    for key, n in run.api_requests.items():
+        verb, res, _code = key.split(" ")
+        if verb in WRITE_VERBS and (resource is None or res == resource):
+            total += n
+    return total
+
+
+def _writes(run: Run) -> str | None:
+    return f"{_write_count(run):,}" if run.api_requests else None
+
+
+def _write_split(run: Run) -> str | None:
+    if not run.api_requests:
+        return None
+    parts = ("workloads/status", "clusterqueues/status", "localqueues/status", "events")
+    return " / ".join(f"{_write_count(run, p):,}" for p in parts)
 
 
 def _cpu_s(mcpu_ms: float | None) -> float | None:
@@ -1478,6 +1663,14 @@ def report(
             mean = sum(present) / len(present) if present else None
             add(f"| {title} | " + " | ".join(fmt(v, 2) for v in values) + f" | {fmt(mean, 2)} |")
         add("")
+        for r in these:
+            if r.profile:
+                add(f"CPU profile of {SIDE_NAMES[r.side]} #{r.index} (with the profiler's overhead: not a timed run):")
+                add("")
+                add("```")
+                out.extend(r.profile.splitlines())
+                add("```")
+                add("")
         troubled = [r for r in these if r.problems]
         if troubled:
             add("Problems seen in these runs:")
@@ -1527,6 +1720,12 @@ def main(argv: list[str] | None = None) -> int:
         help="kueue (client limit lifted, --kueue-qps), kueue-stock (as built), ours; default all three, interleaved",
     )
     parser.add_argument("--runner-log-level", help="the runner's own --zap-log-level (default: Kueue's, very verbose)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the controllers (the runner's --withCPUProfile: pprof for Kueue, cProfile for ours) and"
+        " show the top of each profile in the report; the profiler slows them down, so such runs are not timed runs",
+    )
     parser.add_argument("--build-only", action="store_true", help="build or reuse the binaries, then stop")
     parser.add_argument(
         "--ours-qps",
@@ -1604,6 +1803,7 @@ def main(argv: list[str] | None = None) -> int:
                     assets=assets,
                     timeout=timeouts[scale],
                     runner_log_level=args.runner_log_level,
+                    profile=args.profile,
                     max_rss_gib=args.max_rss_gib,
                     config_name=config_name,
                     cohorts=args.cohorts,
@@ -1673,6 +1873,8 @@ def rewrite_report(binaries: Binaries, assets: Path, artifacts: Path, output: Pa
         run.config_name, run.cohorts = data.get("config_name", "baseline"), data.get("cohorts")
         for key in KEPT:
             setattr(run, key, data[key])
+        for key in ("process_cpu_s", "api_requests"):  # absent in artifacts from before the probe
+            setattr(run, key, data.get(key) or {})
         run.load_before, run.load_after = tuple(data["load_before"]), tuple(data["load_after"])
         run.harness_timeout = data["harness_timeout"]
         run.problems = [

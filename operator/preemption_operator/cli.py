@@ -215,6 +215,13 @@ def _fair_sharing(enabled: bool, strategies: str | None) -> FairSharing:
 )
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
+@click.option(
+    "--cpu-profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Profile the operator (cProfile, which slows it down) and write the statistics (pstats) to this file "
+    "when it stops.",
+)
 def run(
     metrics_host: str,
     metrics_port: int,
@@ -238,6 +245,7 @@ def run(
     feature_gates: str,
     log_format: str,
     verbose: bool,
+    cpu_profile: Path | None,
 ) -> None:
     """Run the operator against the cluster of the current kubeconfig (or in-cluster config)."""
     from lightkube.core.exceptions import ConfigError
@@ -283,7 +291,7 @@ def run(
     except (ConfigError, FaultSpecError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    operator.run(config, options)
+    operator.run(config, options, cpu_profile=cpu_profile)
 
 
 def _namespace_selector(text: str | None) -> Any:
