@@ -72,13 +72,13 @@ class KubeModel(BaseModel):
     @model_validator(mode="after")
     def _unique_list_keys(self) -> Self:
         """Entries of a list-map (or a set) must be unique, as the API server requires."""
-        for name, keys in _list_keys(type(self)):
+        for name, keys, attributes in _list_keys(type(self)):
             items = getattr(self, name)
-            if not items:
+            if not items or len(items) == 1:
                 continue
             seen: set[Any] = set()
             for item in items:
-                key = item if keys is None else tuple(getattr(item, to_snake(k), None) for k in keys)
+                key = item if attributes is None else tuple(getattr(item, a, None) for a in attributes)
                 if key in seen:
                     shown = key if keys is None else ", ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))
                     raise ValueError(f"{to_camel(name)}: duplicate entry ({shown})")
@@ -91,17 +91,25 @@ class KubeModel(BaseModel):
 
 
 @functools.cache
-def _list_keys(model: type[BaseModel]) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
-    """(field, map keys) for list-map fields, (field, None) for sets."""
-    found = []
+def _list_keys(
+    model: type[BaseModel],
+) -> tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...] | None], ...]:
+    """(field, map keys, their attribute names) for list-map fields, (field, None, None) for
+    sets. Cached per model: every instance of every model is checked, so the names are worked out
+    once."""
+    found: list[tuple[str, tuple[str, ...] | None, tuple[str, ...] | None]] = []
     for name, info in model.model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         kind = extra.get("x-kubernetes-list-type")
         if kind == "map":
             keys = extra.get("x-kubernetes-list-map-keys")
-            found.append((name, tuple(str(k) for k in keys) if isinstance(keys, list) else None))
+            if isinstance(keys, list):
+                names = tuple(str(k) for k in keys)
+                found.append((name, names, tuple(to_snake(k) for k in names)))
+            else:
+                found.append((name, None, None))
         elif kind == "set":
-            found.append((name, None))
+            found.append((name, None, None))
     return tuple(found)
 
 
@@ -247,6 +255,10 @@ LATEST_TIME = datetime.max.replace(tzinfo=UTC) - MAX_DURATION
 
 
 def _time_in_range(value: datetime) -> datetime:
+    # Nearly every time the API server sends is in UTC and recent: checked without building the
+    # message (every condition of every Workload event passes here).
+    if not value.utcoffset() and value <= LATEST_TIME:
+        return value
     shown = value.isoformat().replace("+00:00", "Z")
     try:
         utc = value.astimezone(UTC)
