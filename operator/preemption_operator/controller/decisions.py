@@ -179,7 +179,7 @@ class DecisionWriter:
     def _observed(self, key: str) -> dict[str, Any] | None:
         """The freshest copy of a Workload the cache holds (write answers and watch events)."""
         obj = self.cache.objects["Workload"].get(key)
-        return obj.to_wire() if obj is not None else None
+        return obj.status_view() if obj is not None else None
 
     # -- telling people
 

@@ -319,10 +319,11 @@ class Cache:
         admission holds its quota from now on, an eviction keeps the victim's until written."""
         for change in changes:
             if change.holds_quota:
-                wire = change.workload.obj.to_wire()
-                new = change.compute(wire)
+                obj = change.workload.obj
+                new = change.compute(obj.status_view())
                 if new is not None:
-                    self.assume_admission(v1beta2.Workload.model_validate({**wire, "status": new}), change)
+                    status = v1beta2.WorkloadStatus.model_validate(new)
+                    self.assume_admission(obj.model_copy(update={"status": status}), change)
             elif change.releases_quota:
                 self.assume_eviction(change.key, change)
                 if change.past is not None:
