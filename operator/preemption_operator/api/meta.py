@@ -428,6 +428,28 @@ class TopLevel(KubeModel):
         """`namespace/name`, or `name` for cluster-scoped kinds."""
         return f"{self.namespace}/{self.name}" if self.crd.scope == "Namespaced" else self.name
 
+    def status_view(self) -> dict[str, Any]:
+        """The parts of the object in wire form that a status write reads and sends: identity,
+        `metadata.generation` and `resourceVersion`, and the status. Much cheaper than
+        `to_wire()` for kinds whose spec is large."""
+        meta = self.metadata
+        identity = (
+            ("name", meta.name),
+            ("namespace", meta.namespace),
+            ("uid", meta.uid),
+            ("generation", meta.generation),
+            ("resourceVersion", meta.resource_version),
+        )
+        view: dict[str, Any] = {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "metadata": {k: v for k, v in identity if v is not None},
+        }
+        status = getattr(self, "status", None)
+        if status is not None:
+            view["status"] = status.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        return view
+
     def annotation(self, key: str) -> str | None:
         return (self.metadata.annotations or {}).get(key)
 

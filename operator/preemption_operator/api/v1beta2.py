@@ -758,25 +758,9 @@ class Workload(
     status: WorkloadStatus | None = None
 
     def status_view(self) -> dict[str, Any]:
-        """The parts of the object in wire form that a status write reads and sends: identity,
-        `metadata.generation` and `resourceVersion`, `spec.active` and the status. Much cheaper
-        than `to_wire()`, whose pod templates no status change looks at."""
-        meta = self.metadata
-        identity = (
-            ("name", meta.name),
-            ("namespace", meta.namespace),
-            ("uid", meta.uid),
-            ("generation", meta.generation),
-            ("resourceVersion", meta.resource_version),
-        )
-        view: dict[str, Any] = {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "metadata": {k: v for k, v in identity if v is not None},
-            "spec": {"active": self.spec.active},
-        }
-        if self.status is not None:
-            view["status"] = self.status.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        """As TopLevel's, with `spec.active` (a status change reads it: deactivated meanwhile)."""
+        view = super().status_view()
+        view["spec"] = {"active": self.spec.active}
         return view
 
     @model_validator(mode="after")

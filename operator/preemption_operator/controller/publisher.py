@@ -55,6 +55,10 @@ class QueueStatusPublisher:
         self._pending_queues: set[str] = set()
         self._counted_at: datetime | None = None
         """When the PreemptionLimits' counts were last written (None: not yet this term)."""
+        self._views: dict[tuple[str, str], tuple[str | None, dict[str, Any]]] = {}
+        """Each object's status view by resourceVersion: every pass looks at every queue, and
+        most have not changed since the last one."""
+        self._seen: dict[tuple[str, str], tuple[str | None, dict[str, Any]]] = {}
 
     def due(self) -> None:
         """Something changed (a cycle, an analysis): publish within the interval."""
@@ -74,8 +78,20 @@ class QueueStatusPublisher:
                     log.exception("writing queue statuses failed")
             await asyncio.sleep(max(0.0, INTERVAL_SECONDS - (loop_time() - started)))
 
+    def _view(self, obj: Any) -> dict[str, Any]:
+        """The object's status view (see TopLevel.status_view), reused while its resourceVersion
+        stays the same. The compute functions copy before they change anything."""
+        key = (obj.kind, obj.key)
+        version = obj.metadata.resource_version
+        held = self._views.get(key)
+        if held is None or version is None or held[0] != version:
+            held = (version, obj.status_view())
+        self._seen[key] = held
+        return held[1]
+
     async def publish(self, now: datetime) -> None:
         """Every queue's status; only those that change are written, a few at a time."""
+        self._seen = {}
         snapshot = self.cache.snapshot(now)
         writes: list[StatusWrite] = []
         unreadable = {key: n.message for (kind, key), n in self.feeder.invalid.items() if kind == "PreemptionConfig"}
@@ -105,13 +121,13 @@ class QueueStatusPublisher:
                     snapshot.fair_sharing.enabled,
                 )
 
-            writes.append((kinds.ClusterQueue, name, None, cq_status, obj.to_wire()))
+            writes.append((kinds.ClusterQueue, name, None, cq_status, self._view(obj)))
         for name, cohort in list(self.cache.objects["Cohort"].items()):
 
             def co_status(current: dict[str, Any], share: float | None = cohort_shares.get(name)) -> dict[str, Any]:
                 return queue_status.cohort_status(share, current.get("status"))
 
-            writes.append((kinds.Cohort, name, None, co_status, cohort.to_wire()))
+            writes.append((kinds.Cohort, name, None, co_status, self._view(cohort)))
         counts = queue_status.local_queue_counts(snapshot)
         for lq in list(self.cache.objects["LocalQueue"].values()):
             lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
@@ -119,7 +135,7 @@ class QueueStatusPublisher:
             def lq_status(current: dict[str, Any], lq_counts: tuple[int, int] = lq_counts) -> dict[str, Any]:
                 return queue_status.local_queue_status(lq_counts, current.get("status"))
 
-            writes.append((kinds.LocalQueue, lq.name, lq.namespace, lq_status, lq.to_wire()))
+            writes.append((kinds.LocalQueue, lq.name, lq.namespace, lq_status, self._view(lq)))
         users = queue_status.config_users(snapshot)
         lint = self.lint()
         for name, config in list(self.cache.objects["PreemptionConfig"].items()):
@@ -129,8 +145,9 @@ class QueueStatusPublisher:
                     config, users.get(name, []), current.get("status"), now, lint, snapshot.fair_sharing.enabled
                 )
 
-            writes.append((kinds.PreemptionConfig, name, None, pc_status, config.to_wire()))
+            writes.append((kinds.PreemptionConfig, name, None, pc_status, self._view(config)))
         writes += self._limit_writes(now)
+        self._views = self._seen  # objects gone since the last pass are forgotten
         # Unchanged ones cost no request: compute first, send only what differs.
         changed = [w for w in writes if (new := w[3](w[4])) is not None and new != (w[4].get("status") or {})]
         limit = asyncio.Semaphore(PARALLELISM)
@@ -175,7 +192,7 @@ class QueueStatusPublisher:
             ) -> dict[str, Any]:
                 return queue_status.preemption_limit_status(generation, problem, counts, current.get("status"), now)
 
-            writes.append((kinds.PreemptionLimit, name, None, pl_status, limit.to_wire()))
+            writes.append((kinds.PreemptionLimit, name, None, pl_status, self._view(limit)))
         self.metrics.preemption_limits(figures)
         return writes
 
