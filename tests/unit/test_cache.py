@@ -450,3 +450,20 @@ def test_the_room_a_victim_leaves_stays_its_preemptors_while_the_eviction_is_wri
     assert used(cache, "a") == 1000
     after = scheduler.cycle(cache.snapshot(NOW), state)
     assert [wl.workload.name for wl in after.admitted] == ["b-0"]
+
+
+def test_snapshots_see_namespace_labels_as_they_change():
+    """The snapshots' namespace labels are built once and kept until a Namespace changes: a new
+    label, a new namespace and a deleted one each show in the next snapshot, and an unchanged one
+    keeps handing out the same map."""
+    cache = Cache()
+    cache.upsert(versioned(namespace("team-a", {"tier": "batch"}), 1))
+    first = cache.snapshot(NOW).namespace_labels
+    assert first["team-a"]["tier"] == "batch"
+    assert cache.snapshot(NOW).namespace_labels is first
+    cache.upsert(versioned(namespace("team-a", {"tier": "prod"}), 2))
+    assert cache.snapshot(NOW).namespace_labels["team-a"]["tier"] == "prod"
+    cache.upsert(versioned(namespace("team-b"), 3))
+    assert set(cache.snapshot(NOW).namespace_labels) == {"team-a", "team-b"}
+    cache.delete("Namespace", "team-b")
+    assert set(cache.snapshot(NOW).namespace_labels) == {"team-a"}

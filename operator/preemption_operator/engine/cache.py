@@ -132,6 +132,9 @@ class Cache:
         self._by_class: dict[tuple[str, str], set[str]] = {}
         """Workloads per priority class they name, so a class change rebuilds only those."""
         self._tree: _Tree | None = None
+        self._namespaces: dict[str, dict[str, str]] | None = None
+        """Each Namespace's labels, for the snapshots (built again only after a Namespace changed:
+        Kueue's large-scale config has a thousand of them)."""
         self.queues = QueueManager()
         """Pending workloads per LocalQueue, routed to ClusterQueues for each snapshot; drains."""
         self._versions: dict[tuple[str, str], int] = {}
@@ -472,6 +475,8 @@ class Cache:
     def _changed(self, kind: str, key: str, previous: Any, current: Any) -> None:
         if kind in _LIMITS_READ:
             self._book = None
+        if kind == "Namespace":
+            self._namespaces = None
         if kind in ("WorkloadPriorityClass", "PriorityClass"):
             self._priority_classes = self._collect_priority_classes()
             name = (previous or current).name
@@ -679,7 +684,9 @@ class Cache:
         workloads), and the admitted ones to drain."""
         tree = self.tree()
         trees = Trees(tree.cluster_queues, tree.cohorts)
-        namespaces = {name: dict(ns.metadata.labels or {}) for name, ns in self.objects["Namespace"].items()}
+        if self._namespaces is None:
+            self._namespaces = {name: dict(ns.metadata.labels or {}) for name, ns in self.objects["Namespace"].items()}
+        namespaces = self._namespaces
         local_queues = self.objects["LocalQueue"]
         routed = self.queues.route(local_queues, tree.cluster_queues, namespaces)
         # Neither an eviction nor an admission being written is drained until its write is done.
