@@ -1,8 +1,8 @@
 """The operator's API client over each of its transports against the real kube-apiserver (TLS
-with the control plane's CA, a bearer token): aiohttp, which carries every request by default, and
-lightkube's httpx2 client, which carries them for kubeconfigs with an exec plugin. Every operation
-the operator uses runs over both: list (in pages), watch, get, create, replace, JSON and merge
-patches, delete."""
+with the control plane's CA, a bearer token): plain HTTP/1.1, which carries every request by
+default (its watches streamed by aiohttp), aiohttp alone, and lightkube's httpx2 client, which
+carries them for kubeconfigs with an exec plugin. Every operation the operator uses runs over each:
+list (in pages), watch, get, create, replace, JSON and merge patches, delete."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from lightkube import KubeConfig
 from lightkube.config.kubeconfig import SingleConfig
 
 from preemption_operator.k8s.api import REQUEST_SECONDS, AiohttpTransport, ApiError, HttpxTransport, KubeApi, Transport
+from preemption_operator.k8s.http11 import Http11Transport
 from preemption_operator.testing.control_plane import ControlPlane
 
 TRANSPORTS: dict[str, Callable[[SingleConfig], Transport]] = {
+    "http11": Http11Transport,
     "aiohttp": AiohttpTransport,
     "httpx": lambda config: HttpxTransport(config, REQUEST_SECONDS),
 }

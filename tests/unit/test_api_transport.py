@@ -1,5 +1,5 @@
-"""The API client over each of its transports (aiohttp, and lightkube's httpx2 client for
-kubeconfigs with an exec plugin) against a small local HTTP server: every operation the operator
+"""The API client over each of its transports (plain HTTP/1.1 for requests, aiohttp for
+watches and lightkube's httpx2 client for kubeconfigs with an exec plugin) against a small local HTTP server: every operation the operator
 uses, answers, errors, no answer, a rotated token, and watch lines longer than aiohttp's own line
 limit. tests/e2e/test_api_transports.py runs the same operations against a real kube-apiserver."""
 
@@ -14,14 +14,19 @@ from aiohttp import web
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 
 from preemption_operator.k8s.api import REQUEST_SECONDS, AiohttpTransport, ApiError, HttpxTransport, KubeApi
+from preemption_operator.k8s.http11 import Http11Transport
 
-TRANSPORTS = ("aiohttp", "httpx")
+TRANSPORTS = ("http11", "aiohttp", "httpx")
 
 
 def api_over(transport: str, config: SingleConfig, timeout: float = REQUEST_SECONDS) -> KubeApi:
     """A KubeApi that sends through `transport` whatever the kubeconfig (KubeApi picks httpx only
     for exec plugins and auth providers)."""
-    chosen = AiohttpTransport(config) if transport == "aiohttp" else HttpxTransport(config, timeout)
+    chosen = {
+        "http11": lambda: Http11Transport(config),
+        "aiohttp": lambda: AiohttpTransport(config),
+        "httpx": lambda: HttpxTransport(config, timeout),
+    }[transport]()
     return KubeApi(config, timeout=timeout, transport=chosen)
 
 
@@ -104,8 +109,8 @@ async def server() -> AsyncIterator[tuple[str, dict[str, list[str]]]]:
         await runner.cleanup()
 
 
-def test_the_transport_is_aiohttp_unless_the_kubeconfig_needs_lightkubes_client() -> None:
-    assert isinstance(KubeApi(config_for("http://127.0.0.1:9", {"token": "abc"})).transport, AiohttpTransport)
+def test_the_transport_is_http11_unless_the_kubeconfig_needs_lightkubes_client() -> None:
+    assert isinstance(KubeApi(config_for("http://127.0.0.1:9", {"token": "abc"})).transport, Http11Transport)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

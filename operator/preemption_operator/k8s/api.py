@@ -1,6 +1,7 @@
 """A thin asynchronous client for the Kubernetes API: raw JSON in and out, list, watch, get, patch
-and create, with the kubeconfig handled by lightkube's configuration loader and requests sent by
-aiohttp (httpx2, lightkube's client, for kubeconfigs that need an exec plugin).
+and create, with the kubeconfig handled by lightkube's configuration loader, requests sent over
+plain kept-alive HTTP/1.1 connections (http11.py) and watches streamed by aiohttp (httpx2,
+lightkube's client, for kubeconfigs that need an exec plugin).
 
 Objects stay plain dicts: the engine parses them with its own models, so decoding them into a
 second set of client models (lightkube's) would only cost CPU on the hottest path there is.
@@ -263,9 +264,13 @@ class KubeApi:
     ) -> None:
         self.config = config
         self.timeout = timeout
-        self.transport: Transport = transport or (
-            AiohttpTransport(config) if AiohttpTransport.supports(config) else HttpxTransport(config, timeout)
-        )
+        if transport is None:
+            from .http11 import Http11Transport  # a subclass of AiohttpTransport, defined after it
+
+            transport = (
+                Http11Transport(config) if AiohttpTransport.supports(config) else HttpxTransport(config, timeout)
+            )
+        self.transport: Transport = transport
         self.observe = observe or (lambda method, resource, code: None)
         """Called once per request with its method, resource (`workloads/status`) and answer code
         ("none": no answer)."""
