@@ -364,7 +364,7 @@ def run(config: SingleConfig, options: OperatorOptions, *, cpu_profile: Path | N
         # Everything that matters is done (writes abandoned safely, lease released, sockets
         # closed): skip tearing down the event loop and the interpreter's heap, which took
         # seconds after a large run (Kueue's harness counts it as the controller's wall time).
-        if profiler is not None:
+        if profiler is not None and cpu_profile is not None:
             profiler.disable()
             profiler.dump_stats(cpu_profile)
         logging.shutdown()
