@@ -4,10 +4,16 @@ assumed while their writes are in flight, narrow invalidation, and objects that 
 from __future__ import annotations
 
 import copy
+from datetime import datetime, timedelta
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from builders import (
+    NAMESPACE,
     NOW,
+    T0,
     admitted,
     as_dict,
     cluster_queue,
@@ -467,3 +473,53 @@ def test_snapshots_see_namespace_labels_as_they_change():
     assert set(cache.snapshot(NOW).namespace_labels) == {"team-a", "team-b"}
     cache.delete("Namespace", "team-b")
     assert set(cache.snapshot(NOW).namespace_labels) == {"team-a"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 11),  # which workload
+            st.sampled_from(["lq-a", "lq-b", "lq-c"]),  # its LocalQueue (a and b feed cq-1, c feeds cq-2)
+            st.integers(0, 3),  # its priority
+            st.integers(0, 5),  # its creation, in minutes after T0
+            st.booleans(),  # deleted instead of (re)created
+        ),
+        max_size=40,
+    )
+)
+def test_property_pending_order_is_a_fresh_sort_after_any_changes(steps) -> None:
+    """The queue manager keeps each LocalQueue's order between snapshots; after any run of
+    workloads created, changed (priority, queue) and deleted, every ClusterQueue's pending list
+    is exactly its workloads sorted afresh (higher priority, older, then key), the lists of two
+    LocalQueues feeding one ClusterQueue merged."""
+    cache = Cache()
+    setup = [
+        namespace(),
+        resource_flavor(),
+        cluster_queue("cq-1", 10),
+        cluster_queue("cq-2", 10),
+        local_queue("lq-a", "cq-1"),
+        local_queue("lq-b", "cq-1"),
+        local_queue("lq-c", "cq-2"),
+    ]
+    cache.load(parse(setup))
+    target = {"lq-a": "cq-1", "lq-b": "cq-1", "lq-c": "cq-2"}
+    live: dict[str, tuple[str, int, datetime]] = {}
+    for version, (index, queue, priority, minutes, deleted) in enumerate(steps, start=10):
+        name = f"w{index}"
+        key = f"{NAMESPACE}/{name}"
+        if deleted:
+            cache.delete("Workload", key)
+            live.pop(name, None)
+        else:
+            created = T0 + timedelta(minutes=minutes)
+            body = pending(name, queue, priority=priority, created=created).obj()
+            body["metadata"]["resourceVersion"] = str(version)
+            cache.upsert(parse_object(body))
+            live[name] = (queue, priority, created)
+        got = {cq: [wl.name for wl in wls] for cq, wls in cache.snapshot(NOW).pending.items() if wls}
+        expected: dict[str, list[str]] = {}
+        for wl_name, (lq, _, _) in sorted(live.items(), key=lambda kv: (-kv[1][1], kv[1][2], kv[0])):
+            expected.setdefault(target[lq], []).append(wl_name)
+        assert got == expected

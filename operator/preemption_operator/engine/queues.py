@@ -35,6 +35,9 @@ class QueueManager:
     def __init__(self) -> None:
         self._pending: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
         """Pending workloads by (namespace, LocalQueue)."""
+        self._ordered: dict[tuple[str, str], list[WorkloadInfo]] = {}
+        """Each LocalQueue's pending workloads in queue order, kept until one comes or goes: every
+        cycle routes every pending workload, and most queues did not change since the last one."""
         self._draining: set[str] = set()
         """LocalQueues (namespace/name) stopped with HoldAndDrain."""
         self.deactivated: set[str] = set()
@@ -43,13 +46,16 @@ class QueueManager:
     # -- what comes and goes
 
     def add_pending(self, info: WorkloadInfo) -> None:
-        self._pending.setdefault((info.namespace, info.queue_name), {})[info.key] = info
+        queue_key = (info.namespace, info.queue_name)
+        self._pending.setdefault(queue_key, {})[info.key] = info
+        self._ordered.pop(queue_key, None)
 
     def remove_pending(self, info: WorkloadInfo) -> None:
         queue_key = (info.namespace, info.queue_name)
         queue = self._pending.get(queue_key)
         if queue is not None:
-            queue.pop(info.key, None)
+            if queue.pop(info.key, None) is not None:
+                self._ordered.pop(queue_key, None)
             if not queue:
                 del self._pending[queue_key]
 
@@ -72,12 +78,19 @@ class QueueManager:
         ones, the default since v0.20). A workload naming no queue is not Kueue's to schedule:
         it gets no status at all."""
         routed = Routed()
-        for (namespace, queue_name), infos in self._pending.items():
+        sources: dict[str, int] = {}
+        for queue_key, infos in self._pending.items():
+            namespace, queue_name = queue_key
             if not infos or not queue_name:
                 continue
+            ordered = self._ordered.get(queue_key)
+            if ordered is None:
+                ordered = self._ordered[queue_key] = sorted(infos.values(), key=queue_order)
             problem = _problem(namespace, queue_name, local_queues, cluster_queues, namespaces)
             target = None if problem else local_queues[f"{namespace}/{queue_name}"].spec.cluster_queue
-            for info in infos.values():
+            if target is not None:
+                sources[target] = sources.get(target, 0) + 1
+            for info in ordered:
                 if not info.active:
                     routed.unqueued.append((info, "Deactivated", "The workload is deactivated"))
                 elif problem is not None:
@@ -85,8 +98,11 @@ class QueueManager:
                 else:
                     assert target is not None
                     routed.pending.setdefault(target, []).append(info)
-        for infos_list in routed.pending.values():
-            infos_list.sort(key=queue_order)
+        # A ClusterQueue fed by one LocalQueue already has its workloads in order; one fed by
+        # several merges their ordered runs.
+        for target, count in sources.items():
+            if count > 1 and target in routed.pending:
+                routed.pending[target].sort(key=queue_order)
         routed.unqueued.sort(key=lambda item: item[0].key)
         return routed
 
