@@ -133,7 +133,11 @@ def _workload(
                         "topologyAssignment": {
                             "levels": [HOSTNAME],
                             "slices": [
-                                {"domainCount": 1, "valuesPerLevel": [{"roots": [node]}], "universalPodCount": count}
+                                {
+                                    "domainCount": 1,
+                                    "valuesPerLevel": [{"universal": node}],
+                                    "podCounts": {"universal": count},
+                                }
                             ],
                         },
                     }

@@ -625,15 +625,15 @@ def node(
 
 def hostname_assignment(pods_per_node: Mapping[str, int]) -> Obj:
     """A topologyAssignment with levels `[kubernetes.io/hostname]`, written by hand (not by the code
-    under test): one slice, nodes in name order, `podCounts` per node."""
+    under test): one slice, nodes in name order, one pod count per node."""
     names = sorted(pods_per_node)
     return {
         "levels": [HOSTNAME],
         "slices": [
             {
                 "domainCount": len(names),
-                "valuesPerLevel": [{"roots": names}],
-                "podCounts": [pods_per_node[n] for n in names],
+                "valuesPerLevel": [{"individual": {"roots": names}}],
+                "podCounts": {"individual": [pods_per_node[n] for n in names]},
             }
         ],
     }

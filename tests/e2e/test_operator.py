@@ -258,11 +258,13 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
         out: dict[str, int] = {}
         for slice_ in assignment["slices"]:
             count, level = slice_["domainCount"], slice_["valuesPerLevel"][-1]
-            if "universalValue" in level:
-                hosts = [level["universalValue"]] * count
+            if "universal" in level:
+                hosts = [level["universal"]] * count
             else:
-                hosts = [f"{level.get('prefix', '')}{root}{level.get('suffix', '')}" for root in level["roots"]]
-            pods = [slice_["universalPodCount"]] * count if "universalPodCount" in slice_ else slice_["podCounts"]
+                each = level["individual"]
+                hosts = [f"{each.get('prefix', '')}{root}{each.get('suffix', '')}" for root in each["roots"]]
+            counts = slice_["podCounts"]
+            pods = [counts["universal"]] * count if "universal" in counts else counts["individual"]
             for host, n in zip(hosts, pods, strict=True):
                 out[host] = out.get(host, 0) + n
         return out

@@ -52,9 +52,15 @@ from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
 from preemption_operator.engine.placement import (
     HOSTNAME,
+    MAX_DOMAINS_PER_SLICE,
+    MAX_SLICES,
     NodeUsage,
     Placement,
+    _hostname_prefix_keys,
+    _level_values,
+    _slice,
     decode_assignment,
+    encode_assignment,
     fit_message,
     node_capacity,
     place,
@@ -357,20 +363,44 @@ def test_wire_with_hostname_lowest_lists_only_the_hostname_level() -> None:
     nodes = [node_record(f"n{i}", {BLOCK: "b1", RACK: "r1", SUBRACK: f"s{i % 2}"}, cpu=4 * CPU) for i in range(1, 4)]
     v = view((BLOCK, RACK, SUBRACK, HOSTNAME), nodes)
     same = Placement(v, (("n1", 1), ("n2", 1)))
+    # Kueue's writer: the common prefix once, one pod count for all; n2 (subrack s0) before n1 (s1).
     assert same.wire() == {
         "levels": [HOSTNAME],
-        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["n1", "n2"]}], "universalPodCount": 1}],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "n", "roots": ["2", "1"]}}],
+                "podCounts": {"universal": 1},
+            }
+        ],
     }
     uneven = Placement(v, (("n1", 3), ("n3", 1)))
-    assert uneven.wire() == {
-        "levels": [HOSTNAME],
-        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["n1", "n3"]}], "podCounts": [3, 1]}],
-    }
+    assert uneven.wire()["slices"] == [
+        {
+            "domainCount": 2,
+            "valuesPerLevel": [{"individual": {"prefix": "n", "roots": ["1", "3"]}}],
+            "podCounts": {"individual": [3, 1]},
+        }
+    ]
     single = Placement(v, (("n2", 2),))
-    assert single.wire() == {
-        "levels": [HOSTNAME],
-        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universalValue": "n2"}], "universalPodCount": 2}],
-    }
+    assert single.wire()["slices"] == [
+        {"domainCount": 1, "valuesPerLevel": [{"universal": "n2"}], "podCounts": {"universal": 2}}
+    ]
+
+
+def test_wire_orders_hostnames_by_the_levels_above_them() -> None:
+    """Kueue sorts the domains by the values of every level, the hostname's last: zq of rack r1
+    comes before ab of rack r2."""
+    nodes = [node_record("ab", {RACK: "r2"}, cpu=CPU), node_record("zq", {RACK: "r1"}, cpu=CPU)]
+    v = view((RACK, HOSTNAME), nodes)
+    wire = Placement(v, (("ab", 1), ("zq", 2))).wire()
+    assert wire["slices"] == [
+        {
+            "domainCount": 2,
+            "valuesPerLevel": [{"individual": {"roots": ["zq", "ab"]}}],
+            "podCounts": {"individual": [2, 1]},
+        }
+    ]
 
 
 def test_wire_without_hostname_level_is_the_references_example() -> None:
@@ -387,8 +417,8 @@ def test_wire_without_hostname_level_is_the_references_example() -> None:
         "slices": [
             {
                 "domainCount": 2,
-                "valuesPerLevel": [{"universalValue": "block-1"}, {"roots": ["rack-1", "rack-2"]}],
-                "podCounts": [4, 2],
+                "valuesPerLevel": [{"universal": "block-1"}, {"individual": {"prefix": "rack-", "roots": ["1", "2"]}}],
+                "podCounts": {"individual": [4, 2]},
             }
         ],
     }
@@ -406,18 +436,109 @@ def test_wire_without_hostname_level_sums_the_nodes_of_a_domain() -> None:
         "slices": [
             {
                 "domainCount": 1,
-                "valuesPerLevel": [{"universalValue": "b1"}, {"universalValue": "r1"}],
-                "universalPodCount": 4,
+                "valuesPerLevel": [{"universal": "b1"}, {"universal": "r1"}],
+                "podCounts": {"universal": 4},
             }
         ],
     }
     assert Placement(v, (("n1", 1), ("n3", 1))).wire()["slices"] == [
         {
             "domainCount": 2,
-            "valuesPerLevel": [{"roots": ["b1", "b2"]}, {"roots": ["r1", "r9"]}],
-            "universalPodCount": 1,
+            "valuesPerLevel": [
+                {"individual": {"prefix": "b", "roots": ["1", "2"]}},
+                {"individual": {"prefix": "r", "roots": ["1", "9"]}},
+            ],
+            "podCounts": {"universal": 1},
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        # Kueue's own cases (pkg/util/tas/tas_assignment_test.go).
+        (["a1", "a1"], {"universal": "a1"}),
+        (["a123", "a12", "a1", "a13"], {"individual": {"prefix": "a1", "roots": ["23", "2", "", "3"]}}),
+        (["123b", "23b", "3b", "13b"], {"individual": {"suffix": "3b", "roots": ["12", "2", "", "1"]}}),
+        # The longest prefix and suffix overlap: the prefix gives way.
+        (["abacacada", "abacada"], {"individual": {"prefix": "ab", "suffix": "acada", "roots": ["ac", ""]}}),
+        (["ababa", "aba"], {"individual": {"suffix": "aba", "roots": ["ab", ""]}}),
+        (["aba", "ababa"], {"individual": {"suffix": "aba", "roots": ["", "ab"]}}),
+        (["x", "y"], {"individual": {"roots": ["x", "y"]}}),
+        (["p.a1.s", "p.a2.s"], {"individual": {"prefix": "p.a", "suffix": ".s", "roots": ["1", "2"]}}),
+    ],
+)
+def test_level_values_extract_the_common_prefix_and_suffix(values: list[str], expected: dict[str, Any]) -> None:
+    assert _level_values(values) == expected
+    domains = [((value,), 1) for value in values]
+    assert [v for (v,), _ in decode_pairs(encode_assignment(["x"], domains))] == values
+
+
+def decode_pairs(assignment: Mapping[str, Any]) -> list[tuple[tuple[str, ...], int]]:
+    levels = assignment["levels"]
+    return [(tuple(values[lv] for lv in levels), pods) for values, pods in decode_assignment(assignment)]
+
+
+def gke_pools(pods: tuple[int, ...] = (3, 3, 4, 5)) -> list[tuple[tuple[str, ...], int]]:
+    names = ["gke-c-pool-a-hash1-aa", "gke-c-pool-a-hash1-bb", "gke-c-pool-b-hash2-cc", "gke-c-pool-b-hash2-dd"]
+    return [((name,), n) for name, n in zip(names, pods, strict=True)]
+
+
+def test_hostname_prefix_keys_are_the_longest_prefixes_another_hostname_shares() -> None:
+    assert _hostname_prefix_keys([name for (name,), _ in gke_pools()]) == [
+        "gke-c-pool-a-hash1-",
+        "gke-c-pool-a-hash1-",
+        "gke-c-pool-b-hash2-",
+        "gke-c-pool-b-hash2-",
+    ]
+    assert _hostname_prefix_keys(["node-a", "host-b"]) == ["", ""]
+    assert _hostname_prefix_keys(["nodea", "hostb"]) is None  # no '-' at all
+
+
+def test_hostname_prefix_keys_shorten_until_the_slices_fit() -> None:
+    names = [f"a-{'xy'[i % 2]}-{i:04d}" for i in range(MAX_SLICES + 1)]
+    assert _hostname_prefix_keys(names) == ["a-"] * len(names)
+    alternating = [f"{'a-x' if i % 2 == 0 else 'b-y'}-{i:04d}" for i in range(MAX_SLICES + 1)]
+    assert _hostname_prefix_keys(alternating) is None
+    assert len(encode_assignment([HOSTNAME], [((n,), 1) for n in alternating])["slices"]) == 1
+
+
+def test_hostnames_of_several_pools_get_a_slice_each_when_that_is_shorter() -> None:
+    def pools(count: int) -> list[tuple[tuple[str, ...], int]]:
+        half = count // 2
+        return [((f"pool-{'a' if i < half else 'b'}-node-{i % half if half else 0:05d}",), 1) for i in range(count)]
+
+    # Kueue's own cases: one slice for 4 such hostnames (shorter in JSON), one per pool for 20.
+    assert len(encode_assignment([HOSTNAME], pools(4))["slices"]) == 1
+    twenty = encode_assignment([HOSTNAME], pools(20))
+    assert [s["valuesPerLevel"][0]["individual"]["prefix"] for s in twenty["slices"]] == [
+        "pool-a-node-0000",
+        "pool-b-node-0000",
+    ]
+    assert decode_pairs(twenty) == pools(20)
+    # Without hostnames there is one slice, whatever the values.
+    assert len(encode_assignment([RACK], [((f"pool-{c}-r{i}",), 1) for c in "ab" for i in range(10)])["slices"]) == 1
+
+
+def test_gke_pools_with_uneven_counts() -> None:
+    wire = encode_assignment([HOSTNAME], gke_pools())
+    assert decode_pairs(wire) == gke_pools()
+    for domains in (gke_pools(), gke_pools((1, 1, 1, 1))):
+        wire = encode_assignment([HOSTNAME], domains)
+        single = {"levels": [HOSTNAME], "slices": [_slice(domains, 1)]}
+        by_prefix = {
+            "levels": [HOSTNAME],
+            "slices": [_slice(domains[:2], 1), _slice(domains[2:], 1)],
+        }
+        shorter = min(single, by_prefix, key=lambda w: len(json.dumps(w, separators=(",", ":"))))
+        assert wire == shorter
+
+
+def test_a_slice_holds_at_most_100000_domains() -> None:
+    domains = [((f"r{i}",), 1) for i in range(MAX_DOMAINS_PER_SLICE + 5)]
+    wire = encode_assignment([RACK], domains)
+    assert [s["domainCount"] for s in wire["slices"]] == [MAX_DOMAINS_PER_SLICE, 5]
+    assert decode_pairs(wire) == domains
 
 
 @pytest.mark.parametrize(
@@ -451,10 +572,17 @@ def test_decode_prefix_suffix_and_several_slices() -> None:
         "slices": [
             {
                 "domainCount": 2,
-                "valuesPerLevel": [{"universalValue": "r1"}, {"prefix": "node-", "suffix": ".x", "roots": ["1", "2"]}],
-                "universalPodCount": 2,
+                "valuesPerLevel": [
+                    {"universal": "r1"},
+                    {"individual": {"prefix": "node-", "suffix": ".x", "roots": ["1", "2"]}},
+                ],
+                "podCounts": {"universal": 2},
             },
-            {"domainCount": 1, "valuesPerLevel": [{"roots": ["r2"]}, {"roots": ["node-3.x"]}], "podCounts": [5]},
+            {
+                "domainCount": 1,
+                "valuesPerLevel": [{"individual": {"roots": ["r2"]}}, {"individual": {"roots": ["node-3.x"]}}],
+                "podCounts": {"individual": [5]},
+            },
         ],
     }
     assert decode_assignment(wire) == [
@@ -492,8 +620,14 @@ def test_rack_level_assignment_is_resolved_onto_the_racks_nodes() -> None:
         node("n1", {RACK: "r1"}, cpu=2),
         node("n2", {RACK: "r1"}, cpu=2),
     ]
-    three = {"levels": [RACK], "slices": [{"domainCount": 1, "valuesPerLevel": [{"roots": ["r1"]}], "podCounts": [3]}]}
-    six = {"levels": [RACK], "slices": [{"domainCount": 1, "valuesPerLevel": [{"roots": ["r1"]}], "podCounts": [6]}]}
+
+    def on_r1(pods: int) -> dict[str, Any]:
+        return {
+            "levels": [RACK],
+            "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": "r1"}], "podCounts": {"universal": pods}}],
+        }
+
+    three, six = on_r1(3), on_r1(6)
     cache = cache_of([*objects, workload("w", cpu=1, queue="main", count=3).on_nodes("a", assignment=three)])
     assert cache.tas().by_workload["default/w"] == {"n1": {"cpu": 2000}, "n2": {"cpu": 1000}}
     cache = cache_of([*objects, workload("w", cpu=1, queue="main", count=6).on_nodes("a", assignment=six)])
@@ -596,7 +730,7 @@ def test_a25_simulate_json(tmp_path: Path) -> None:
     assert [a["cycle"] for a in admitted_actions(data, "incoming")] == [2]
     assert topology_assignment(final["incoming"]) == {
         "levels": [HOSTNAME],
-        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universalValue": "x1"}], "universalPodCount": 2}],
+        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": "x1"}], "podCounts": {"universal": 2}}],
     }
     # The victim fits again (quota 2 + 1 + 1 = 4), on the other node.
     assert is_admitted(final["a1"]) and pods_per_node(topology_assignment(final["a1"])) == {"x2": 1}
@@ -838,7 +972,7 @@ def test_a31_simulate_json(tmp_path: Path) -> None:
     assert final["wl-b"]["admission"]["clusterQueue"] == "cq-b"
     assert topology_assignment(final["wl-b"]) == {
         "levels": [HOSTNAME],
-        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universalValue": "node-x"}], "universalPodCount": 1}],
+        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": "node-x"}], "podCounts": {"universal": 1}}],
     }
     # wlA is admitted again, on the other node.
     assert is_admitted(final["wl-a"]) and final["wl-a"]["admission"]["clusterQueue"] == "cq-a"
@@ -934,7 +1068,13 @@ def test_defragmentation_example_json() -> None:
     assert {racks[n] for n in large} == {"rack-a"}
     assert topology_assignment(final["large-training"]) == {
         "levels": [HOSTNAME],
-        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["node-a1", "node-a2"]}], "universalPodCount": 1}],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "node-a", "roots": ["1", "2"]}}],
+                "podCounts": {"universal": 1},
+            }
+        ],
     }
     # The victim is re-admitted on the other rack: the tightest node, next to small-b.
     assert is_admitted(final["small-a"])

@@ -583,49 +583,62 @@ class WorkloadSpec(KubeModel):
     one is closed."""
 
 
-class ValuesPerLevel(
-    KubeModel,
-    json_schema_extra=cel(
-        ("has(self.roots) != has(self.universalValue)", "exactly one of roots, universalValue must be set"),
-        (
-            "!(has(self.universalValue) && (has(self.prefix) || has(self.suffix)))",
-            "prefix and suffix cannot be set together with universalValue",
-        ),
-    ),
-):
-    roots: Annotated[
-        list[Annotated[str, Field(max_length=63)]] | None,
-        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
-    ] = None
+_ONE_OF_UNIVERSAL_INDIVIDUAL = "exactly one of the fields in [universal individual] must be set"
+
+
+class TopologyIndividualValues(KubeModel):
+    """One value per domain of a slice at one level: prefix + root + suffix."""
+
     prefix: Annotated[str | None, Field(max_length=63)] = None
     suffix: Annotated[str | None, Field(max_length=63)] = None
-    universal_value: Annotated[str | None, Field(max_length=63)] = None
+    roots: Annotated[
+        list[Annotated[str, Field(max_length=63)]],
+        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
+    ]
+
+
+class ValuesPerLevel(
+    KubeModel,
+    json_schema_extra=cel(("has(self.universal) != has(self.individual)", _ONE_OF_UNIVERSAL_INDIVIDUAL)),
+):
+    """A slice's values at one level: the same for every domain (`universal`), or one each."""
+
+    universal: Annotated[str | None, Field(max_length=63)] = None
+    individual: TopologyIndividualValues | None = None
+
+
+class TopologyPodCounts(
+    KubeModel,
+    json_schema_extra=cel(
+        ("[has(self.universal),has(self.individual)].filter(x,x==true).size() == 1", _ONE_OF_UNIVERSAL_INDIVIDUAL)
+    ),
+):
+    """Pods per domain of a slice: the same for every domain (`universal`), or one count each."""
+
+    universal: PositiveInt32 | None = None
+    individual: Annotated[
+        list[PositiveInt32] | None,
+        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
+    ] = None
 
 
 class TopologySlice(
     KubeModel,
     json_schema_extra=cel(
         (
-            "has(self.podCounts) != has(self.universalPodCount)",
-            "Exactly one of podCounts, universalPodCount must be set",
+            "!has(self.podCounts.individual) || size(self.podCounts.individual) == self.domainCount",
+            "podCounts.individual must have length equal to domainCount",
         ),
         (
-            "!has(self.podCounts) || size(self.podCounts) == self.domainCount",
-            "podCounts must have length equal to domainCount",
-        ),
-        (
-            "self.valuesPerLevel.all(x, !has(x.roots) || size(x.roots) == self.domainCount)",
-            "roots must have length equal to domainCount",
+            "self.valuesPerLevel.all(x, !has(x.individual) || size(x.individual.roots) == self.domainCount)",
+            "valuesPerLevel.individual, if set, must have roots of length equal to domainCount of this "
+            "TopologyAssignmentSlice",
         ),
     ),
 ):
     domain_count: PositiveInt32
     values_per_level: Annotated[list[ValuesPerLevel], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)]
-    pod_counts: Annotated[
-        list[PositiveInt32] | None,
-        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
-    ] = None
-    universal_pod_count: NonNegativeInt32 | None = None
+    pod_counts: TopologyPodCounts
 
 
 class TopologyAssignment(
