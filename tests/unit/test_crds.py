@@ -936,7 +936,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("ClusterQueue cohort name not DNS", edit(BASE_QUEUE, lambda d: d["spec"].update(cohortName="Org_1")), "$.spec.cohortName"),
     ("ClusterQueue queueingStrategy unknown", edit(BASE_QUEUE, lambda d: d["spec"].update(queueingStrategy="LIFO")), "$.spec.queueingStrategy"),
     ("Workload without podSets", edit(BASE_WORKLOAD, lambda d: d["spec"].update(podSets=[])), "$.spec.podSets"),
-    ("Workload with 9 podSets", edit(BASE_WORKLOAD, lambda d: d["spec"].update(podSets=[{**d["spec"]["podSets"][0], "name": f"p{i}"} for i in range(9)])), "$.spec.podSets"),
+    ("Workload with 19 podSets", edit(BASE_WORKLOAD, lambda d: d["spec"].update(podSets=[{**d["spec"]["podSets"][0], "name": f"p{i}"} for i in range(19)])), "$.spec.podSets"),
     ("Workload priority above int32", edit(BASE_WORKLOAD, lambda d: d["spec"].update(priority=2**31)), "$.spec.priority"),
     ("Workload queueName not DNS", edit(BASE_WORKLOAD, lambda d: d["spec"].update(queueName="Main_Q")), "$.spec.queueName"),
     ("Workload negative count", edit(BASE_WORKLOAD, lambda d: d["spec"]["podSets"][0].update(count=-1)), "$.spec.podSets[0].count"),
@@ -976,6 +976,20 @@ def test_bad_base_objects_are_good() -> None:
     for doc in (BASE_CONFIG, BASE_QUEUE, BASE_WORKLOAD):
         assert schema_errors(doc) == []
         model_for(doc).model_validate(doc)
+
+
+def test_a_workload_takes_18_pod_sets_and_assignments_as_in_kueue() -> None:
+    """Kueue v0.19.2 allows 18 pod sets (and as many assignments), as a RayCluster's head and 17
+    worker groups need; a 19th is refused (see BAD)."""
+
+    def eighteen(doc: dict[str, Any]) -> None:
+        doc["spec"]["podSets"] = [{**doc["spec"]["podSets"][0], "name": f"p{i}"} for i in range(18)]
+        assignments = [{"name": f"p{i}", "count": 1} for i in range(18)]
+        doc["status"] = {"admission": {"clusterQueue": "a", "podSetAssignments": assignments}}
+
+    doc = edit(BASE_WORKLOAD, eighteen)
+    assert schema_errors(doc) == []
+    model_for(doc).model_validate(doc)
 
 
 DUPLICATES: list[tuple[str, dict[str, Any]]] = [

@@ -569,7 +569,7 @@ class PreemptionGateState(KubeModel):
 
 
 class WorkloadSpec(KubeModel):
-    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=8, json_schema_extra=list_map("name"))]
+    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=18, json_schema_extra=list_map("name"))]
     queue_name: DNSName | None = None
     priority_class_ref: PriorityClassRef | None = None
     priority: Int32 | None = None
@@ -668,7 +668,7 @@ class PodSetAssignment(KubeModel):
 
 class Admission(KubeModel):
     cluster_queue: DNSName
-    pod_set_assignments: Annotated[list[PodSetAssignment], Field(max_length=8, json_schema_extra=list_map("name"))] = (
+    pod_set_assignments: Annotated[list[PodSetAssignment], Field(max_length=18, json_schema_extra=list_map("name"))] = (
         Field(default_factory=list)
     )
 
