@@ -200,7 +200,11 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
                 "kind": "Node",
                 "metadata": {"name": name, "labels": {HOSTNAME: name, RACK: rack_of[name], NODE_GROUP: group}},
                 "spec": {},
-                "status": {"capacity": {"cpu": "4", "pods": "110"}, "allocatable": {"cpu": "4", "pods": "110"}},
+                "status": {
+                    "capacity": {"cpu": "4", "pods": "110"},
+                    "allocatable": {"cpu": "4", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                },
             }
             for name in node.values()
         ),
@@ -208,7 +212,13 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
             "apiVersion": KUEUE,
             "kind": "ResourceFlavor",
             "metadata": {"name": flavor},
-            "spec": {"nodeLabels": {NODE_GROUP: group}, "topologyName": topology},
+            # These Nodes have no kubelet, so they keep the not-ready taint the API server gives a
+            # new Node; TAS (Kueue's, and the operator's) keeps pods off taints they do not tolerate.
+            "spec": {
+                "nodeLabels": {NODE_GROUP: group},
+                "topologyName": topology,
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}],
+            },
         },
         {
             "apiVersion": KUEUE_ALPHA,

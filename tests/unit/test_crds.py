@@ -37,9 +37,9 @@ from preemption_operator.api import core, crdgen, kinds, v1alpha1, v1beta2
 from preemption_operator.api.meta import LabelSelector
 from preemption_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
 from preemption_operator.cli import cli
-from preemption_operator.engine.placement import decode_assignment
 from preemption_operator.engine.selectors import NOTHING
 from preemption_operator.engine.selectors import build as build_selector
+from preemption_operator.engine.topology_assignment import decode_assignment
 from preemption_operator.jobs.framework import of_kind
 from preemption_operator.offline import manifests
 from preemption_operator.offline.manifests import Manifest

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from preemption_operator.engine import changes
-from preemption_operator.engine.placement import decode_assignment
+from preemption_operator.engine.topology_assignment import decode_assignment
 from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
 from preemption_operator.jobs.framework import JobPatch
 from preemption_operator.jobs.reconciler import (

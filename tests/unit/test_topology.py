@@ -51,22 +51,25 @@ from preemption_operator.engine.candidates import Candidate, Context
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
 from preemption_operator.engine.placement import (
-    HOSTNAME,
-    MAX_DOMAINS_PER_SLICE,
-    MAX_SLICES,
     NodeUsage,
     Placement,
-    _hostname_prefix_keys,
-    _level_values,
-    _slice,
-    decode_assignment,
-    encode_assignment,
+    TopologyRequest,
     fit_message,
     node_capacity,
     place,
 )
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 from preemption_operator.engine.tas_state import TasState
+from preemption_operator.engine.topology_assignment import (
+    HOSTNAME,
+    MAX_DOMAINS_PER_SLICE,
+    MAX_SLICES,
+    _hostname_prefix_keys,
+    _level_values,
+    _slice,
+    decode_assignment,
+    encode_assignment,
+)
 from preemption_operator.offline import simulate as simulation
 
 NOW = "2026-11-30T00:00:00Z"
@@ -249,11 +252,26 @@ def test_preferred_level_falls_back_to_wider_levels_then_to_any_nodes() -> None:
     assert place(v, None, pod, 8, preferred=RACK) is None  # 7 pods at most
 
 
-def test_unconstrained_uses_the_fewest_nodes_roomiest_first() -> None:
+def test_unconstrained_fills_the_least_free_nodes_first() -> None:
+    """Kueue's LeastFreeCapacity (TASProfileMixed, on by default) for unconstrained pod sets: one
+    node if one holds them all (the least free such), else the least free nodes first."""
     v = view((RACK, HOSTNAME), [node_record(f"n{i}", {RACK: "r"}, cpu=c * CPU) for i, c in enumerate((1, 3, 2, 3))])
-    assert place(v, None, {"cpu": CPU}, 5) == Placement(v, (("n1", 3), ("n3", 2)))
-    assert place(v, None, {"cpu": CPU}, 9) == Placement(v, (("n0", 1), ("n1", 3), ("n2", 2), ("n3", 3)))
-    assert place(v, None, {"cpu": CPU}, 10) is None
+    unconstrained = TopologyRequest(unconstrained=True)
+    assert place(v, None, {"cpu": CPU}, 2, unconstrained) == Placement(v, (("n2", 2),))
+    assert place(v, None, {"cpu": CPU}, 3, unconstrained) == Placement(v, (("n1", 3),))
+    assert place(v, None, {"cpu": CPU}, 5, unconstrained) == Placement(v, (("n0", 1), ("n1", 2), ("n2", 2)))
+    assert place(v, None, {"cpu": CPU}, 9, unconstrained) == Placement(v, (("n0", 1), ("n1", 3), ("n2", 2), ("n3", 3)))
+    assert place(v, None, {"cpu": CPU}, 10, unconstrained) is None
+    # A pod set without a topology request is placed the same way (Kueue's implied request).
+    assert place(v, None, {"cpu": CPU}, 5) == place(v, None, {"cpu": CPU}, 5, unconstrained)
+
+
+def test_required_descends_to_the_tightest_nodes() -> None:
+    """Within the chosen domain the nodes with the most room go first, and the last one is the
+    tightest that completes the count (Kueue's BestFit), not the next roomiest."""
+    v = view((RACK, HOSTNAME), [node_record(n, {RACK: "r"}, cpu=c * CPU) for n, c in (("n1", 3), ("n2", 3), ("n3", 2))])
+    assert place(v, None, {"cpu": CPU}, 5, required=RACK) == Placement(v, (("n1", 3), ("n3", 2)))
+    assert place(v, None, {"cpu": CPU}, 2, required=RACK) == Placement(v, (("n3", 2),))
 
 
 def test_tightest_fitting_domain_wins() -> None:
@@ -629,7 +647,7 @@ def test_rack_level_assignment_is_resolved_onto_the_racks_nodes() -> None:
 
     three, six = on_r1(3), on_r1(6)
     cache = cache_of([*objects, workload("w", cpu=1, queue="main", count=3).on_nodes("a", assignment=three)])
-    assert cache.tas().by_workload["default/w"] == {"n1": {"cpu": 2000}, "n2": {"cpu": 1000}}
+    assert cache.tas().by_workload["default/w"] == {"n1": {"cpu": 2000, "pods": 2}, "n2": {"cpu": 1000, "pods": 1}}
     cache = cache_of([*objects, workload("w", cpu=1, queue="main", count=6).on_nodes("a", assignment=six)])
     total = sum(amounts["cpu"] for amounts in cache.tas().by_workload["default/w"].values())
     assert total == 6000
@@ -641,21 +659,26 @@ def test_rack_level_assignment_is_resolved_onto_the_racks_nodes() -> None:
 
 
 def test_fit_message_wording() -> None:
+    """Kueue's words, with why nodes took no pods ("Total nodes: N; excluded: ...")."""
     v = two_racks()
     pod = {"cpu": 2 * CPU}
     assert fit_message(v, usage(a1=4, a2=4, b1=4, b2=4), pod, 3, RACK) == (
-        f'topology "{TOPOLOGY_NAME}" doesn\'t allow to fit any of 3 pod(s)'
+        f'topology "{TOPOLOGY_NAME}" doesn\'t allow to fit any of 3 pod(s). Total nodes: 4; excluded: resource "cpu": 4'
     )
     # The best rack takes 3 (rack-b: 2 + 1), not the 4 the racks take together.
     assert fit_message(v, usage(a1=2, a2=4, b2=2), pod, 4, RACK) == (
-        f'topology "{TOPOLOGY_NAME}" allows to fit only 3 out of 4 pod(s)'
+        f'topology "{TOPOLOGY_NAME}" allows to fit only 3 out of 4 pod(s). Total nodes: 4; excluded: resource "cpu": 1'
     )
     assert fit_message(v, usage(a1=2, a2=4, b2=2), pod, 5) == (
-        f'topology "{TOPOLOGY_NAME}" allows to fit only 4 out of 5 pod(s)'
+        f'topology "{TOPOLOGY_NAME}" allows to fit only 4 out of 5 pod(s). Total nodes: 4; excluded: resource "cpu": 1'
     )
     assert fit_message(v, None, pod, 3, HOSTNAME, {RACK: "rack-b"}) == (
-        f'topology "{TOPOLOGY_NAME}" allows to fit only 2 out of 3 pod(s)'
+        f'topology "{TOPOLOGY_NAME}" allows to fit only 2 out of 3 pod(s). Total nodes: 4; excluded: nodeSelector: 2'
     )
+    assert fit_message(v, None, pod, 5, RACK) == (
+        f'topology "{TOPOLOGY_NAME}" allows to fit only 4 out of 5 pod(s)'  # nothing excluded
+    )
+    assert fit_message(v, None, pod, 4, RACK) == ""  # it fits
 
 
 def test_fit_message_is_the_pending_message_without_preemption() -> None:
@@ -1113,7 +1136,7 @@ def test_hostname_label_is_what_the_assignment_names() -> None:
         workload("incoming", cpu=2, queue="main", required=HOSTNAME),
     ]
     cache = cache_of(objects)
-    assert cache.tas().by_workload["default/big"] == {"node-1": {"cpu": 2000}}
+    assert cache.tas().by_workload["default/big"] == {"node-1": {"cpu": 2000, "pods": 1}}
     [admission] = engine_cycle(objects).admitted
     assignment = admission.pod_sets[0]["topologyAssignment"]
     assert isinstance(assignment, dict)
@@ -1247,7 +1270,8 @@ def test_property_placement_respects_each_nodes_allocatable(
     v, used, per_pod, count, options = case
     placement = place(v, used, per_pod, count, **options)
     by_name = {n.name: n for n in v.nodes}
-    selector_ = options.get("node_selector", {})
+    # Kueue filters nodes by the selector only when the hostname is the lowest level.
+    selector_ = options.get("node_selector", {}) if v.reports_hostname else {}
     eligible = [n for n in v.nodes if all(n.labels.get(k) == val for k, val in selector_.items())]
     capacity = {n.name: node_capacity(n, used.used.get(n.name, {}), per_pod) for n in eligible}
     if placement is None:
