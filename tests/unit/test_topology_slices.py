@@ -369,6 +369,86 @@ def test_job_annotations_ask_for_slices_as_in_kueue() -> None:
     )
 
 
+def job_body(count: int = 4, **annotations: str) -> dict[str, Any]:
+    template = {"metadata": {"annotations": annotations}, "spec": {"containers": []}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "main"}},
+        "spec": {"parallelism": count, "completions": count, "template": template},
+    }
+
+
+ANNOTATIONS = "spec.template.metadata.annotations"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "errors"),
+    [
+        ({podsets.SLICE_REQUIRED_TOPOLOGY: RACK, podsets.SLICE_SIZE: "2"}, []),
+        (
+            {podsets.SLICE_REQUIRED_TOPOLOGY: RACK},
+            [
+                f"{ANNOTATIONS}[{podsets.SLICE_SIZE}]: Required value: "
+                f"must be set when '{podsets.SLICE_REQUIRED_TOPOLOGY}' is specified"
+            ],
+        ),
+        (
+            {podsets.SLICE_SIZE: "2"},
+            [
+                f"{ANNOTATIONS}[{podsets.SLICE_SIZE}]: Forbidden: "
+                f"may not be set when '{podsets.SLICE_REQUIRED_TOPOLOGY}' is not specified"
+            ],
+        ),
+        (
+            {podsets.SLICE_REQUIRED_TOPOLOGY: RACK, podsets.SLICE_SIZE: "two"},
+            [f'{ANNOTATIONS}[{podsets.SLICE_SIZE}]: Invalid value: "two": must be a numeric value'],
+        ),
+        (
+            {podsets.SLICE_REQUIRED_TOPOLOGY: RACK, podsets.SLICE_SIZE: "0"},
+            [f'{ANNOTATIONS}[{podsets.SLICE_SIZE}]: Invalid value: "0": must be greater than or equal to 1'],
+        ),
+        (
+            {podsets.SLICE_REQUIRED_TOPOLOGY: RACK, podsets.SLICE_SIZE: "8"},
+            [f'{ANNOTATIONS}[{podsets.SLICE_SIZE}]: Invalid value: "8": must not be greater than pod set count 4'],
+        ),
+        (
+            {podsets.REQUIRED_TOPOLOGY: RACK, podsets.PREFERRED_TOPOLOGY: BLOCK},
+            [
+                f"{ANNOTATIONS}: Invalid value: must not contain more than one topology annotation: "
+                f'["{podsets.REQUIRED_TOPOLOGY}", "{podsets.PREFERRED_TOPOLOGY}", "{podsets.UNCONSTRAINED_TOPOLOGY}"]'
+            ],
+        ),
+        (
+            {podsets.UNCONSTRAINED_TOPOLOGY: "maybe"},
+            [f'{ANNOTATIONS}[{podsets.UNCONSTRAINED_TOPOLOGY}]: Invalid value: "maybe": must be a boolean value'],
+        ),
+    ],
+)
+def test_the_job_webhook_checks_topology_annotations_as_kueues(annotations: dict[str, str], errors: list[str]) -> None:
+    from preemption_operator.jobs import batch_job
+
+    body = job_body(**annotations)
+    assert batch_job.validate(body, None) == errors
+    assert batch_job.validate(body, body) == errors
+
+
+def test_the_jobset_webhook_checks_each_replicated_jobs_template() -> None:
+    from preemption_operator.jobs import jobset
+
+    job_template = job_body(2, **{podsets.SLICE_REQUIRED_TOPOLOGY: RACK, podsets.SLICE_SIZE: "4"})["spec"]
+    body = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "main"}},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": job_template}}]},
+    }
+    assert jobset.validate(body, None) == [
+        "spec.replicatedJobs[0].template.spec.template.metadata.annotations"
+        f'[{podsets.SLICE_SIZE}]: Invalid value: "4": must not be greater than pod set count 2'
+    ]
+
+
 # ------------------------------------------------------------------------------------------------
 # Speed
 # ------------------------------------------------------------------------------------------------

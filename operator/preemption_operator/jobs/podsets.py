@@ -73,6 +73,45 @@ def topology_request(template: Mapping[str, Any], pod_index_label: str | None) -
     return request
 
 
+def topology_annotation_errors(meta_path: str, template: Mapping[str, Any], count: int) -> list[str]:
+    """Kueue's webhook errors for a pod template's topology annotations (jobframework's
+    ValidateTASPodSetRequest, then ValidateSliceSizeAnnotationUpperBound when it finds none), the
+    parts about the annotation count, unconstrained and the slice level and size; `meta_path` is
+    the template's metadata (spec.template.metadata), `count` the pod set's pods."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    path = f"{meta_path}.annotations"
+    errors: list[str] = []
+    if sum(key in annotations for key in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, UNCONSTRAINED_TOPOLOGY)) > 1:
+        kinds = ", ".join(f'"{key}"' for key in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, UNCONSTRAINED_TOPOLOGY))
+        errors.append(f"{path}: Invalid value: must not contain more than one topology annotation: [{kinds}]")
+    unconstrained = annotations.get(UNCONSTRAINED_TOPOLOGY)
+    if unconstrained is not None and unconstrained not in _GO_BOOLS:
+        errors.append(f'{path}[{UNCONSTRAINED_TOPOLOGY}]: Invalid value: "{unconstrained}": must be a boolean value')
+    size_path = f"{path}[{SLICE_SIZE}]"
+    size = annotations.get(SLICE_SIZE)
+    if size is not None:
+        number = _int32(str(size))
+        if number is None:
+            errors.append(f'{size_path}: Invalid value: "{size}": must be a numeric value')
+        elif number < 1:
+            errors.append(f'{size_path}: Invalid value: "{size}": must be greater than or equal to 1')
+    level_given, size_given = SLICE_REQUIRED_TOPOLOGY in annotations, size is not None
+    if level_given and not size_given:
+        errors.append(f"{size_path}: Required value: must be set when '{SLICE_REQUIRED_TOPOLOGY}' is specified")
+    if size_given and not level_given:
+        errors.append(f"{size_path}: Forbidden: may not be set when '{SLICE_REQUIRED_TOPOLOGY}' is not specified")
+    if errors or size is None:
+        return errors
+    number = _int32(str(size))
+    if number is not None and number > count:
+        return [f'{size_path}: Invalid value: "{size}": must not be greater than pod set count {count}']
+    return []
+
+
+_GO_BOOLS = frozenset({"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"})
+"""What Go's strconv.ParseBool reads."""
+
+
 def from_pod_set(pod_set: Mapping[str, Any]) -> PodSetInfo:
     """A Workload's pod set (wire form) as restoring puts it back (Kueue's podset.FromPodSet)."""
     template = pod_set.get("template") or {}
