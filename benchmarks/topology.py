@@ -77,7 +77,10 @@ def _nodes() -> list[dict[str, Any]]:
                             "apiVersion": "v1",
                             "kind": "Node",
                             "metadata": {"name": name, "labels": labels},
-                            "status": {"allocatable": {"cpu": str(NODE_CPU), "pods": "110"}},
+                            "status": {
+                                "allocatable": {"cpu": str(NODE_CPU), "pods": "110"},
+                                "conditions": [{"type": "Ready", "status": "True"}],
+                            },
                         }
                     )
     return out
@@ -133,7 +136,11 @@ def _workload(
                         "topologyAssignment": {
                             "levels": [HOSTNAME],
                             "slices": [
-                                {"domainCount": 1, "valuesPerLevel": [{"roots": [node]}], "universalPodCount": count}
+                                {
+                                    "domainCount": 1,
+                                    "valuesPerLevel": [{"universal": node}],
+                                    "podCounts": {"universal": count},
+                                }
                             ],
                         },
                     }

@@ -51,8 +51,9 @@ from preemption_operator.engine import CycleResult, Engine, QueueState
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.fair_sharing import OFF as FAIR_OFF
 from preemption_operator.engine.fair_sharing import FairSharing
-from preemption_operator.engine.placement import HOSTNAME, NodeRecord, TopologyView
+from preemption_operator.engine.placement import NodeRecord, TopologyView
 from preemption_operator.engine.snapshot import Snapshot
+from preemption_operator.engine.topology_assignment import HOSTNAME
 from preemption_operator.offline.simulate import Simulation, run
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -285,8 +286,9 @@ class WorkloadBuilder:
     `requests` each. Chainable: `workload("a", priority=1).admitted("cq", at=T0).evicted()`;
     `.obj()` gives the dict (every helper here also accepts the builder itself).
 
-    `required`/`preferred`/`unconstrained` are the pod set's topologyRequest, `node_selector` its
-    pods' nodeSelector; `pod_priority_class` refers to a scheduling.k8s.io PriorityClass."""
+    `required`/`preferred`/`unconstrained` (and `slice_level` with `slice_size`) are the pod set's
+    topologyRequest, `node_selector`, `tolerations` and `affinity` (required node affinity terms)
+    its pods'; `pod_priority_class` refers to a scheduling.k8s.io PriorityClass."""
 
     def __init__(
         self,
@@ -308,7 +310,11 @@ class WorkloadBuilder:
         required: str | None = None,
         preferred: str | None = None,
         unconstrained: bool | None = None,
+        slice_level: str | None = None,
+        slice_size: int | None = None,
         node_selector: Mapping[str, str] | None = None,
+        tolerations: Sequence[Mapping[str, Any]] | None = None,
+        affinity: Sequence[Mapping[str, Any]] | None = None,
         pod_priority_class: str | None = None,
     ) -> None:
         all_labels = dict(labels or {})
@@ -328,8 +334,21 @@ class WorkloadBuilder:
         pod_spec: Obj = {"containers": [{"name": "main", "resources": {"requests": dict(self.requests)}}]}
         if node_selector:
             pod_spec["nodeSelector"] = dict(node_selector)
+        if tolerations:
+            pod_spec["tolerations"] = [dict(t) for t in tolerations]
+        if affinity is not None:
+            terms = [dict(t) for t in affinity]
+            pod_spec["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+            }
         pod_set: Obj = {"name": "main", "count": count, "template": {"spec": pod_spec}}
-        topology_request = {"required": required, "preferred": preferred, "unconstrained": unconstrained}
+        topology_request = {
+            "required": required,
+            "preferred": preferred,
+            "unconstrained": unconstrained,
+            "podSetSliceRequiredTopology": slice_level,
+            "podSetSliceSize": slice_size,
+        }
         if any(v is not None for v in topology_request.values()):
             pod_set["topologyRequest"] = {k: v for k, v in topology_request.items() if v is not None}
         spec: Obj = {"podSets": [pod_set]}
@@ -599,9 +618,12 @@ def node(
     unschedulable: bool = False,
     pool: bool = True,
     hostname: str | None = None,
+    ready: bool = True,
+    taints: Sequence[Mapping[str, str]] = (),
 ) -> Obj:
-    """A Ready Node. `levels` are its topology labels; `kubernetes.io/hostname` is `hostname` (default:
-    the name); `pool` adds the TAS flavor's node label; `cpu` is shorthand for allocatable cpu."""
+    """A Node, Ready unless `ready` is False. `levels` are its topology labels;
+    `kubernetes.io/hostname` is `hostname` (default: the name); `pool` adds the TAS flavor's node
+    label; `cpu` is shorthand for allocatable cpu."""
     all_labels: dict[str, str] = {HOSTNAME: hostname or name, **(levels or {})}
     if pool:
         all_labels[POOL_LABEL] = "true"
@@ -614,26 +636,33 @@ def node(
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": _meta(name, labels=all_labels),
-        "spec": {"unschedulable": True} if unschedulable else {},
+        "spec": {
+            **({"unschedulable": True} if unschedulable else {}),
+            **({"taints": [dict(t) for t in taints]} if taints else {}),
+        },
         "status": {
             "capacity": dict(resources),
             "allocatable": dict(resources),
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"}],
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"}
+                if ready
+                else {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "not ready"}
+            ],
         },
     }
 
 
 def hostname_assignment(pods_per_node: Mapping[str, int]) -> Obj:
     """A topologyAssignment with levels `[kubernetes.io/hostname]`, written by hand (not by the code
-    under test): one slice, nodes in name order, `podCounts` per node."""
+    under test): one slice, nodes in name order, one pod count per node."""
     names = sorted(pods_per_node)
     return {
         "levels": [HOSTNAME],
         "slices": [
             {
                 "domainCount": len(names),
-                "valuesPerLevel": [{"roots": names}],
-                "podCounts": [pods_per_node[n] for n in names],
+                "valuesPerLevel": [{"individual": {"roots": names}}],
+                "podCounts": {"individual": [pods_per_node[n] for n in names]},
             }
         ],
     }

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from builders import KUEUE
-from preemption_operator.engine.placement import decode_assignment
+from preemption_operator.engine.topology_assignment import decode_assignment
 from preemption_operator.testing import walkthrough
 from preemption_operator.testing.cluster import (
     BLOCK_LABEL,

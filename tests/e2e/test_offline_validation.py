@@ -194,7 +194,11 @@ def placed(levels: list[str], *slices: dict[str, Any]) -> dict[str, Any]:
 
 
 def _slice(domains: int, **extra: Any) -> dict[str, Any]:
-    return {"domainCount": domains, "valuesPerLevel": [{"roots": [f"n{i}" for i in range(domains)]}], **extra}
+    return {
+        "domainCount": domains,
+        "valuesPerLevel": [{"individual": {"roots": [f"n{i}" for i in range(domains)]}}],
+        **extra,
+    }
 
 
 WPC_REF = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
@@ -267,17 +271,15 @@ RULE_FIXTURES: dict[tuple[str, str, str], Callable[[str], Bad]] = {
     ("Workload", ".spec.priorityClassRef", "only the WorkloadPriorityClass kind is allowed for the kueue.x-k8s.io group"):
         lambda ns: Bad(workload(ns, priorityClassRef={"group": "kueue.x-k8s.io", "kind": "PriorityClass", "name": "high"})),
     ("Workload", ".status.admission.podSetAssignments[].topologyAssignment", "valuesPerLevel must have the same length as the number of levels in this TopologyAssignment"):
-        lambda ns: Bad(workload(ns), status=placed(["rack", "kubernetes.io/hostname"], _slice(2, universalPodCount=1))),
-    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[]", "Exactly one of podCounts, universalPodCount must be set"):
-        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], _slice(2))),
-    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[]", "podCounts must have length equal to domainCount"):
-        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], _slice(2, podCounts=[2]))),
-    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[]", "roots must have length equal to domainCount"):
-        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], {"domainCount": 2, "valuesPerLevel": [{"roots": ["n1"]}], "universalPodCount": 1})),
-    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[]", "exactly one of roots, universalValue must be set"):
-        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], {"domainCount": 1, "valuesPerLevel": [{"roots": ["n1"], "universalValue": "n1"}], "universalPodCount": 2})),
-    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[]", "prefix and suffix cannot be set together with universalValue"):
-        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], {"domainCount": 1, "valuesPerLevel": [{"universalValue": "n1", "prefix": "node-"}], "universalPodCount": 2})),
+        lambda ns: Bad(workload(ns), status=placed(["rack", "kubernetes.io/hostname"], _slice(2, podCounts={"universal": 1}))),
+    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[]", "podCounts.individual must have length equal to domainCount"):
+        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], _slice(2, podCounts={"individual": [2]}))),
+    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[]", "valuesPerLevel.individual, if set, must have roots of length equal to domainCount of this TopologyAssignmentSlice"):
+        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], {"domainCount": 2, "valuesPerLevel": [{"individual": {"roots": ["n1"]}}], "podCounts": {"universal": 1}})),
+    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[].podCounts", "exactly one of the fields in [universal individual] must be set"):
+        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], _slice(2, podCounts={"universal": 1, "individual": [1, 1]}))),
+    ("Workload", ".status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[]", "exactly one of the fields in [universal individual] must be set"):
+        lambda ns: Bad(workload(ns), status=placed(["kubernetes.io/hostname"], {"domainCount": 1, "valuesPerLevel": [{"universal": "n1", "individual": {"roots": ["n1"]}}], "podCounts": {"universal": 2}})),
 }  # fmt: skip
 
 
@@ -538,7 +540,7 @@ def valid_objects(namespace: str) -> list[Bad]:
         ),
         Bad(
             workload(namespace, podSets=[{**POD_SET, "minCount": 2}], priorityClassRef=WPC_REF),
-            status=placed(["rack", "kubernetes.io/hostname"], {"domainCount": 2, "valuesPerLevel": [{"universalValue": "r1"}, {"roots": ["1", "2"], "prefix": "n-"}], "podCounts": [1, 1]}),
+            status=placed(["rack", "kubernetes.io/hostname"], {"domainCount": 2, "valuesPerLevel": [{"universal": "r1"}, {"individual": {"roots": ["1", "2"], "prefix": "n-"}}], "podCounts": {"individual": [1, 1]}}),
         ),
     ]  # fmt: skip
 

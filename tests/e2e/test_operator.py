@@ -200,7 +200,11 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
                 "kind": "Node",
                 "metadata": {"name": name, "labels": {HOSTNAME: name, RACK: rack_of[name], NODE_GROUP: group}},
                 "spec": {},
-                "status": {"capacity": {"cpu": "4", "pods": "110"}, "allocatable": {"cpu": "4", "pods": "110"}},
+                "status": {
+                    "capacity": {"cpu": "4", "pods": "110"},
+                    "allocatable": {"cpu": "4", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                },
             }
             for name in node.values()
         ),
@@ -208,7 +212,13 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
             "apiVersion": KUEUE,
             "kind": "ResourceFlavor",
             "metadata": {"name": flavor},
-            "spec": {"nodeLabels": {NODE_GROUP: group}, "topologyName": topology},
+            # These Nodes have no kubelet, so they keep the not-ready taint the API server gives a
+            # new Node; TAS (Kueue's, and the operator's) keeps pods off taints they do not tolerate.
+            "spec": {
+                "nodeLabels": {NODE_GROUP: group},
+                "topologyName": topology,
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}],
+            },
         },
         {
             "apiVersion": KUEUE_ALPHA,
@@ -258,11 +268,13 @@ def test_topology_defragmentation(scenario: Scenario, operators: OperatorPool) -
         out: dict[str, int] = {}
         for slice_ in assignment["slices"]:
             count, level = slice_["domainCount"], slice_["valuesPerLevel"][-1]
-            if "universalValue" in level:
-                hosts = [level["universalValue"]] * count
+            if "universal" in level:
+                hosts = [level["universal"]] * count
             else:
-                hosts = [f"{level.get('prefix', '')}{root}{level.get('suffix', '')}" for root in level["roots"]]
-            pods = [slice_["universalPodCount"]] * count if "universalPodCount" in slice_ else slice_["podCounts"]
+                each = level["individual"]
+                hosts = [f"{each.get('prefix', '')}{root}{each.get('suffix', '')}" for root in each["roots"]]
+            counts = slice_["podCounts"]
+            pods = [counts["universal"]] * count if "universal" in counts else counts["individual"]
             for host, n in zip(hosts, pods, strict=True):
                 out[host] = out.get(host, 0) + n
         return out

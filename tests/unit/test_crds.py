@@ -39,6 +39,7 @@ from preemption_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUAN
 from preemption_operator.cli import cli
 from preemption_operator.engine.selectors import NOTHING
 from preemption_operator.engine.selectors import build as build_selector
+from preemption_operator.engine.topology_assignment import decode_assignment
 from preemption_operator.jobs.framework import of_kind
 from preemption_operator.offline import manifests
 from preemption_operator.offline.manifests import Manifest
@@ -805,10 +806,10 @@ def test_example_is_coherent(folder: Path) -> None:
             if topology:
                 for flavor_name in set(assignment["flavors"].values()):
                     node_labels = get("ResourceFlavor", flavor_name)["spec"].get("nodeLabels", {})
-                    for slice_ in topology["slices"]:
-                        for node in slice_["valuesPerLevel"][-1]["roots"]:
-                            labels = get("Node", node)["metadata"]["labels"]
-                            assert node_labels.items() <= labels.items(), f"{where}: {node} not in {flavor_name}"
+                    for values, _ in decode_assignment(topology):
+                        node = values[topology["levels"][-1]]
+                        labels = get("Node", node)["metadata"]["labels"]
+                        assert node_labels.items() <= labels.items(), f"{where}: {node} not in {flavor_name}"
     assert pending >= 1, "a scenario needs a pending workload"
 
 
@@ -935,7 +936,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("ClusterQueue cohort name not DNS", edit(BASE_QUEUE, lambda d: d["spec"].update(cohortName="Org_1")), "$.spec.cohortName"),
     ("ClusterQueue queueingStrategy unknown", edit(BASE_QUEUE, lambda d: d["spec"].update(queueingStrategy="LIFO")), "$.spec.queueingStrategy"),
     ("Workload without podSets", edit(BASE_WORKLOAD, lambda d: d["spec"].update(podSets=[])), "$.spec.podSets"),
-    ("Workload with 9 podSets", edit(BASE_WORKLOAD, lambda d: d["spec"].update(podSets=[{**d["spec"]["podSets"][0], "name": f"p{i}"} for i in range(9)])), "$.spec.podSets"),
+    ("Workload with 19 podSets", edit(BASE_WORKLOAD, lambda d: d["spec"].update(podSets=[{**d["spec"]["podSets"][0], "name": f"p{i}"} for i in range(19)])), "$.spec.podSets"),
     ("Workload priority above int32", edit(BASE_WORKLOAD, lambda d: d["spec"].update(priority=2**31)), "$.spec.priority"),
     ("Workload queueName not DNS", edit(BASE_WORKLOAD, lambda d: d["spec"].update(queueName="Main_Q")), "$.spec.queueName"),
     ("Workload negative count", edit(BASE_WORKLOAD, lambda d: d["spec"]["podSets"][0].update(count=-1)), "$.spec.podSets[0].count"),
@@ -975,6 +976,20 @@ def test_bad_base_objects_are_good() -> None:
     for doc in (BASE_CONFIG, BASE_QUEUE, BASE_WORKLOAD):
         assert schema_errors(doc) == []
         model_for(doc).model_validate(doc)
+
+
+def test_a_workload_takes_18_pod_sets_and_assignments_as_in_kueue() -> None:
+    """Kueue v0.19.2 allows 18 pod sets (and as many assignments), as a RayCluster's head and 17
+    worker groups need; a 19th is refused (see BAD)."""
+
+    def eighteen(doc: dict[str, Any]) -> None:
+        doc["spec"]["podSets"] = [{**doc["spec"]["podSets"][0], "name": f"p{i}"} for i in range(18)]
+        assignments = [{"name": f"p{i}", "count": 1} for i in range(18)]
+        doc["status"] = {"admission": {"clusterQueue": "a", "podSetAssignments": assignments}}
+
+    doc = edit(BASE_WORKLOAD, eighteen)
+    assert schema_errors(doc) == []
+    model_for(doc).model_validate(doc)
 
 
 DUPLICATES: list[tuple[str, dict[str, Any]]] = [
@@ -1259,8 +1274,12 @@ def _group(resources: int, covered: int = 1) -> dict[str, Any]:
     }
 
 
+def _roots(*values: str) -> dict[str, Any]:
+    return {"individual": {"roots": list(values)}}
+
+
 def _slice(domains: int, **extra: Any) -> dict[str, Any]:
-    return {"domainCount": domains, "valuesPerLevel": [{"roots": [f"n{i}" for i in range(domains)]}], **extra}
+    return {"domainCount": domains, "valuesPerLevel": [_roots(*(f"n{i}" for i in range(domains)))], **extra}
 
 
 CEL_CASES: dict[str, CelCase] = {
@@ -1439,39 +1458,41 @@ CEL_CASES: dict[str, CelCase] = {
     "self.slices.all(x, size(x.valuesPerLevel) == size(self.levels))": CelCase(
         "valuesPerLevel must have the same length as the number of levels in this TopologyAssignment",
         passing=[
-            B({"levels": ["kubernetes.io/hostname"], "slices": [_slice(2, universalPodCount=1)]}),
-            B({"levels": ["rack", "kubernetes.io/hostname"], "slices": [{"domainCount": 2, "valuesPerLevel": [{"universalValue": "r1"}, {"roots": ["n1", "n2"]}], "podCounts": [4, 2]}]}),
+            B({"levels": ["kubernetes.io/hostname"], "slices": [_slice(2, podCounts={"universal": 1})]}),
+            B({"levels": ["rack", "kubernetes.io/hostname"], "slices": [{"domainCount": 2, "valuesPerLevel": [{"universal": "r1"}, _roots("n1", "n2")], "podCounts": {"individual": [4, 2]}}]}),
             B({"levels": ["kubernetes.io/hostname"], "slices": []}),
         ],
         breaking=[
-            B({"levels": ["rack", "kubernetes.io/hostname"], "slices": [_slice(1, universalPodCount=1)]}),
-            B({"levels": ["kubernetes.io/hostname"], "slices": [_slice(1, universalPodCount=1), {"domainCount": 1, "valuesPerLevel": [{"universalValue": "r"}, {"roots": ["n"]}], "universalPodCount": 1}]}),
+            B({"levels": ["rack", "kubernetes.io/hostname"], "slices": [_slice(1, podCounts={"universal": 1})]}),
+            B({"levels": ["kubernetes.io/hostname"], "slices": [_slice(1, podCounts={"universal": 1}), {"domainCount": 1, "valuesPerLevel": [{"universal": "r"}, _roots("n")], "podCounts": {"universal": 1}}]}),
         ],
     ),
-    "has(self.podCounts) != has(self.universalPodCount)": CelCase(
-        "Exactly one of podCounts, universalPodCount must be set",
-        passing=[B(_slice(2, universalPodCount=1)), B(_slice(2, podCounts=[1, 3]))],
-        breaking=[B(_slice(2)), B(_slice(2, podCounts=[1, 3], universalPodCount=1))],
+    "!has(self.podCounts.individual) || size(self.podCounts.individual) == self.domainCount": CelCase(
+        "podCounts.individual must have length equal to domainCount",
+        passing=[B(_slice(2, podCounts={"universal": 1})), B(_slice(2, podCounts={"individual": [1, 3]}))],
+        breaking=[B(_slice(2, podCounts={"individual": [1]})), B(_slice(1, podCounts={"individual": [1, 2, 3]}))],
     ),
-    "!has(self.podCounts) || size(self.podCounts) == self.domainCount": CelCase(
-        "podCounts must have length equal to domainCount",
-        passing=[B(_slice(2, universalPodCount=1)), B(_slice(2, podCounts=[1, 1]))],
-        breaking=[B(_slice(2, podCounts=[1])), B(_slice(1, podCounts=[1, 2, 3]))],
+    "self.valuesPerLevel.all(x, !has(x.individual) || size(x.individual.roots) == self.domainCount)": CelCase(
+        "valuesPerLevel.individual, if set, must have roots of length equal to domainCount of this TopologyAssignmentSlice",
+        passing=[
+            B(_slice(3, podCounts={"universal": 1})),
+            B({"domainCount": 5, "valuesPerLevel": [{"universal": "r1"}], "podCounts": {"universal": 1}}),
+            B({"domainCount": 2, "valuesPerLevel": [{"universal": "r1"}, {"individual": {"prefix": "n-", "suffix": ".x", "roots": ["1", "2"]}}], "podCounts": {"universal": 1}}),
+        ],
+        breaking=[
+            B({"domainCount": 2, "valuesPerLevel": [_roots("n1")], "podCounts": {"universal": 1}}),
+            B({"domainCount": 1, "valuesPerLevel": [{"universal": "r"}, _roots("n1", "n2")], "podCounts": {"universal": 1}}),
+        ],
     ),
-    "self.valuesPerLevel.all(x, !has(x.roots) || size(x.roots) == self.domainCount)": CelCase(
-        "roots must have length equal to domainCount",
-        passing=[B(_slice(3, universalPodCount=1)), B({"domainCount": 5, "valuesPerLevel": [{"universalValue": "r1"}], "universalPodCount": 1})],
-        breaking=[B({"domainCount": 2, "valuesPerLevel": [{"roots": ["n1"]}], "universalPodCount": 1}), B({"domainCount": 1, "valuesPerLevel": [{"universalValue": "r"}, {"roots": ["n1", "n2"]}], "universalPodCount": 1})],
+    "has(self.universal) != has(self.individual)": CelCase(
+        "exactly one of the fields in [universal individual] must be set",
+        passing=[B(_roots("n1")), B({"universal": "r1"}), B({"individual": {"prefix": "node-", "roots": ["1", "2"]}}), B({"universal": ""})],
+        breaking=[B({}), B({"universal": "n1", **_roots("n1")})],
     ),
-    "has(self.roots) != has(self.universalValue)": CelCase(
-        "exactly one of roots, universalValue must be set",
-        passing=[B({"roots": ["n1"]}), B({"universalValue": "r1"}), B({"roots": ["1", "2"], "prefix": "node-"})],
-        breaking=[B({}), B({"roots": ["n1"], "universalValue": "n1"}), B({"prefix": "node-"})],
-    ),
-    "!(has(self.universalValue) && (has(self.prefix) || has(self.suffix)))": CelCase(
-        "prefix and suffix cannot be set together with universalValue",
-        passing=[B({"universalValue": "r1"}), B({"roots": ["1"], "prefix": "n-", "suffix": "-x"})],
-        breaking=[B({"universalValue": "r1", "prefix": "n-"}), B({"universalValue": "r1", "suffix": "-x"})],
+    "[has(self.universal),has(self.individual)].filter(x,x==true).size() == 1": CelCase(
+        "exactly one of the fields in [universal individual] must be set",
+        passing=[B({"universal": 1}), B({"individual": [1, 2]})],
+        breaking=[B({}), B({"universal": 1, "individual": [1, 2]})],
     ),
 }  # fmt: skip
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from preemption_operator.engine import changes
+from preemption_operator.engine.topology_assignment import decode_assignment
 from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
 from preemption_operator.jobs.framework import JobPatch
 from preemption_operator.jobs.reconciler import (
@@ -486,7 +487,8 @@ def test_simulate_copies_the_job_labels_the_operator_would_copy() -> None:
     large = {w["name"].rsplit("-", 1)[0]: w for w in copied["workloads"]}["job-large-training"]["status"]
     assert {c["type"]: c["status"] for c in large["conditions"]}.get("Admitted") == "True"
     (assigned,) = large["admission"]["podSetAssignments"]
-    assert assigned["topologyAssignment"]["slices"][0]["valuesPerLevel"][0]["roots"] == ["node-a1", "node-a2"]
+    hosts = [values[HOST] for values, _ in decode_assignment(assigned["topologyAssignment"])]
+    assert hosts == ["node-a1", "node-a2"]
 
     plain = simulated()
     assert not [a for a in plain["actions"] if a["action"] == "Preempted"]
@@ -521,8 +523,8 @@ def test_one_assigned_domain_pins_the_pods_with_a_node_selector() -> None:
         "slices": [
             {
                 "domainCount": 1,
-                "valuesPerLevel": [{"universalValue": "r1"}, {"universalValue": "n1"}],
-                "universalPodCount": 3,
+                "valuesPerLevel": [{"universal": "r1"}, {"universal": "n1"}],
+                "podCounts": {"universal": 3},
             }
         ],
     }
@@ -541,7 +543,13 @@ def test_several_domains_become_required_node_affinity_joined_with_the_jobs_own(
     }
     assignment = {
         "levels": [HOST],
-        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["n1", "n2"]}], "podCounts": [2, 1]}],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "n", "roots": ["1", "2"]}}],
+                "podCounts": {"individual": [2, 1]},
+            }
+        ],
     }
     workload = tas_admitted(body, assignment)
     step = plan(BatchJob(body), workload, FLAVORS, NOW)
@@ -565,7 +573,13 @@ def test_stopping_takes_the_topology_affinity_away_again() -> None:
     body = job()
     assignment = {
         "levels": [HOST],
-        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["n1", "n2"]}], "universalPodCount": 1}],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"roots": ["n1", "n2"]}}],
+                "podCounts": {"universal": 1},
+            }
+        ],
     }
     workload = tas_admitted(body, assignment)
     step = plan(BatchJob(body), workload, FLAVORS, NOW)

@@ -51,16 +51,25 @@ from preemption_operator.engine.candidates import Candidate, Context
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
 from preemption_operator.engine.placement import (
-    HOSTNAME,
     NodeUsage,
     Placement,
-    decode_assignment,
+    TopologyRequest,
     fit_message,
     node_capacity,
     place,
 )
 from preemption_operator.engine.scheduler import CycleResult, QueueState, Scheduler
 from preemption_operator.engine.tas_state import TasState
+from preemption_operator.engine.topology_assignment import (
+    HOSTNAME,
+    MAX_DOMAINS_PER_SLICE,
+    MAX_SLICES,
+    _hostname_prefix_keys,
+    _level_values,
+    _slice,
+    decode_assignment,
+    encode_assignment,
+)
 from preemption_operator.offline import simulate as simulation
 
 NOW = "2026-11-30T00:00:00Z"
@@ -243,11 +252,26 @@ def test_preferred_level_falls_back_to_wider_levels_then_to_any_nodes() -> None:
     assert place(v, None, pod, 8, preferred=RACK) is None  # 7 pods at most
 
 
-def test_unconstrained_uses_the_fewest_nodes_roomiest_first() -> None:
+def test_unconstrained_fills_the_least_free_nodes_first() -> None:
+    """Kueue's LeastFreeCapacity (TASProfileMixed, on by default) for unconstrained pod sets: one
+    node if one holds them all (the least free such), else the least free nodes first."""
     v = view((RACK, HOSTNAME), [node_record(f"n{i}", {RACK: "r"}, cpu=c * CPU) for i, c in enumerate((1, 3, 2, 3))])
-    assert place(v, None, {"cpu": CPU}, 5) == Placement(v, (("n1", 3), ("n3", 2)))
-    assert place(v, None, {"cpu": CPU}, 9) == Placement(v, (("n0", 1), ("n1", 3), ("n2", 2), ("n3", 3)))
-    assert place(v, None, {"cpu": CPU}, 10) is None
+    unconstrained = TopologyRequest(unconstrained=True)
+    assert place(v, None, {"cpu": CPU}, 2, unconstrained) == Placement(v, (("n2", 2),))
+    assert place(v, None, {"cpu": CPU}, 3, unconstrained) == Placement(v, (("n1", 3),))
+    assert place(v, None, {"cpu": CPU}, 5, unconstrained) == Placement(v, (("n0", 1), ("n1", 2), ("n2", 2)))
+    assert place(v, None, {"cpu": CPU}, 9, unconstrained) == Placement(v, (("n0", 1), ("n1", 3), ("n2", 2), ("n3", 3)))
+    assert place(v, None, {"cpu": CPU}, 10, unconstrained) is None
+    # A pod set without a topology request is placed the same way (Kueue's implied request).
+    assert place(v, None, {"cpu": CPU}, 5) == place(v, None, {"cpu": CPU}, 5, unconstrained)
+
+
+def test_required_descends_to_the_tightest_nodes() -> None:
+    """Within the chosen domain the nodes with the most room go first, and the last one is the
+    tightest that completes the count (Kueue's BestFit), not the next roomiest."""
+    v = view((RACK, HOSTNAME), [node_record(n, {RACK: "r"}, cpu=c * CPU) for n, c in (("n1", 3), ("n2", 3), ("n3", 2))])
+    assert place(v, None, {"cpu": CPU}, 5, required=RACK) == Placement(v, (("n1", 3), ("n3", 2)))
+    assert place(v, None, {"cpu": CPU}, 2, required=RACK) == Placement(v, (("n3", 2),))
 
 
 def test_tightest_fitting_domain_wins() -> None:
@@ -357,20 +381,44 @@ def test_wire_with_hostname_lowest_lists_only_the_hostname_level() -> None:
     nodes = [node_record(f"n{i}", {BLOCK: "b1", RACK: "r1", SUBRACK: f"s{i % 2}"}, cpu=4 * CPU) for i in range(1, 4)]
     v = view((BLOCK, RACK, SUBRACK, HOSTNAME), nodes)
     same = Placement(v, (("n1", 1), ("n2", 1)))
+    # Kueue's writer: the common prefix once, one pod count for all; n2 (subrack s0) before n1 (s1).
     assert same.wire() == {
         "levels": [HOSTNAME],
-        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["n1", "n2"]}], "universalPodCount": 1}],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "n", "roots": ["2", "1"]}}],
+                "podCounts": {"universal": 1},
+            }
+        ],
     }
     uneven = Placement(v, (("n1", 3), ("n3", 1)))
-    assert uneven.wire() == {
-        "levels": [HOSTNAME],
-        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["n1", "n3"]}], "podCounts": [3, 1]}],
-    }
+    assert uneven.wire()["slices"] == [
+        {
+            "domainCount": 2,
+            "valuesPerLevel": [{"individual": {"prefix": "n", "roots": ["1", "3"]}}],
+            "podCounts": {"individual": [3, 1]},
+        }
+    ]
     single = Placement(v, (("n2", 2),))
-    assert single.wire() == {
-        "levels": [HOSTNAME],
-        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universalValue": "n2"}], "universalPodCount": 2}],
-    }
+    assert single.wire()["slices"] == [
+        {"domainCount": 1, "valuesPerLevel": [{"universal": "n2"}], "podCounts": {"universal": 2}}
+    ]
+
+
+def test_wire_orders_hostnames_by_the_levels_above_them() -> None:
+    """Kueue sorts the domains by the values of every level, the hostname's last: zq of rack r1
+    comes before ab of rack r2."""
+    nodes = [node_record("ab", {RACK: "r2"}, cpu=CPU), node_record("zq", {RACK: "r1"}, cpu=CPU)]
+    v = view((RACK, HOSTNAME), nodes)
+    wire = Placement(v, (("ab", 1), ("zq", 2))).wire()
+    assert wire["slices"] == [
+        {
+            "domainCount": 2,
+            "valuesPerLevel": [{"individual": {"roots": ["zq", "ab"]}}],
+            "podCounts": {"individual": [2, 1]},
+        }
+    ]
 
 
 def test_wire_without_hostname_level_is_the_references_example() -> None:
@@ -387,8 +435,8 @@ def test_wire_without_hostname_level_is_the_references_example() -> None:
         "slices": [
             {
                 "domainCount": 2,
-                "valuesPerLevel": [{"universalValue": "block-1"}, {"roots": ["rack-1", "rack-2"]}],
-                "podCounts": [4, 2],
+                "valuesPerLevel": [{"universal": "block-1"}, {"individual": {"prefix": "rack-", "roots": ["1", "2"]}}],
+                "podCounts": {"individual": [4, 2]},
             }
         ],
     }
@@ -406,18 +454,109 @@ def test_wire_without_hostname_level_sums_the_nodes_of_a_domain() -> None:
         "slices": [
             {
                 "domainCount": 1,
-                "valuesPerLevel": [{"universalValue": "b1"}, {"universalValue": "r1"}],
-                "universalPodCount": 4,
+                "valuesPerLevel": [{"universal": "b1"}, {"universal": "r1"}],
+                "podCounts": {"universal": 4},
             }
         ],
     }
     assert Placement(v, (("n1", 1), ("n3", 1))).wire()["slices"] == [
         {
             "domainCount": 2,
-            "valuesPerLevel": [{"roots": ["b1", "b2"]}, {"roots": ["r1", "r9"]}],
-            "universalPodCount": 1,
+            "valuesPerLevel": [
+                {"individual": {"prefix": "b", "roots": ["1", "2"]}},
+                {"individual": {"prefix": "r", "roots": ["1", "9"]}},
+            ],
+            "podCounts": {"universal": 1},
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        # Kueue's own cases (pkg/util/tas/tas_assignment_test.go).
+        (["a1", "a1"], {"universal": "a1"}),
+        (["a123", "a12", "a1", "a13"], {"individual": {"prefix": "a1", "roots": ["23", "2", "", "3"]}}),
+        (["123b", "23b", "3b", "13b"], {"individual": {"suffix": "3b", "roots": ["12", "2", "", "1"]}}),
+        # The longest prefix and suffix overlap: the prefix gives way.
+        (["abacacada", "abacada"], {"individual": {"prefix": "ab", "suffix": "acada", "roots": ["ac", ""]}}),
+        (["ababa", "aba"], {"individual": {"suffix": "aba", "roots": ["ab", ""]}}),
+        (["aba", "ababa"], {"individual": {"suffix": "aba", "roots": ["", "ab"]}}),
+        (["x", "y"], {"individual": {"roots": ["x", "y"]}}),
+        (["p.a1.s", "p.a2.s"], {"individual": {"prefix": "p.a", "suffix": ".s", "roots": ["1", "2"]}}),
+    ],
+)
+def test_level_values_extract_the_common_prefix_and_suffix(values: list[str], expected: dict[str, Any]) -> None:
+    assert _level_values(values) == expected
+    domains = [((value,), 1) for value in values]
+    assert [v for (v,), _ in decode_pairs(encode_assignment(["x"], domains))] == values
+
+
+def decode_pairs(assignment: Mapping[str, Any]) -> list[tuple[tuple[str, ...], int]]:
+    levels = assignment["levels"]
+    return [(tuple(values[lv] for lv in levels), pods) for values, pods in decode_assignment(assignment)]
+
+
+def gke_pools(pods: tuple[int, ...] = (3, 3, 4, 5)) -> list[tuple[tuple[str, ...], int]]:
+    names = ["gke-c-pool-a-hash1-aa", "gke-c-pool-a-hash1-bb", "gke-c-pool-b-hash2-cc", "gke-c-pool-b-hash2-dd"]
+    return [((name,), n) for name, n in zip(names, pods, strict=True)]
+
+
+def test_hostname_prefix_keys_are_the_longest_prefixes_another_hostname_shares() -> None:
+    assert _hostname_prefix_keys([name for (name,), _ in gke_pools()]) == [
+        "gke-c-pool-a-hash1-",
+        "gke-c-pool-a-hash1-",
+        "gke-c-pool-b-hash2-",
+        "gke-c-pool-b-hash2-",
+    ]
+    assert _hostname_prefix_keys(["node-a", "host-b"]) == ["", ""]
+    assert _hostname_prefix_keys(["nodea", "hostb"]) is None  # no '-' at all
+
+
+def test_hostname_prefix_keys_shorten_until_the_slices_fit() -> None:
+    names = [f"a-{'xy'[i % 2]}-{i:04d}" for i in range(MAX_SLICES + 1)]
+    assert _hostname_prefix_keys(names) == ["a-"] * len(names)
+    alternating = [f"{'a-x' if i % 2 == 0 else 'b-y'}-{i:04d}" for i in range(MAX_SLICES + 1)]
+    assert _hostname_prefix_keys(alternating) is None
+    assert len(encode_assignment([HOSTNAME], [((n,), 1) for n in alternating])["slices"]) == 1
+
+
+def test_hostnames_of_several_pools_get_a_slice_each_when_that_is_shorter() -> None:
+    def pools(count: int) -> list[tuple[tuple[str, ...], int]]:
+        half = count // 2
+        return [((f"pool-{'a' if i < half else 'b'}-node-{i % half if half else 0:05d}",), 1) for i in range(count)]
+
+    # Kueue's own cases: one slice for 4 such hostnames (shorter in JSON), one per pool for 20.
+    assert len(encode_assignment([HOSTNAME], pools(4))["slices"]) == 1
+    twenty = encode_assignment([HOSTNAME], pools(20))
+    assert [s["valuesPerLevel"][0]["individual"]["prefix"] for s in twenty["slices"]] == [
+        "pool-a-node-0000",
+        "pool-b-node-0000",
+    ]
+    assert decode_pairs(twenty) == pools(20)
+    # Without hostnames there is one slice, whatever the values.
+    assert len(encode_assignment([RACK], [((f"pool-{c}-r{i}",), 1) for c in "ab" for i in range(10)])["slices"]) == 1
+
+
+def test_gke_pools_with_uneven_counts() -> None:
+    wire = encode_assignment([HOSTNAME], gke_pools())
+    assert decode_pairs(wire) == gke_pools()
+    for domains in (gke_pools(), gke_pools((1, 1, 1, 1))):
+        wire = encode_assignment([HOSTNAME], domains)
+        single = {"levels": [HOSTNAME], "slices": [_slice(domains, 1)]}
+        by_prefix = {
+            "levels": [HOSTNAME],
+            "slices": [_slice(domains[:2], 1), _slice(domains[2:], 1)],
+        }
+        shorter = min(single, by_prefix, key=lambda w: len(json.dumps(w, separators=(",", ":"))))
+        assert wire == shorter
+
+
+def test_a_slice_holds_at_most_100000_domains() -> None:
+    domains = [((f"r{i}",), 1) for i in range(MAX_DOMAINS_PER_SLICE + 5)]
+    wire = encode_assignment([RACK], domains)
+    assert [s["domainCount"] for s in wire["slices"]] == [MAX_DOMAINS_PER_SLICE, 5]
+    assert decode_pairs(wire) == domains
 
 
 @pytest.mark.parametrize(
@@ -451,10 +590,17 @@ def test_decode_prefix_suffix_and_several_slices() -> None:
         "slices": [
             {
                 "domainCount": 2,
-                "valuesPerLevel": [{"universalValue": "r1"}, {"prefix": "node-", "suffix": ".x", "roots": ["1", "2"]}],
-                "universalPodCount": 2,
+                "valuesPerLevel": [
+                    {"universal": "r1"},
+                    {"individual": {"prefix": "node-", "suffix": ".x", "roots": ["1", "2"]}},
+                ],
+                "podCounts": {"universal": 2},
             },
-            {"domainCount": 1, "valuesPerLevel": [{"roots": ["r2"]}, {"roots": ["node-3.x"]}], "podCounts": [5]},
+            {
+                "domainCount": 1,
+                "valuesPerLevel": [{"individual": {"roots": ["r2"]}}, {"individual": {"roots": ["node-3.x"]}}],
+                "podCounts": {"individual": [5]},
+            },
         ],
     }
     assert decode_assignment(wire) == [
@@ -492,10 +638,16 @@ def test_rack_level_assignment_is_resolved_onto_the_racks_nodes() -> None:
         node("n1", {RACK: "r1"}, cpu=2),
         node("n2", {RACK: "r1"}, cpu=2),
     ]
-    three = {"levels": [RACK], "slices": [{"domainCount": 1, "valuesPerLevel": [{"roots": ["r1"]}], "podCounts": [3]}]}
-    six = {"levels": [RACK], "slices": [{"domainCount": 1, "valuesPerLevel": [{"roots": ["r1"]}], "podCounts": [6]}]}
+
+    def on_r1(pods: int) -> dict[str, Any]:
+        return {
+            "levels": [RACK],
+            "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": "r1"}], "podCounts": {"universal": pods}}],
+        }
+
+    three, six = on_r1(3), on_r1(6)
     cache = cache_of([*objects, workload("w", cpu=1, queue="main", count=3).on_nodes("a", assignment=three)])
-    assert cache.tas().by_workload["default/w"] == {"n1": {"cpu": 2000}, "n2": {"cpu": 1000}}
+    assert cache.tas().by_workload["default/w"] == {"n1": {"cpu": 2000, "pods": 2}, "n2": {"cpu": 1000, "pods": 1}}
     cache = cache_of([*objects, workload("w", cpu=1, queue="main", count=6).on_nodes("a", assignment=six)])
     total = sum(amounts["cpu"] for amounts in cache.tas().by_workload["default/w"].values())
     assert total == 6000
@@ -507,21 +659,26 @@ def test_rack_level_assignment_is_resolved_onto_the_racks_nodes() -> None:
 
 
 def test_fit_message_wording() -> None:
+    """Kueue's words, with why nodes took no pods ("Total nodes: N; excluded: ...")."""
     v = two_racks()
     pod = {"cpu": 2 * CPU}
     assert fit_message(v, usage(a1=4, a2=4, b1=4, b2=4), pod, 3, RACK) == (
-        f'topology "{TOPOLOGY_NAME}" doesn\'t allow to fit any of 3 pod(s)'
+        f'topology "{TOPOLOGY_NAME}" doesn\'t allow to fit any of 3 pod(s). Total nodes: 4; excluded: resource "cpu": 4'
     )
     # The best rack takes 3 (rack-b: 2 + 1), not the 4 the racks take together.
     assert fit_message(v, usage(a1=2, a2=4, b2=2), pod, 4, RACK) == (
-        f'topology "{TOPOLOGY_NAME}" allows to fit only 3 out of 4 pod(s)'
+        f'topology "{TOPOLOGY_NAME}" allows to fit only 3 out of 4 pod(s). Total nodes: 4; excluded: resource "cpu": 1'
     )
     assert fit_message(v, usage(a1=2, a2=4, b2=2), pod, 5) == (
-        f'topology "{TOPOLOGY_NAME}" allows to fit only 4 out of 5 pod(s)'
+        f'topology "{TOPOLOGY_NAME}" allows to fit only 4 out of 5 pod(s). Total nodes: 4; excluded: resource "cpu": 1'
     )
     assert fit_message(v, None, pod, 3, HOSTNAME, {RACK: "rack-b"}) == (
-        f'topology "{TOPOLOGY_NAME}" allows to fit only 2 out of 3 pod(s)'
+        f'topology "{TOPOLOGY_NAME}" allows to fit only 2 out of 3 pod(s). Total nodes: 4; excluded: nodeSelector: 2'
     )
+    assert fit_message(v, None, pod, 5, RACK) == (
+        f'topology "{TOPOLOGY_NAME}" allows to fit only 4 out of 5 pod(s)'  # nothing excluded
+    )
+    assert fit_message(v, None, pod, 4, RACK) == ""  # it fits
 
 
 def test_fit_message_is_the_pending_message_without_preemption() -> None:
@@ -596,7 +753,7 @@ def test_a25_simulate_json(tmp_path: Path) -> None:
     assert [a["cycle"] for a in admitted_actions(data, "incoming")] == [2]
     assert topology_assignment(final["incoming"]) == {
         "levels": [HOSTNAME],
-        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universalValue": "x1"}], "universalPodCount": 2}],
+        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": "x1"}], "podCounts": {"universal": 2}}],
     }
     # The victim fits again (quota 2 + 1 + 1 = 4), on the other node.
     assert is_admitted(final["a1"]) and pods_per_node(topology_assignment(final["a1"])) == {"x2": 1}
@@ -838,7 +995,7 @@ def test_a31_simulate_json(tmp_path: Path) -> None:
     assert final["wl-b"]["admission"]["clusterQueue"] == "cq-b"
     assert topology_assignment(final["wl-b"]) == {
         "levels": [HOSTNAME],
-        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universalValue": "node-x"}], "universalPodCount": 1}],
+        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": "node-x"}], "podCounts": {"universal": 1}}],
     }
     # wlA is admitted again, on the other node.
     assert is_admitted(final["wl-a"]) and final["wl-a"]["admission"]["clusterQueue"] == "cq-a"
@@ -934,7 +1091,13 @@ def test_defragmentation_example_json() -> None:
     assert {racks[n] for n in large} == {"rack-a"}
     assert topology_assignment(final["large-training"]) == {
         "levels": [HOSTNAME],
-        "slices": [{"domainCount": 2, "valuesPerLevel": [{"roots": ["node-a1", "node-a2"]}], "universalPodCount": 1}],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "node-a", "roots": ["1", "2"]}}],
+                "podCounts": {"universal": 1},
+            }
+        ],
     }
     # The victim is re-admitted on the other rack: the tightest node, next to small-b.
     assert is_admitted(final["small-a"])
@@ -973,7 +1136,7 @@ def test_hostname_label_is_what_the_assignment_names() -> None:
         workload("incoming", cpu=2, queue="main", required=HOSTNAME),
     ]
     cache = cache_of(objects)
-    assert cache.tas().by_workload["default/big"] == {"node-1": {"cpu": 2000}}
+    assert cache.tas().by_workload["default/big"] == {"node-1": {"cpu": 2000, "pods": 1}}
     [admission] = engine_cycle(objects).admitted
     assignment = admission.pod_sets[0]["topologyAssignment"]
     assert isinstance(assignment, dict)
@@ -1107,7 +1270,8 @@ def test_property_placement_respects_each_nodes_allocatable(
     v, used, per_pod, count, options = case
     placement = place(v, used, per_pod, count, **options)
     by_name = {n.name: n for n in v.nodes}
-    selector_ = options.get("node_selector", {})
+    # Kueue filters nodes by the selector only when the hostname is the lowest level.
+    selector_ = options.get("node_selector", {}) if v.reports_hostname else {}
     eligible = [n for n in v.nodes if all(n.labels.get(k) == val for k, val in selector_.items())]
     capacity = {n.name: node_capacity(n, used.used.get(n.name, {}), per_pod) for n in eligible}
     if placement is None:

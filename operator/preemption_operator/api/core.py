@@ -61,6 +61,7 @@ class NodeStatus(OpenModel):
     # The API server rejects negative node resources; the scheduler counts them in int64.
     allocatable: ResourceList | None = None
     capacity: ResourceList | None = None
+    conditions: list[dict[str, Any]] | None = None
 
 
 class Node(CoreObject):

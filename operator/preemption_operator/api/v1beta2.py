@@ -471,6 +471,21 @@ class PodSpec(OpenModel):
             total[resource] = total.get(resource, 0) + to_amount(resource, quantity)
         return total
 
+    def tolerations(self) -> list[dict[str, Any]]:
+        """spec.tolerations, kept as given (the model keeps fields it does not declare)."""
+        found = (self.model_extra or {}).get("tolerations")
+        return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []
+
+    def required_node_affinity(self) -> tuple[dict[str, Any], ...] | None:
+        """The nodeSelectorTerms of spec.affinity.nodeAffinity's required part; None without one."""
+        affinity = (self.model_extra or {}).get("affinity")
+        node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+        required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
+        if not isinstance(required, dict):
+            return None
+        terms = required.get("nodeSelectorTerms")
+        return tuple(t for t in terms if isinstance(t, dict)) if isinstance(terms, list) else ()
+
 
 def _container_amounts(container: Container) -> dict[str, int]:
     if container.resources is None:
@@ -496,13 +511,48 @@ class PodTemplateSpec(OpenModel):
     spec: PodSpec = Field(default_factory=PodSpec)
 
 
+class SliceTopologyLayer(KubeModel):
+    """One layer of slices: groups of `size` pods, each inside one domain of `topology`."""
+
+    topology: Annotated[str, Field(min_length=1, max_length=63)]
+    size: PositiveInt32
+
+
 class PodSetTopologyRequest(OpenModel):
     required: Annotated[str | None, Field(max_length=63)] = None
     """The whole pod set must run inside one domain of this level."""
     preferred: Annotated[str | None, Field(max_length=63)] = None
     """Try one domain of this level, then wider levels."""
     unconstrained: Annotated[bool | None, Strict()] = None
+    pod_index_label: Annotated[str | None, Field(max_length=317)] = None
+    sub_group_index_label: Annotated[str | None, Field(max_length=317)] = None
+    sub_group_count: Int32 | None = None
     pod_set_group_name: Annotated[str | None, Field(max_length=256)] = None
+    pod_set_slice_required_topology: Annotated[str | None, Field(max_length=63)] = None
+    """Slices of `podSetSliceSize` pods, each inside one domain of this level."""
+    pod_set_slice_size: Int32 | None = None
+    podset_slice_required_topology_constraints: Annotated[
+        list[SliceTopologyLayer] | None, Field(max_length=3, json_schema_extra=LIST_ATOMIC)
+    ] = None
+    """Slice layers, the widest first (instead of the two fields above)."""
+
+    @model_validator(mode="after")
+    def _slice_size_with_its_level(self) -> Self:
+        """Kueue's Workload webhook: a slice level needs a positive size, a size needs a level."""
+        if self.pod_set_slice_required_topology is not None:
+            if self.pod_set_slice_size is None:
+                raise field_problem(
+                    "podSetSliceSize", "Required value: must be set when podSetSliceRequiredTopology is specified"
+                )
+            if self.pod_set_slice_size <= 0:
+                raise field_problem(
+                    "podSetSliceSize", f"Invalid value: {self.pod_set_slice_size}: must be greater than 0"
+                )
+        elif self.pod_set_slice_size is not None:
+            raise field_problem(
+                "podSetSliceSize", "Forbidden: may not be set when podSetSliceRequiredTopology is not specified"
+            )
+        return self
 
 
 class PodSet(
@@ -569,7 +619,7 @@ class PreemptionGateState(KubeModel):
 
 
 class WorkloadSpec(KubeModel):
-    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=8, json_schema_extra=list_map("name"))]
+    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=18, json_schema_extra=list_map("name"))]
     queue_name: DNSName | None = None
     priority_class_ref: PriorityClassRef | None = None
     priority: Int32 | None = None
@@ -583,49 +633,62 @@ class WorkloadSpec(KubeModel):
     one is closed."""
 
 
-class ValuesPerLevel(
-    KubeModel,
-    json_schema_extra=cel(
-        ("has(self.roots) != has(self.universalValue)", "exactly one of roots, universalValue must be set"),
-        (
-            "!(has(self.universalValue) && (has(self.prefix) || has(self.suffix)))",
-            "prefix and suffix cannot be set together with universalValue",
-        ),
-    ),
-):
-    roots: Annotated[
-        list[Annotated[str, Field(max_length=63)]] | None,
-        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
-    ] = None
+_ONE_OF_UNIVERSAL_INDIVIDUAL = "exactly one of the fields in [universal individual] must be set"
+
+
+class TopologyIndividualValues(KubeModel):
+    """One value per domain of a slice at one level: prefix + root + suffix."""
+
     prefix: Annotated[str | None, Field(max_length=63)] = None
     suffix: Annotated[str | None, Field(max_length=63)] = None
-    universal_value: Annotated[str | None, Field(max_length=63)] = None
+    roots: Annotated[
+        list[Annotated[str, Field(max_length=63)]],
+        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
+    ]
+
+
+class ValuesPerLevel(
+    KubeModel,
+    json_schema_extra=cel(("has(self.universal) != has(self.individual)", _ONE_OF_UNIVERSAL_INDIVIDUAL)),
+):
+    """A slice's values at one level: the same for every domain (`universal`), or one each."""
+
+    universal: Annotated[str | None, Field(max_length=63)] = None
+    individual: TopologyIndividualValues | None = None
+
+
+class TopologyPodCounts(
+    KubeModel,
+    json_schema_extra=cel(
+        ("[has(self.universal),has(self.individual)].filter(x,x==true).size() == 1", _ONE_OF_UNIVERSAL_INDIVIDUAL)
+    ),
+):
+    """Pods per domain of a slice: the same for every domain (`universal`), or one count each."""
+
+    universal: PositiveInt32 | None = None
+    individual: Annotated[
+        list[PositiveInt32] | None,
+        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
+    ] = None
 
 
 class TopologySlice(
     KubeModel,
     json_schema_extra=cel(
         (
-            "has(self.podCounts) != has(self.universalPodCount)",
-            "Exactly one of podCounts, universalPodCount must be set",
+            "!has(self.podCounts.individual) || size(self.podCounts.individual) == self.domainCount",
+            "podCounts.individual must have length equal to domainCount",
         ),
         (
-            "!has(self.podCounts) || size(self.podCounts) == self.domainCount",
-            "podCounts must have length equal to domainCount",
-        ),
-        (
-            "self.valuesPerLevel.all(x, !has(x.roots) || size(x.roots) == self.domainCount)",
-            "roots must have length equal to domainCount",
+            "self.valuesPerLevel.all(x, !has(x.individual) || size(x.individual.roots) == self.domainCount)",
+            "valuesPerLevel.individual, if set, must have roots of length equal to domainCount of this "
+            "TopologyAssignmentSlice",
         ),
     ),
 ):
     domain_count: PositiveInt32
     values_per_level: Annotated[list[ValuesPerLevel], Field(min_length=1, max_length=16, json_schema_extra=LIST_ATOMIC)]
-    pod_counts: Annotated[
-        list[PositiveInt32] | None,
-        Field(min_length=1, max_length=100000, json_schema_extra=LIST_ATOMIC),
-    ] = None
-    universal_pod_count: NonNegativeInt32 | None = None
+    pod_counts: TopologyPodCounts
 
 
 class TopologyAssignment(
@@ -655,7 +718,7 @@ class PodSetAssignment(KubeModel):
 
 class Admission(KubeModel):
     cluster_queue: DNSName
-    pod_set_assignments: Annotated[list[PodSetAssignment], Field(max_length=8, json_schema_extra=list_map("name"))] = (
+    pod_set_assignments: Annotated[list[PodSetAssignment], Field(max_length=18, json_schema_extra=list_map("name"))] = (
         Field(default_factory=list)
     )
 

@@ -26,7 +26,7 @@ from .queues import QueueManager
 from .quota import QuotaNode, ResourceQuota, compute_subtree
 from .selectors import NOTHING, SelectorError, build
 from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot, Trees
-from .tas_state import TasState
+from .tas_state import TasState, node_ready
 from .workload import PriorityClassInfo, WorkloadInfo, build_info
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def _relevant(kind: str, obj: Any) -> tuple[Any, ...]:
     if kind in ("PriorityClass", "WorkloadPriorityClass"):
         return (obj.value, meta.annotations)
     if kind == "Node":
-        return (meta.labels, obj.spec, obj.status.allocatable)
+        return (meta.labels, obj.spec, obj.status.allocatable, node_ready(obj))
     return (meta.labels, meta.annotations, obj.spec)
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..api.quantity import format_amount
 from ..api.v1beta2 import ResourceFlavor
-from .placement import CapacityMemo, NodeUsage, Placement, TopologyView, fit_message, place
+from .placement import CapacityMemo, NodeFilter, NodeUsage, Placement, TopologyView, find
 from .quota import FlavorResource, borrowing_level
 from .snapshot import ClusterQueueInfo
 from .tas_state import TasState
@@ -100,20 +100,21 @@ class PodSetFlavors:
     """The TAS flavor's nodes, when the pod set must be placed on a topology."""
     placement: Placement | None = None
     topology_failed: bool = False
+    node_filter: NodeFilter = field(default_factory=NodeFilter)
+    """What the pod set asks of a node: its selector, affinity, and tolerations with the flavor's."""
     memo: CapacityMemo = field(default_factory=CapacityMemo, repr=False)
 
-    def place(self, usage: NodeUsage | None) -> Placement | None:
+    def find(self, usage: NodeUsage | None) -> Placement | str:
+        """A placement on the TAS flavor's nodes, or why there is none."""
         assert self.view is not None and self.request is not None
-        return place(
-            self.view,
-            usage,
-            self.request.per_pod,
-            self.count,
-            required=self.request.required_topology,
-            preferred=self.request.preferred_topology,
-            node_selector=self.request.node_selector,
-            memo=self.memo,
+        request = self.request
+        return find(
+            self.view, usage, request.per_pod, self.count, request.topology_request, self.node_filter, self.memo
         )
+
+    def place(self, usage: NodeUsage | None) -> Placement | None:
+        found = self.find(usage)
+        return found if isinstance(found, Placement) else None
 
     def message(self) -> str:
         return f"couldn't assign flavors to pod set {self.name}: {', '.join(sorted(self.reasons))}"
@@ -231,6 +232,15 @@ def _flavor_matches(flavor: ResourceFlavor | None, pod_set: PodSetRequest) -> bo
     return all(labels.get(key, value) == value for key, value in pod_set.node_selector.items())
 
 
+def _lacks_requested_level(flavor_name: str, tas: TasState | None, pod_set: PodSetRequest) -> str | None:
+    """Kueue's reason for passing over a TAS flavor whose topology lacks a level the pod set's
+    topology request names (its level, its slice levels)."""
+    view = tas.views.get(flavor_name) if tas is not None else None
+    if view is None or all(level in view.levels for level in pod_set.topology_request.levels_named()):
+        return None
+    return f'Flavor "{flavor_name}" does not contain the requested level'
+
+
 def assign_flavors(
     wl: WorkloadInfo,
     cq: ClusterQueueInfo,
@@ -280,6 +290,9 @@ def assign_flavors(
             best_mode = _WORST
             matched = False
             for flavor_name in group.flavors:
+                if (lacking := _lacks_requested_level(flavor_name, tas, request)) is not None:
+                    result.reasons.append(lacking)
+                    continue
                 if not _flavor_matches(flavors.get(flavor_name), request):
                     result.reasons.append(f"flavor {flavor_name} doesn't match node affinity")
                     continue
@@ -327,12 +340,16 @@ def assign_flavors(
                     if ask is None:
                         unsettled.add(fr)
         if tas is not None and result.mode != Mode.NO_FIT and count > 0:
-            node_usage = _place(result, tas, node_usage, need_preemption)
+            node_usage = _place(result, tas, flavors, node_usage, need_preemption)
     return Assignment(pod_sets, usage, borrowing, need_preemption, no_matching, unsettled)
 
 
 def _place(
-    result: PodSetFlavors, tas: TasState, node_usage: NodeUsage | None, need_preemption: set[FlavorResource]
+    result: PodSetFlavors,
+    tas: TasState,
+    flavors: Mapping[str, ResourceFlavor],
+    node_usage: NodeUsage | None,
+    need_preemption: set[FlavorResource],
 ) -> NodeUsage | None:
     """Places a pod set on its TAS flavor's nodes. Quota fitting but no placement becomes Preempt
     when a placement exists on empty nodes (victims could make room), else NoFit."""
@@ -340,21 +357,24 @@ def _place(
     if view is None:
         return node_usage
     result.view = view
+    assert result.request is not None
+    flavor = flavors.get(view.flavor)
+    flavor_tolerations = tuple(flavor.spec.tolerations or ()) if flavor is not None else ()
+    result.node_filter = NodeFilter(
+        node_selector=dict(result.request.node_selector),
+        tolerations=(*result.request.tolerations, *flavor_tolerations),
+        affinity=result.request.required_affinity,
+    )
     if result.mode != Mode.FIT:
         return node_usage  # quota needs preemption first; placement is checked with the victims gone
-    placement = result.place(node_usage)
-    if placement is not None:
-        result.placement = placement
-        assert result.request is not None
+    found = result.find(node_usage)
+    if isinstance(found, Placement):
+        result.placement = found
         later = node_usage.copy() if node_usage is not None else NodeUsage()
-        later.add(placement.usage(result.request.per_pod))
+        later.add(found.usage(result.request.per_pod))
         return later  # the workload's next pod sets see these pods
-    assert result.request is not None
     result.topology_failed = True
-    request = result.request
-    result.reasons.append(
-        fit_message(view, node_usage, request.per_pod, result.count, request.required_topology, request.node_selector)
-    )
+    result.reasons.append(found)
     if result.place(None) is not None:
         result.mode = Mode.PREEMPT
         need_preemption.update((view.flavor, res) for res, flavor in result.flavors.items() if flavor == view.flavor)

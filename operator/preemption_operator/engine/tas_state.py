@@ -13,14 +13,25 @@ from dataclasses import dataclass, field
 from ..api.core import Node
 from ..api.quantity import QuantityError, to_amount
 from ..api.v1beta2 import ResourceFlavor, Topology
-from .placement import HOSTNAME, NodeRecord, NodeUsage, TopologyView, decode_assignment, node_capacity
+from .placement import NodeRecord, NodeUsage, TopologyView, node_capacity, with_pod
+from .topology_assignment import HOSTNAME, decode_assignment
 from .workload import WorkloadInfo
 
 NodeAmounts = dict[str, dict[str, int]]
 
 
+def node_ready(node: Node) -> bool:
+    """The node's Ready condition is True (Kueue's TAS leaves out nodes that are not)."""
+    for condition in node.status.conditions or []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False
+
+
 def _record(node: Node) -> NodeRecord | None:
-    if node.spec.unschedulable:
+    """The node as placement sees it; None for a node that takes no pods (cordoned, or not
+    Ready), as Kueue's TAS keeps only schedulable and ready nodes."""
+    if node.spec.unschedulable or not node_ready(node):
         return None
     allocatable: dict[str, int] = {}
     for resource, quantity in (node.status.allocatable or {}).items():
@@ -28,7 +39,8 @@ def _record(node: Node) -> NodeRecord | None:
             allocatable[resource] = to_amount(resource, quantity)
         except QuantityError:
             continue
-    return NodeRecord(node.name, dict(node.metadata.labels or {}), allocatable)
+    taints = tuple(t for t in node.spec.taints or [] if isinstance(t, dict))
+    return NodeRecord(node.name, dict(node.metadata.labels or {}), allocatable, taints)
 
 
 @dataclass
@@ -76,7 +88,7 @@ class TasState:
             return old is None and new is None
         if old.labels != new.labels:
             return False
-        if old.allocatable == new.allocatable:
+        if old == new:
             return True
         self.nodes[new.name] = new
         for flavor, view in list(self.views.items()):
@@ -101,10 +113,11 @@ class TasState:
             if not ps.topology_assignment:
                 continue
             view = self.view_for(ps.flavors)
+            requests = with_pod(ps.per_pod)
             for values, pods in decode_assignment(ps.topology_assignment):
                 for node, count in self._nodes_for(values, pods, ps.per_pod, view):
                     target = amounts.setdefault(node, {})
-                    for resource, amount in ps.per_pod.items():
+                    for resource, amount in requests.items():
                         target[resource] = target.get(resource, 0) + amount * count
         return amounts
 

@@ -11,6 +11,7 @@ from typing import Any
 from ..api.meta import Condition
 from ..api.quantity import to_amount
 from ..api.v1beta2 import PodSet, Workload
+from .placement import TopologyRequest
 from .quota import FlavorResource
 
 PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
@@ -28,9 +29,29 @@ class PodSetRequest:
     required_topology: str | None = None
     preferred_topology: str | None = None
     unconstrained_topology: bool = False
+    slice_topology: str | None = None
+    """podSetSliceRequiredTopology: slices of `slice_size` pods, each inside one domain of it."""
+    slice_size: int | None = None
+    slice_layers: tuple[tuple[str, int], ...] = ()
+    """podsetSliceRequiredTopologyConstraints: (level, size) per layer, the widest first."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    """The pod template's tolerations (TAS skips nodes with a taint none of them tolerates)."""
+    required_affinity: tuple[Mapping[str, Any], ...] | None = None
+    """The pod template's required node affinity terms (nodeSelectorTerms), None when it has none."""
     min_count: int | None = None
     """spec.podSets[].minCount: the fewest pods partial admission may admit (None: all or nothing)."""
+
+    @property
+    def topology_request(self) -> TopologyRequest:
+        return TopologyRequest(
+            required=self.required_topology,
+            preferred=self.preferred_topology,
+            unconstrained=self.unconstrained_topology,
+            slice_level=self.slice_topology,
+            slice_size=self.slice_size,
+            layers=self.slice_layers,
+        )
 
     def total(self, count: int | None = None) -> dict[str, int]:
         pods = self.count if count is None else count
@@ -186,7 +207,17 @@ def build_info(
             required_topology=ps.topology_request.required if ps.topology_request else None,
             preferred_topology=ps.topology_request.preferred if ps.topology_request else None,
             unconstrained_topology=bool(ps.topology_request and ps.topology_request.unconstrained),
+            slice_topology=ps.topology_request.pod_set_slice_required_topology if ps.topology_request else None,
+            slice_size=ps.topology_request.pod_set_slice_size if ps.topology_request else None,
+            slice_layers=tuple(
+                (layer.topology, layer.size)
+                for layer in (ps.topology_request.podset_slice_required_topology_constraints or [])
+            )
+            if ps.topology_request
+            else (),
             node_selector=dict(ps.template.spec.node_selector or {}),
+            tolerations=tuple(ps.template.spec.tolerations()),
+            required_affinity=ps.template.spec.required_node_affinity(),
             min_count=ps.min_count,
         )
         for ps in obj.spec.pod_sets
@@ -276,6 +307,11 @@ def scheduling_shape(wl: WorkloadInfo) -> tuple[object, ...]:
                 ps.required_topology,
                 ps.preferred_topology,
                 ps.unconstrained_topology,
+                ps.slice_topology,
+                ps.slice_size,
+                ps.slice_layers,
+                repr(ps.tolerations),
+                repr(ps.required_affinity),
             )
             for ps in wl.pod_sets
         ),

@@ -166,8 +166,9 @@ def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]
             errors.append(
                 webhook.invalid(MIN_PARALLELISM_FIELD, raw, f"should be between 0 and {job.pods_count() - 1}")
             )
+    topology = podsets.topology_annotation_errors("spec.template.metadata", job._template, job.pods_count())
     if old is None:
-        return errors
+        return errors + topology
     errors += webhook.queue_change_errors(obj, old, job.is_suspended())
     if (
         BatchJob(old).partial() is not None
@@ -177,7 +178,7 @@ def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]
         errors.append(
             "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"
         )
-    return errors
+    return errors + topology
 
 
 INTEGRATION = register(Integration("batch/job", BatchJob, mutate, validate))

@@ -166,6 +166,9 @@ def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]
     errors = webhook.queue_name_errors(obj)
     if old is not None:
         errors += webhook.queue_change_errors(obj, old, JobSet(obj).is_suspended())
+    for i, pod_set in enumerate(JobSet(obj).pod_sets()):
+        meta_path = f"spec.replicatedJobs[{i}].template.spec.template.metadata"
+        errors += podsets.topology_annotation_errors(meta_path, pod_set["template"], pod_set["count"])
     return errors
 
 

@@ -7,6 +7,8 @@ integration only says where its templates are."""
 from __future__ import annotations
 
 import copy
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,24 +17,99 @@ from .framework import PodSetInfo
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+SLICE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+
+_INT32 = re.compile(r"[+-]?[0-9]+")
+
+
+def _int32(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 32), or None."""
+    if not text.isascii() or not _INT32.fullmatch(text) or len(text) > 12:
+        return None
+    value = int(text)
+    return value if -(2**31) <= value < 2**31 else None
+
+
+def _layers(text: str) -> list[dict[str, Any]] | None:
+    """The slice layers annotation (a JSON list of {topology, size}, 1 to 3 of them), or None."""
+    try:
+        layers = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(layers, list) or not 1 <= len(layers) <= 3 or not all(isinstance(x, dict) for x in layers):
+        return None
+    return [{"topology": x.get("topology", ""), "size": x.get("size", 0)} for x in layers]
 
 
 def topology_request(template: Mapping[str, Any], pod_index_label: str | None) -> dict[str, Any] | None:
     """The pod set's topology request from its template's annotations, as Kueue reads them;
-    `pod_index_label` is the pod label that numbers the pods of the set (None: no label does)."""
+    `pod_index_label` is the pod label that numbers the pods of the set (None: no label does).
+    A request of slices only (a slice level with its size, or slice layers) is one too. Values
+    Kueue's webhook would refuse (a slice size that is not a number) are left out."""
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     request: dict[str, Any] = {}
+    slice_level, slice_size = annotations.get(SLICE_REQUIRED_TOPOLOGY), annotations.get(SLICE_SIZE)
+    layers = annotations.get(SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS)
     if annotations.get(REQUIRED_TOPOLOGY):
         request["required"] = annotations[REQUIRED_TOPOLOGY]
     elif annotations.get(PREFERRED_TOPOLOGY):
         request["preferred"] = annotations[PREFERRED_TOPOLOGY]
     elif annotations.get(UNCONSTRAINED_TOPOLOGY) == "true":
         request["unconstrained"] = True
-    else:
+    elif not ((slice_level is not None and slice_size is not None) or layers is not None):
+        return None
+    if layers is not None:
+        if (parsed := _layers(str(layers))) is not None:
+            request["podsetSliceRequiredTopologyConstraints"] = parsed
+    elif slice_level is not None and (size := _int32(str(slice_size))) is not None:
+        request["podSetSliceRequiredTopology"] = slice_level
+        request["podSetSliceSize"] = size
+    if not request:
         return None
     if pod_index_label is not None:
         request["podIndexLabel"] = pod_index_label
     return request
+
+
+def topology_annotation_errors(meta_path: str, template: Mapping[str, Any], count: int) -> list[str]:
+    """Kueue's webhook errors for a pod template's topology annotations (jobframework's
+    ValidateTASPodSetRequest, then ValidateSliceSizeAnnotationUpperBound when it finds none), the
+    parts about the annotation count, unconstrained and the slice level and size; `meta_path` is
+    the template's metadata (spec.template.metadata), `count` the pod set's pods."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    path = f"{meta_path}.annotations"
+    errors: list[str] = []
+    if sum(key in annotations for key in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, UNCONSTRAINED_TOPOLOGY)) > 1:
+        kinds = ", ".join(f'"{key}"' for key in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, UNCONSTRAINED_TOPOLOGY))
+        errors.append(f"{path}: Invalid value: must not contain more than one topology annotation: [{kinds}]")
+    unconstrained = annotations.get(UNCONSTRAINED_TOPOLOGY)
+    if unconstrained is not None and unconstrained not in _GO_BOOLS:
+        errors.append(f'{path}[{UNCONSTRAINED_TOPOLOGY}]: Invalid value: "{unconstrained}": must be a boolean value')
+    size_path = f"{path}[{SLICE_SIZE}]"
+    size = annotations.get(SLICE_SIZE)
+    if size is not None:
+        number = _int32(str(size))
+        if number is None:
+            errors.append(f'{size_path}: Invalid value: "{size}": must be a numeric value')
+        elif number < 1:
+            errors.append(f'{size_path}: Invalid value: "{size}": must be greater than or equal to 1')
+    level_given, size_given = SLICE_REQUIRED_TOPOLOGY in annotations, size is not None
+    if level_given and not size_given:
+        errors.append(f"{size_path}: Required value: must be set when '{SLICE_REQUIRED_TOPOLOGY}' is specified")
+    if size_given and not level_given:
+        errors.append(f"{size_path}: Forbidden: may not be set when '{SLICE_REQUIRED_TOPOLOGY}' is not specified")
+    if errors or size is None:
+        return errors
+    number = _int32(str(size))
+    if number is not None and number > count:
+        return [f'{size_path}: Invalid value: "{size}": must not be greater than pod set count {count}']
+    return []
+
+
+_GO_BOOLS = frozenset({"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"})
+"""What Go's strconv.ParseBool reads."""
 
 
 def from_pod_set(pod_set: Mapping[str, Any]) -> PodSetInfo:

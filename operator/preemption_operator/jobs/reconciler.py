@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine import workload_status as wl_status
-from ..engine.placement import decode_assignment
+from ..engine.topology_assignment import decode_assignment
 from . import podsets
 from .framework import (
     GROUP_WORKLOAD_ANNOTATION,

@@ -61,7 +61,11 @@ class Nodes:
                     "apiVersion": "v1",
                     "kind": "Node",
                     "metadata": {"name": name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "fake"}},
-                    "status": {"allocatable": dict(self.capacity), "capacity": dict(self.capacity)},
+                    "status": {
+                        "allocatable": dict(self.capacity),
+                        "capacity": dict(self.capacity),
+                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                    },
                 }
             )
         return out
