@@ -17,7 +17,7 @@ from urllib.parse import urlencode, urlsplit
 
 from lightkube.config.kubeconfig import SingleConfig
 
-from .api import AiohttpTransport, ApiError
+from .transports import AiohttpTransport, ApiError
 
 MAX_IDLE = 64
 """Connections kept open between requests; more may be open at once while requests wait."""
