@@ -8,6 +8,7 @@ Amounts inside the engine are milli-cpu; wire objects use Kubernetes quantities.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -51,6 +52,7 @@ from preemption_operator.engine.candidates import Candidate, Context
 from preemption_operator.engine.configurable import ConfigurablePreemption
 from preemption_operator.engine.flavors import assign_flavors
 from preemption_operator.engine.placement import (
+    CapacityMemo,
     NodeUsage,
     Placement,
     TopologyRequest,
@@ -1428,3 +1430,26 @@ def test_property_topology_victims_free_the_preemptors_rack(
     # A victim is preempted once and chosen in the first cycle.
     assert len({a["workload"] for a in victims}) == len(victims)
     assert {a["cycle"] for a in victims} <= {1}
+
+
+def test_capacities_remembered_across_snapshots_follow_each_snapshots_own_usage() -> None:
+    """Capacities are remembered per node revision for every memo and snapshot of the process:
+    two copies of one usage changed differently (two cycles' snapshots, or a victim search and
+    the cycle around it) each see their own node's capacity, a node whose allocatable changed is
+    computed again, and an unchanged node is not."""
+    view = two_racks(cpu=4)
+    base = usage(**{view.nodes[0].name: 1})
+    per_pod = {"cpu": 1000}
+    first, second = CapacityMemo(), CapacityMemo()
+    assert first.capacities(view, base, per_pod)[0] == 3
+    one, other = base.copy(), base.copy()
+    one.add({view.nodes[0].name: {"cpu": 2000}})
+    other.add({view.nodes[0].name: {"cpu": 1000}})
+    assert first.capacities(view, one, per_pod)[0] == 1
+    assert second.capacities(view, other, per_pod)[0] == 2
+    assert first.capacities(view, base, per_pod)[0] == 3
+    bigger = dataclasses.replace(view.nodes[0], allocatable={**view.nodes[0].allocatable, "cpu": 8000})
+    grown = dataclasses.replace(view, nodes=(bigger, *view.nodes[1:]))
+    assert second.capacities(grown, base, per_pod)[0] == 7
+    # A pod of another shape on the same nodes is its own entry.
+    assert second.capacities(view, base, {"cpu": 2000})[0] == 1

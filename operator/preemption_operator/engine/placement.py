@@ -29,6 +29,7 @@ the topology assignments of admitted workloads.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -242,20 +243,43 @@ def _requests(per_pod: Mapping[str, int]) -> list[tuple[str, int]]:
     return [(r, a) for r, a in with_pod(per_pod).items() if a > 0]
 
 
+MAX_SHAPES = 256
+"""Pod shapes whose per-node capacities are remembered at once (all are forgotten past it)."""
+_CAPACITIES: dict[tuple[tuple[str, int], ...], dict[str, tuple[int, NodeRecord, int]]] = {}
+"""Per pod shape (its requests): node name -> (usage revision, node record, pods that fit)."""
+
+
+_REVISIONS = itertools.count(1)
+
+
+def next_revision() -> int:
+    """A revision number no node usage has had before, in any NodeUsage of the process: a node's
+    usage (or record) and its revision then determine each other, whichever snapshot holds them,
+    so capacities computed in one cycle serve the next ones until the node changes."""
+    return next(_REVISIONS)
+
+
 @dataclass
 class NodeUsage:
-    """Resources in use per node; a snapshot copies it before changing it. Each node's revision
-    counts its changes, so placements can reuse what they computed for unchanged nodes."""
+    """Resources in use per node; a snapshot copies it before changing it. Each change stamps the
+    node with a new revision (next_revision), so placements reuse what they computed for nodes
+    that did not change, across snapshots too."""
 
     used: dict[str, dict[str, int]] = field(default_factory=dict)
     revisions: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Usage given without revisions (built by hand) gets them: revision 0 means "no usage".
+        for node in self.used:
+            if node not in self.revisions:
+                self.revisions[node] = next_revision()
 
     def add(self, usage: Mapping[str, Mapping[str, int]], sign: int = 1) -> None:
         for node, amounts in usage.items():
             current = self.used.setdefault(node, {})
             for resource, amount in amounts.items():
                 current[resource] = current.get(resource, 0) + sign * amount
-            self.revisions[node] = self.revisions.get(node, 0) + 1
+            self.revisions[node] = next_revision()
 
     def remove(self, usage: Mapping[str, Mapping[str, int]]) -> None:
         self.add(usage, -1)
@@ -418,30 +442,32 @@ def _limiting_resource(
 
 
 class CapacityMemo:
-    """Pods of one shape that fit on each node, remembered per node revision: a victim search
-    checks placement after every removal, and a removal changes only the victim's nodes. Also
-    which nodes the pod set may use, per view."""
+    """Pods of one shape that fit on each node, remembered per node revision (see next_revision)
+    for every shape the process has placed: a victim search checks placement after every
+    removal, a removal changes only the victim's nodes, and the next cycle's snapshot changes
+    only the nodes whose usage changed since. Also which nodes the pod set may use, per view."""
 
     def __init__(self) -> None:
-        self._usage: NodeUsage | None = None
-        self._caps: dict[str, tuple[int, int]] = {}
         self._eligible: tuple[TopologyView, NodeFilter, list[bool] | None] | None = None
 
     def capacities(self, view: TopologyView, usage: NodeUsage, per_pod: Mapping[str, int]) -> list[int]:
-        if usage is not self._usage:
-            self._usage, self._caps = usage, {}
-        caps, revisions, used = self._caps, usage.revisions, usage.used
+        requests = tuple(_requests(per_pod))
+        caps = _CAPACITIES.get(requests)
+        if caps is None:
+            if len(_CAPACITIES) >= MAX_SHAPES:
+                _CAPACITIES.clear()
+            caps = _CAPACITIES[requests] = {}
+        revisions, used = usage.revisions, usage.used
         out = []
         empty: Mapping[str, int] = {}
-        requests: list[tuple[str, int]] | None = None
         for node in view.nodes:
             revision = revisions.get(node.name, 0)
             hit = caps.get(node.name)
-            if hit is None or hit[0] != revision:
-                requests = requests if requests is not None else _requests(per_pod)
-                hit = (revision, _capacity(node, used.get(node.name, empty), requests))
+            # The record too: a node's allocatable can change without its usage changing.
+            if hit is None or hit[0] != revision or hit[1] is not node:
+                hit = (revision, node, _capacity(node, used.get(node.name, empty), requests))
                 caps[node.name] = hit
-            out.append(hit[1])
+            out.append(hit[2])
         return out
 
     def eligible(self, view: TopologyView, node_filter: NodeFilter) -> list[bool] | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..api.core import Node
 from ..api.quantity import QuantityError, to_amount
 from ..api.v1beta2 import ResourceFlavor, Topology
-from .placement import NodeRecord, NodeUsage, TopologyView, node_capacity, with_pod
+from .placement import NodeRecord, NodeUsage, TopologyView, next_revision, node_capacity, with_pod
 from .topology_assignment import HOSTNAME, decode_assignment
 from .workload import WorkloadInfo
 
@@ -96,7 +96,7 @@ class TasState:
                 nodes = tuple(new if node.name == new.name else node for node in view.nodes)
                 self.views[flavor] = dataclasses.replace(view, nodes=nodes)
         # Placements remember capacities per node revision: this node's must be computed again.
-        self.usage.revisions[new.name] = self.usage.revisions.get(new.name, 0) + 1
+        self.usage.revisions[new.name] = next_revision()
         return True
 
     def view_for(self, flavors: Mapping[str, str]) -> TopologyView | None:
