@@ -4,7 +4,7 @@ against this operator, with the results written to benchmarks/results/kueue-harn
     python benchmarks/kueue-harness/harness.py [--config baseline,large-scale,tas] [--cohorts N]
                                                [--scale 1/10,1/3,full] [--pairs 2] [--timeout 15m]
                                                [--sides kueue,kueue-stock,ours] [--kueue-qps 1000]
-                                               [--output benchmarks/results/kueue-harness.md]
+                                               [--profile] [--output benchmarks/results/kueue-harness.md]
     python benchmarks/kueue-harness/harness.py --build-only      # what `make kueue-harness` runs
 
 Kueue's runner, minimalkueue and checker are built from the Go module proxy (never from a copy of
@@ -57,6 +57,18 @@ wlStates.csv (each finished workload's request x its observed admission -> Finis
 keeps only the last admission and no eviction times, so holds ended by an eviction are left out:
 a lower bound) and reports both integrals and status ÷ reservations: well under 1 means the
 status lags the reservations (or releases quota before `Finished` is seen).
+
+Where the machine's time went: the harness reads the CPU time of each of the runner's processes
+(runner, kube-apiserver, etcd; the controller's own from the runner's rusage) and, every few
+seconds, the kube-apiserver's `apiserver_request_total` from its /metrics with the runner's
+kubeconfig, so each run shows the API writes of all clients by kind (Workload, ClusterQueue and
+LocalQueue status, Events), and each class's admitted -> Finished as the runner saw it (its
+runtime plus its lag: the runner, kube-apiserver and etcd share the two cores with the
+controller, so the controller's CPU and API writes come back as the runner's lag and the
+quota's idle time). `--profile` passes the runner's --withCPUProfile: Kueue writes a pprof
+profile, the operator (its wrapper maps --cpuprofile to `run --cpu-profile`) cProfile's pstats,
+and the report shows the top of each; the profiler slows the operator down, so profiled runs are
+for reading, not for timing.
 
 Every figure in the report is measured in that run; each run's artifacts (summary.yaml,
 *.stats.yaml, the CSVs, the runner's and the controller's logs) stay in the artifacts folder the
@@ -1615,6 +1627,13 @@ def report(
     add("in an eviction are left out: a lower bound); their ratio well under 1 says the status lags the")
     add("reservations (or shows quota released before the workloads report `Finished`), while a ratio")
     add("near 1 with a low usage says the workloads themselves held less quota;")
+    add("*admitted → Finished* is each class's mean time from the workload's admission to its `Finished`, both")
+    add("as the runner saw them: its runtime plus the runner's lag (the runner, kube-apiserver and etcd share")
+    add("the cores with the controller: what one side costs them shows up here, and as quota held idle);")
+    add("*CPU-s of runner / kube-apiserver / etcd* are those processes' own CPU times (their last /proc")
+    add("reading); *API writes* are the kube-apiserver's own `apiserver_request_total` (every client: the")
+    add("runner's creations and `Finished` writes too), read from its /metrics every few seconds (the last")
+    add("reading, so the final seconds may be missing);")
     add("the last row compares the CPU time of the run's own processes (runner, etcd, kube-apiserver,")
     add("controller) with everything else the machine ran meanwhile (/proc/stat): a large second number")
     add("means the run shared the 2 cores with other work.")
