@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -18,8 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import cluster_queue
 from preemption_operator.api.objects import parse_object
-from preemption_operator.controller import queue_status
+from preemption_operator.controller import lint_child, queue_status
 from preemption_operator.controller.linter import (
     ChildProcess,
     Linter,
@@ -454,3 +457,24 @@ async def test_the_loop_writes_the_conditions_and_posts_each_flap_once() -> None
     status = h.api.objects[CONFIG_PATH]["status"]
     assert (condition(status, "FlapFree")["status"], condition(status, "FlapFree")["reason"]) == ("True", "NoFlapFound")
     assert h.s.notices.posted == set()
+
+
+def test_an_analysis_past_its_cpu_budget_stops_and_says_the_setup_is_not_proven(monkeypatch) -> None:
+    """The lint process gives each analysis a CPU-time budget: one that runs past it (Kueue's
+    large-scale benchmark, a thousand ClusterQueues) ends with an error naming the budget and the
+    setup's size, and the next setup is analysed as usual."""
+
+    def forever(wires):
+        while True:
+            pass
+
+    setup = [cluster_queue(f"cq-{i}", 1) for i in range(3)]
+    monkeypatch.setattr(lint_child, "analyse_setup", forever)
+    stopped = lint_child.answer(json.dumps(setup), budget=0.2)
+    assert stopped.error is not None
+    assert stopped.error.startswith("the analysis stopped after 0.2 s of CPU time: a setup of 3 ClusterQueues")
+    assert "not proven flap-free" in stopped.error
+    monkeypatch.undo()
+    done = lint_child.answer(json.dumps(setup), budget=5)
+    assert done.error is None and done.outcome == "flap_free"
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)  # no timer left behind
