@@ -1372,11 +1372,18 @@ RATIO_ROWS: list[tuple[str, Any]] = [
     ("usage, ClusterQueue status", lambda r: r.usage_status),
     ("usage, recomputed from workloads", lambda r: r.usage_recomputed),
     ("status ÷ reservations", lambda r: _status_ratio(r)),
-    ("time to admission, small (mean)", lambda r: r.tta.get("small")),
-    ("time to admission, medium (mean)", lambda r: r.tta.get("medium")),
-    ("time to admission, large (mean)", lambda r: r.tta.get("large")),
+    ("time to admission, small (mean)", lambda r: _size_tta(r, "small")),
+    ("time to admission, medium (mean)", lambda r: _size_tta(r, "medium")),
+    ("time to admission, large (mean)", lambda r: _size_tta(r, "large")),
     ("SIGINT → controller exit", lambda r: r.sigint_exit_s),
 ]
+
+
+def _size_tta(run: Run, size: str) -> float | None:
+    """A size's mean time to admission: its class's, or the mean of its classes' (tas's
+    small-required-rack, small-preferred-rack, ... are all small)."""
+    values = [v for name, v in run.tta.items() if name.split("-", 1)[0] == size]
+    return sum(values) / len(values) if values else None
 
 
 def _holds(run: Run) -> str | None:

@@ -169,3 +169,23 @@ def test_the_report_has_a_column_per_side_and_the_new_rows(tmp_path: Path) -> No
     assert "| status ÷ reservations (under 1: the status lags the reservations) | 0.75 |" in text
     assert "| time to admission, small: mean / p90, s | 2.0 / 3.0 |" in text
     assert "| status ÷ reservations | 1.00 | 1.00 |" in text  # ours ÷ Kueue, pair 1 and the mean
+
+
+def test_a_sizes_time_to_admission_is_its_class_or_the_mean_of_its_classes(tmp_path: Path) -> None:
+    """The ratio rows compare sizes: baseline's classes are the sizes themselves, tas's
+    small-required-rack, small-preferred-rack and small-balanced-rack are all small."""
+    harness = kueue_harness()
+    baseline = harness.Run("ours", Fraction(1, 10), 1, tmp_path, 10)
+    baseline.tta = {"small": 20.0, "medium": 10.0}
+    assert harness._size_tta(baseline, "small") == 20.0
+    assert harness._size_tta(baseline, "large") is None
+    tas = harness.Run("ours", Fraction(1, 10), 1, tmp_path, 10, "tas")
+    tas.tta = {
+        "small-required-rack": 20.0,
+        "small-preferred-rack": 22.0,
+        "small-balanced-rack": 24.0,
+        "large-required-rack": 5.0,
+    }
+    assert harness._size_tta(tas, "small") == 22.0
+    assert harness._size_tta(tas, "large") == 5.0
+    assert harness._size_tta(tas, "medium") is None
