@@ -303,6 +303,36 @@ async def test_a_write_answered_404_removes_the_object_and_it_is_never_written_a
     assert "default/waiting" not in h.cache.infos
 
 
+async def test_a_decision_never_lands_on_a_new_object_of_the_same_name() -> None:
+    """A pod group's Workload is deleted while its admission is being written and made again
+    under the same name (its Pods remade). The old decision's quota was given back when the
+    deletion was seen, and a later cycle used it: the write, retried from a fresh read, must not
+    admit the new Workload with the old decision (the chaos suite's over-admitted cohort)."""
+    objects = scenario([cluster_queue("cq", 2)], pending("group", "cq", 2), pending("other", "cq", 2))
+    h = Harness(objects)
+    hold = h.api.hold("PATCH", f"{WL}/group/status")
+    first = h.loop.cycle()
+    assert [a.workload.name for a in first.admitted] == ["group"]
+    while hold.waiting == 0:
+        await asyncio.sleep(0)
+    again = copy.deepcopy(h.workload("group"))
+    h.api.remove("Workload", "group", "default")
+    h.s.feeder.gone("Workload", "default/group")
+    again["metadata"]["uid"] = "uid-group-made-again"
+    again["metadata"]["creationTimestamp"] = "2026-11-30T00:00:05Z"
+    h.api.put(again)
+    h.sync()
+    second = h.loop.cycle()
+    assert [a.workload.name for a in second.admitted] == ["other"]  # the deleted one's room
+    hold.gate.set()
+    await h.s.decisions.idle()
+    assert h.admitted() == {"other"}
+    assert h.most_cpu_ever("cq") <= 2
+    assert not h.cache.assumed
+    third = await h.step()
+    assert not third.admitted and h.admitted() == {"other"}
+
+
 async def test_a_ghost_holding_quota_is_dropped_when_its_write_finds_it_gone() -> None:
     objects = scenario(
         [cluster_queue("cq", 2, within="LowerPriority")],
@@ -514,6 +544,25 @@ def test_object_paths_are_the_api_servers() -> None:
 
 
 # -- the loop's own bookkeeping -----------------------------------------------------------------------
+
+
+@pytest.mark.looptime
+async def test_a_queue_status_whose_write_failed_is_written_again_without_a_new_cycle() -> None:
+    """The chaos suite's unsettled status: a ClusterQueue's status write failed (a 409 storm) as
+    the last cycle ran; with nothing more to schedule, no cycle came to publish again."""
+    h = Harness(scenario([cluster_queue("cq", 2)], admitted("a", "cq", 1)))
+    path = kinds.ClusterQueue.path("cq")
+    h.api.fail("PATCH", f"{path}/status", code=403)
+    h.s.publisher.due()
+    task = asyncio.create_task(h.s.publisher.run())
+    await asyncio.sleep(5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert h.api.count("PATCH", f"{path}/status") == 2
+    (reservation,) = h.api.objects[path]["status"]["flavorsReservation"]
+    assert reservation["resources"][0]["total"] == "1"
+    assert h.api.count("PATCH", f"{path}/status") == 2  # once written, not again
 
 
 async def test_a_failing_status_write_does_not_lose_the_wake_up() -> None:

@@ -112,7 +112,12 @@ class DecisionWriter:
         wl = change.workload
         try:
             result = await self.writer.update_status(
-                kinds.Workload, wl.name, wl.namespace, change.compute, latest=lambda: self._observed(wl.key)
+                kinds.Workload,
+                wl.name,
+                wl.namespace,
+                change.compute,
+                latest=lambda: self._observed(wl.key),
+                uid=wl.obj.metadata.uid,
             )
         except Exception as exc:  # the writer classifies what it knows; anything else fails this write only
             result = WriteResult(Outcome.FAILED, error=repr(exc))
@@ -195,6 +200,7 @@ class DecisionWriter:
                 )
         wl = change.workload
         if change.holds_quota:
+            log.debug("admitted %s in ClusterQueue %s", change.key, change.cluster_queue)
             waited = max(0.0, (datetime.now(UTC) - protection.pending_since(wl)).total_seconds())
             self.metrics.admitted_workload(change.cluster_queue, wl.priority_class_name, waited)
         elif change.action == PREEMPTED:

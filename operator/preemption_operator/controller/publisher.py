@@ -65,6 +65,8 @@ class QueueStatusPublisher:
         self._due.set()
 
     async def run(self) -> None:
+        """Publishes once per interval while something is due; a pass whose writes did not all
+        land is due again (nothing else may come to trigger one once the queues settle)."""
         while True:
             await self._due.wait()
             self._due.clear()
@@ -76,6 +78,7 @@ class QueueStatusPublisher:
                     raise
                 except Exception:  # a status for people must never stop scheduling
                     log.exception("writing queue statuses failed")
+                    self._due.set()
             await asyncio.sleep(max(0.0, INTERVAL_SECONDS - (loop_time() - started)))
 
     def _view(self, obj: Any) -> dict[str, Any]:
@@ -208,7 +211,10 @@ class QueueStatusPublisher:
             result = await self.writer.update_status(kind, name, namespace, compute, current)
         except Exception as exc:  # a status for people must never stop scheduling
             log.warning("status of %s %s not written: %r", kind.name, name, exc)
+            self._due.set()  # next interval: the queues may have settled, with nothing to cycle
             return
+        if result.outcome in (Outcome.FAILED, Outcome.UNKNOWN):
+            self._due.set()
         if result.outcome is Outcome.GONE:
             self.feeder.gone(kind.name, f"{namespace}/{name}" if namespace else name)
         elif result.body is not None:

@@ -81,11 +81,14 @@ class StatusWriter:
         compute: StatusFn,
         current: dict[str, Any] | None = None,
         latest: Callable[[], dict[str, Any] | None] | None = None,
+        uid: str | None = None,
     ) -> WriteResult:
         """Writes `compute(object)` as the object's status, starting from `current`, or from what
         `latest()` gives once this write's turn comes (the freshest copy the caller holds, so a
         write queued behind another to the same object does not start from a version that one
-        replaced), and re-reading on conflict. Writes to one object go one at a time."""
+        replaced), and re-reading on conflict. Writes to one object go one at a time. With `uid`,
+        only that object is written: another one made since under the same name is left alone
+        (UNCHANGED), since a decision about the old one says nothing about it."""
         key = f"{kind.name}/{namespace or ''}/{name}"
         lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
         self._locks[key] = (lock, users + 1)
@@ -93,7 +96,7 @@ class StatusWriter:
             async with lock:
                 if current is None and latest is not None:
                     current = latest()
-                return await self._update(kind, name, namespace, compute, current)
+                return await self._update(kind, name, namespace, compute, current, uid)
         finally:
             lock, users = self._locks[key]
             if users == 1:
@@ -102,7 +105,13 @@ class StatusWriter:
                 self._locks[key] = (lock, users - 1)
 
     async def _update(
-        self, kind: Kind, name: str, namespace: str | None, compute: StatusFn, current: dict[str, Any] | None
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None,
+        compute: StatusFn,
+        current: dict[str, Any] | None,
+        uid: str | None,
     ) -> WriteResult:
         path = kind.path(name, namespace)
         fresh = False
@@ -119,6 +128,10 @@ class StatusWriter:
                     fresh = True
                     # The read settles it: if the lost write took effect, compute() sees it.
                     settled, maybe_written = maybe_written, False
+                if uid and (current.get("metadata") or {}).get("uid") not in (None, uid):
+                    # The object it was meant for is gone; if an earlier attempt wrote it, that
+                    # went with it. The version the patch tests pins the object, so this suffices.
+                    return WriteResult(Outcome.UNCHANGED, current if fresh else None)
                 new_status = compute(current)
                 if new_status is None or new_status == (current.get("status") or {}):
                     # After a lost answer, "nothing left to do" means the write went through.
