@@ -59,11 +59,12 @@ def object_path(body: dict[str, Any]) -> str:
 
 def _selects(field_selector: str | None, obj: dict[str, Any], label_selector: str | None = None) -> bool:
     """Whether a field selector (only `metadata.name=x` is understood) and a label selector (only
-    `key=value`) match an object."""
+    `key=value` or `key`, which asks for the label to exist) match an object."""
     if label_selector:
-        key, _, value = label_selector.partition("=")
-        assert key and value and "," not in label_selector, f"the fake API knows no label selector {label_selector!r}"
-        if ((obj.get("metadata") or {}).get("labels") or {}).get(key) != value:
+        key, equals, value = label_selector.partition("=")
+        assert key and "," not in label_selector, f"the fake API knows no label selector {label_selector!r}"
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if (labels.get(key) != value) if equals else (key not in labels):
             return False
     if not field_selector:
         return True
@@ -334,8 +335,10 @@ class FakeApi:
 
     @staticmethod
     def _in(collection: str, path: str) -> bool:
-        """Whether object `path` belongs to `collection` (across namespaces)."""
+        """Whether object `path` belongs to `collection` (one namespace's, or across namespaces)."""
         parts = path.split("/")
+        if "/".join(parts[:-1]) == collection:
+            return True
         if "namespaces" in parts:
             at = parts.index("namespaces")
             if len(parts) > at + 3:  # .../namespaces/<ns>/<plural>/<name>

@@ -416,6 +416,32 @@ async def test_the_quota_stays_while_a_started_pod_may_run_that_the_jobs_status_
     assert waker.released == ["research"]
 
 
+async def test_the_quota_stays_while_the_api_shows_a_started_pod_the_watch_has_not_delivered() -> None:
+    """The chaos suite's over-committed cohort: the pod watch was cut and resumed, so the index
+    had not seen a pod the Job controller made just before the suspension; the Job's status did
+    not count it either. Giving the quota back rests on an absence, so it is read fresh first."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, waker, cache = setup(api, started=started)
+    started.replace(POD, [], "1")  # listed before the pod was made; its ADDED event is late
+    key = controller.key_of(JOB, running_job())
+    for _ in range(3):
+        await controller.reconcile(key)  # suspend, start time, restore
+    job = copy.deepcopy(stored_job(api))
+    job["status"] = {"active": 0, "terminating": 0}
+    controller.event(JOB, "MODIFIED", api.put(job))
+    api.put(started_pod(spec__nodeName="kwok-1", status__phase="Running"))
+
+    assert await controller.reconcile(key) is None
+    assert cache.infos[f"{NS}/job-train-12345"].cluster_queue == "research"
+    assert "admission" in stored_workload(api)["status"] and waker.released == []
+
+    api.put(started_pod(spec__nodeName="kwok-1", status__phase="Failed"))
+    await controller.reconcile(key)  # the API shows none that may run: the quota comes back
+    assert "admission" not in stored_workload(api)["status"]
+    assert waker.released == ["research"]
+
+
 def test_started_pods_tell_when_a_workloads_first_pod_comes_and_its_last_goes() -> None:
     told: list[str] = []
     started = StartedPods(told.append)

@@ -41,7 +41,7 @@ from ..k8s.api import ApiError, KubeApi
 from ..k8s.events import EventSink
 from ..k8s.writer import Outcome, StatusWriter
 from .feeder import CacheFeeder
-from .started_pods import StartedPods
+from .started_pods import POD, SELECTOR, StartedPods, any_may_run
 
 log = logging.getLogger(__name__)
 
@@ -365,7 +365,8 @@ class JobController:
                 self._failures[key] = failures
                 pause = min(RETRY_MAX, RETRY_START * 2 ** (failures - 1))
                 level = logging.WARNING if not isinstance(exc, ApiError) or exc.code != 409 else logging.DEBUG
-                log.log(level, "%s %s/%s: %s (retrying in %.1fs)", *key, exc, pause)
+                what = "deleting Workloads whose job is gone" if key == ORPHANS else f"{key[0]} {key[1]}/{key[2]}"
+                log.log(level, "%s: %s (retrying in %.1fs)", what, exc, pause)
                 asyncio.get_running_loop().call_later(pause, self._enqueue, key)
 
     def workload_of(self, job: WorkloadKey) -> dict[str, Any] | None:
@@ -413,10 +414,14 @@ class JobController:
         except ComposeError as exc:
             self._event(job, JobEvent("Warning", "ErrWorkloadCompose", str(exc)))
             raise
-        if isinstance(step, WriteWorkloadStatus) and step.why == "released" and not self.scheduled():
-            # A new leader: let its first cycle see who waits for this quota before it is free.
-            asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, key)
-            return None
+        if isinstance(step, WriteWorkloadStatus) and step.why == "released":
+            if not self.scheduled():
+                # A new leader: let its first cycle see who waits for this quota before it is free.
+                asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, key)
+                return None
+            if await self._pods_may_run(key.namespace, self._workloads.get(key, set())):
+                asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, key)
+                return None
         if step is not None:
             await self._carry_out(key, job, bodies, step)
         return step
@@ -510,12 +515,14 @@ class JobController:
                 self._disown(f"{namespace}/{wl_name}")
             else:
                 result = await self.writer.update_status(
-                    kinds.Workload, wl_name, namespace, step.compute, current=workload
+                    kinds.Workload, wl_name, namespace, step.compute, current=workload, uid=wl_meta.get("uid")
                 )
                 if result.body is not None:
                     self.feeder.ingest("Workload", result.body)
                 if result.outcome not in (Outcome.WRITTEN, Outcome.UNCHANGED, Outcome.GONE):
-                    raise RuntimeError(f"{step.why} status of Workload {namespace}/{wl_name}: {result.error}")
+                    raise RuntimeError(
+                        f"{step.why} status of Workload {namespace}/{wl_name}: {result.error or result.outcome.value}"
+                    )
         if step.event is not None:
             self._event(job, step.event)
 
@@ -530,6 +537,9 @@ class JobController:
                 # quota they use until none may run (the pod watch asks again then).
                 continue
             namespace, _, name = key.rpartition("/")
+            if await self._pods_may_run(namespace, {key}):
+                asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, ORPHANS)
+                continue
             try:
                 await self.api.delete(kinds.Workload.path(name, namespace))
                 log.info("deleted Workload %s: its job is gone", key)
@@ -537,6 +547,15 @@ class JobController:
                 if exc.code != 404:
                     raise
             self._orphans.discard(key)
+
+    async def _pods_may_run(self, namespace: str, workload_keys: set[str]) -> bool:
+        """Whether the API shows a pod started under one of these Workloads that may run. The
+        started-pods index said none, but only as far as its watch has come: quota given back
+        on an absence must see the API's own answer (a read per release, not per cycle)."""
+        if self.started is None or not workload_keys:
+            return False
+        pods, _ = await self.api.list(POD.path(namespace=namespace), label_selector=SELECTOR)
+        return any_may_run(pods, workload_keys)
 
     def _event(self, job: GenericJob, event: JobEvent) -> None:
         self.events.record(dict(job.obj), job.kind.name, job.kind.api_version, event.type, event.reason, event.message)

@@ -8,6 +8,10 @@ controller also asks this index, fed by one watch on the pods the operator start
 of an admitted job carries Kueue's `kueue.x-k8s.io/podset` label and the
 `kueue.x-k8s.io/workload` annotation): the quota comes back only once none of them may run.
 
+The index says "none" only as far as its watch has come (a watch cut and resumed delivers a pod
+made meanwhile a moment late), so the job controller reads the pods fresh before it acts on that
+"none" (`any_may_run`); the index spares it the read while pods are known to run.
+
 A pod may run until it is Succeeded or Failed, or gone; a pod being deleted still runs where
 it is bound (its grace period), while an unbound one cannot be bound any more."""
 
@@ -91,6 +95,11 @@ class StartedPods:
         pods.discard(pod_key)
         if not pods:
             self._pods.pop(key, None)
+
+
+def any_may_run(pods: list[dict[str, Any]], workload_keys: set[str]) -> bool:
+    """Whether one of these pods (a fresh list) may run under one of these Workloads."""
+    return any(_target(pod)[1] in workload_keys for pod in pods)
 
 
 def _target(pod: dict[str, Any]) -> tuple[str, str | None]:
