@@ -59,7 +59,7 @@ import socket
 import ssl
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -714,6 +714,9 @@ class InvariantMonitor:
         self._wls: dict[str, _Tracked] = {}
         self._usage: Counter[str] = Counter()
         self._over: set[str] = set()
+        self._reservations: deque[tuple[float, str, str, int, int, str]] = deque(maxlen=400)
+        """The latest changes of what a Workload reserves: (time, key, ClusterQueue, milli-cpu
+        before, after, what changed), shown with an I1 violation."""
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._synced = threading.Event()
@@ -1060,8 +1063,15 @@ class InvariantMonitor:
             if kind == "DELETED":
                 self._wls.pop(key, None)
                 self._observe(key, obj, deleted=True)
+                if old is not None and old.cq:
+                    self._trace(at, key, old.cq, old.usage, 0, f"deleted at rv {meta.get('resourceVersion')}")
             else:
                 new = _Tracked.of(obj, at)
+                held = (old.cq, old.usage) if old is not None and old.uid == new.uid else (None, 0)
+                if held != (new.cq, new.usage):
+                    evicted = " evicted" if new.evicted and not (old is not None and old.evicted) else ""
+                    cq = new.cq or held[0] or ""
+                    self._trace(at, key, cq, held[1], new.usage, f"rv {new.rv}{evicted}")
                 gap = old is not None and old.uid != new.uid  # deleted and created again unseen
                 self._note(key, None if gap else old, new, at, gap=False)
                 self._wls[key] = new
@@ -1117,6 +1127,10 @@ class InvariantMonitor:
         elif new.evictions < old.evictions:
             self._violate("I2", key, f"eviction count went down {old.evictions} -> {new.evictions} (rv {new.rv})")
 
+    def _trace(self, at: float, key: str, cq: str, before: int, after: int, what: str) -> None:
+        clock = format_time(datetime.now(UTC), 3)  # as the operators' logs write it
+        self._reservations.append((at - self.started, key, cq, before, after, f"{what.strip()}, {clock}"))
+
     def _bounds(self, cluster_queues: set[str], usage: Counter[str]) -> dict[str, tuple[int, int, list[str]]]:
         """subject -> (used, allowed, member ClusterQueues) for the queues and their cohorts."""
         subjects: dict[str, tuple[int, int, list[str]]] = {}
@@ -1147,11 +1161,16 @@ class InvariantMonitor:
                         for k, t in self._wls.items()
                         if t.cq in members
                     )
+                    trace = [
+                        f"    t={t:7.2f}s {k} in {q}: {b / 1000:g} -> {a / 1000:g} cpu ({w})"
+                        for t, k, q, b, a, w in list(self._reservations)[-40:]
+                        if q in members
+                    ]
                     self._violate(
                         "I1",
                         subject,
                         f"over-admitted: {used / 1000:g} cpu reserved > {bound / 1000:g} allowed, {when}; "
-                        f"holders: {', '.join(holders)}",
+                        f"holders: {', '.join(holders)}\n  latest reservation changes in it:\n" + "\n".join(trace),
                     )
             else:
                 self._over.discard(subject)
@@ -2253,6 +2272,8 @@ class ChaosEnv:
         )
         port = self.webhook_ports.setdefault(name, free_port())
         webhooks = [f"--webhook-port={port}", "--webhook-host=127.0.0.1", f"--webhook-url={self.front.url}"]
+        if os.environ.get("CHAOS_OPERATOR_VERBOSE"):
+            webhooks.append("--verbose")  # debug logs in operator-<name>.log, for chasing a violation
         op = OperatorProcess(
             name,
             kubeconfig,
