@@ -137,7 +137,7 @@ class DecisionWriter:
             self._verifying[id(change)] = asyncio.create_task(self._read_back(change), name=f"verify {change.key}")
             return result
         if result.body is not None:
-            self.feeder.ingest("Workload", result.body)  # before forgetting: no gap without the quota
+            self.feeder.ingest("Workload", result.body, result.based_on)  # before forgetting: no gap without the quota
         if change.holds_quota or change.releases_quota:
             self.cache.forget(wl.key, change)  # only its own: a later decision may be assumed now
         if result.outcome is Outcome.WRITTEN:

@@ -4,8 +4,11 @@ scheduling loop only for changes that can change a decision."""
 from __future__ import annotations
 
 import logging
+import typing
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from pydantic import BaseModel, ValidationError
 
 from ..api import kinds
 from ..api.kinds import Kind
@@ -29,6 +32,22 @@ def _key(body: dict[str, Any]) -> str:
     meta = body.get("metadata") or {}
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+_STATUS_MODELS: dict[type, type[BaseModel] | None] = {}
+
+
+def _status_model(model: type) -> type[BaseModel] | None:
+    """The model of a kind's `status` (None: it has none)."""
+    if model not in _STATUS_MODELS:
+        field = model.model_fields.get("status") if issubclass(model, BaseModel) else None
+        found = None
+        for candidate in (field.annotation, *typing.get_args(field.annotation)) if field is not None else ():
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                found = candidate
+                break
+        _STATUS_MODELS[model] = found
+    return _STATUS_MODELS[model]
 
 
 def holding_workload(body: dict[str, Any]) -> Workload | None:
@@ -128,12 +147,16 @@ class CacheFeeder:
 
     # -- updates
 
-    def ingest(self, kind: str, body: dict[str, Any]) -> Change:
+    def ingest(self, kind: str, body: dict[str, Any], based_on: str | None = None) -> Change:
+        """Stores an object from a watch or a write's answer; `based_on`: the answer of our own
+        status write that replaced that resourceVersion (see `_successor`)."""
         key = _key(body)
         if self.cache.holds(kind, key, (body.get("metadata") or {}).get("resourceVersion")):
             return Change.NONE  # the echo of our own write: already in the cache
         previous = self.cache.infos.get(key) if kind == "Workload" else None
-        obj = self._parse(kind, key, body)
+        obj = self._successor(kind, key, body, based_on) if based_on is not None else None
+        if obj is None:
+            obj = self._parse(kind, key, body)
         if obj is None:
             if (kind, key) in self.invalid and kind == "Workload" and key in self.cache.unreadable:
                 self._wake(kind, key, previous, Change.RELEVANT)
@@ -188,6 +211,27 @@ class CacheFeeder:
         if self.invalid.pop((kind, key), None) is not None:
             log.info("%s %s is valid again", kind, key)
         return obj
+
+    def _successor(self, kind: str, key: str, body: dict[str, Any], based_on: str) -> Any:
+        """The answer to our own status write from the version it replaced, when the cache holds
+        exactly that one: only the status (and resourceVersion) can differ, so only the status is
+        read (a Workload's spec is most of its parsing). None: parse it whole."""
+        held = self.cache.objects[kind].get(key)
+        if held is None or held.metadata.resource_version != based_on or (kind, key) in self.invalid:
+            return None
+        model = _status_model(type(held))
+        raw = body.get("status")
+        meta = body.get("metadata") or {}
+        if model is None or not isinstance(raw, dict) or meta.get("uid") != held.metadata.uid:
+            return None
+        try:
+            new_status = model.model_validate(raw)
+        except ValidationError:
+            return None  # parsed whole, which names the field
+        version = meta.get("resourceVersion")
+        return held.model_copy(
+            update={"status": new_status, "metadata": held.metadata.model_copy(update={"resource_version": version})}
+        )
 
     def _drop(self, kind: str, key: str, previous: Any) -> Change:
         change = self.cache.delete(kind, key)

@@ -518,7 +518,7 @@ class JobController:
                     kinds.Workload, wl_name, namespace, step.compute, current=workload, uid=wl_meta.get("uid")
                 )
                 if result.body is not None:
-                    self.feeder.ingest("Workload", result.body)
+                    self.feeder.ingest("Workload", result.body, result.based_on)
                 if result.outcome not in (Outcome.WRITTEN, Outcome.UNCHANGED, Outcome.GONE):
                     raise RuntimeError(
                         f"{step.why} status of Workload {namespace}/{wl_name}: {result.error or result.outcome.value}"

@@ -218,6 +218,6 @@ class QueueStatusPublisher:
         if result.outcome is Outcome.GONE:
             self.feeder.gone(kind.name, f"{namespace}/{name}" if namespace else name)
         elif result.body is not None:
-            self.feeder.ingest(kind.name, result.body)
+            self.feeder.ingest(kind.name, result.body, result.based_on)
         elif result.outcome is Outcome.FAILED:
             log.warning("status of %s %s not written: %s", kind.name, name, result.error)

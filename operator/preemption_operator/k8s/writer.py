@@ -57,6 +57,9 @@ class WriteResult:
     body: dict[str, Any] | None = None
     """The object as written, or as freshly read when nothing was written."""
     error: str = ""
+    based_on: str | None = None
+    """WRITTEN: the resourceVersion the patch replaced (it tested it). A status subresource write
+    changes nothing else, so the answer is that version with the new status."""
 
 
 class StatusWriter:
@@ -150,7 +153,7 @@ class StatusWriter:
                     if exc.code in AMBIGUOUS:
                         maybe_written = True
                     raise
-                return WriteResult(Outcome.WRITTEN, written)
+                return WriteResult(Outcome.WRITTEN, written, based_on=version or None)
             except ApiError as exc:
                 error = str(exc)
                 if exc.code in AMBIGUOUS:
