@@ -303,6 +303,36 @@ async def test_a_write_answered_404_removes_the_object_and_it_is_never_written_a
     assert "default/waiting" not in h.cache.infos
 
 
+async def test_the_answer_to_a_status_write_is_stored_as_parsing_it_whole_would_store_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Our own status write changes only the status of the version it replaced, so its answer
+    is stored without parsing the spec again; what is stored must be what a full parse gives."""
+    from preemption_operator.api.objects import parse_object
+    from preemption_operator.controller import feeder as feeder_module
+
+    h = Harness(four_in_three())
+    parsed: list[str] = []
+
+    def counting(body: Obj) -> Any:
+        parsed.append(body["metadata"]["name"])
+        return parse_object(body)
+
+    monkeypatch.setattr(feeder_module, "parse_object", counting)
+    result = await h.step()
+    assert len(result.admitted) == 3 and len(result.pending) == 1
+    await h.s.publisher.publish(NOW)
+    assert parsed == []  # admissions, the pending reason and the ClusterQueue status alike
+    for kind, key, path in [
+        *(("Workload", f"default/w{i}", f"{WL}/w{i}") for i in range(1, 5)),
+        ("ClusterQueue", "cq", kinds.ClusterQueue.path("cq")),
+    ]:
+        stored = h.cache.objects[kind][key]
+        body = copy.deepcopy(h.api.objects[path])
+        assert stored == parse_object(body), key
+        assert stored.status_view() == parse_object(body).status_view(), key
+
+
 async def test_a_decision_never_lands_on_a_new_object_of_the_same_name() -> None:
     """A pod group's Workload is deleted while its admission is being written and made again
     under the same name (its Pods remade). The old decision's quota was given back when the
@@ -534,6 +564,39 @@ def test_every_change_kind_has_its_preconditions() -> None:
     assert admission.compute(inactive) is None
     taken = admitted("w", "cq").obj()
     assert admission.compute(taken) is None
+
+
+def test_a_status_change_never_modifies_the_object_it_reads() -> None:
+    """The changes copy only what they modify (conditions, eviction counts, gates): the object
+    they read (the cache's view, a memoized status) stays as it was."""
+    from builders import one_cycle
+    from preemption_operator.engine import changes
+
+    objects = scenario(
+        [cluster_queue("cq", 2, within="LowerPriority")],
+        admitted("low", "cq", 2, priority=0),
+        pending("high", "cq", 2, priority=10),
+        pending("other", "cq", 1, priority=5),
+    )
+    result = one_cycle(objects)
+    found = changes.status_changes(result, NOW)
+    assert {c.action for c in found} >= {"Preempted", "Pending"}
+    extra = {
+        "schedulingStats": {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]},
+        "preemptionGates": [{"name": "g", "position": "Open", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "accumulatedPastExecutionTimeSeconds": 5,
+    }
+    for change in found:
+        body = next(o for o in objects if o["metadata"]["name"] == change.workload.name)
+        body = copy.deepcopy(body)
+        body.setdefault("status", {}).update(copy.deepcopy(extra))
+        before = copy.deepcopy(body)
+        new = change.compute(body)
+        assert body == before, change.action
+        assert new is not None and new != body["status"], change.action
+        if change.action == "Preempted":
+            assert new["schedulingStats"]["evictions"][0]["count"] == 2
+            assert before["status"]["schedulingStats"]["evictions"][0]["count"] == 1
 
 
 def test_object_paths_are_the_api_servers() -> None:

@@ -129,6 +129,7 @@ class Metrics:
         )
         self._lint_codes: set[str] = set()
         self._queues: set[str] = set()
+        self._request_counts: dict[tuple[str, str, str], Counter] = {}
         self.replica_role = "standalone"
         """Kueue's replica_role label: leader, follower, or standalone (no leader election)."""
         self._kueue()
@@ -144,7 +145,13 @@ class Metrics:
         return ", ".join(f"{key}: {value}" for key, value in sorted(counts.items())) or "none"
 
     def count_request(self, method: str, resource: str, code: str) -> None:
-        self.api_requests.labels(method=method, resource=resource, code=code).inc()
+        # One per API request: the labelled child is kept, not looked up again each time.
+        child = self._request_counts.get((method, resource, code))
+        if child is None:
+            child = self._request_counts[(method, resource, code)] = self.api_requests.labels(
+                method=method, resource=resource, code=code
+            )
+        child.inc()
 
     def watch_events(self, counters: Callable[[], dict[str, int]]) -> None:
         """Exposes the Event recorder's own counters (posted, patched, dropped, ...)."""
