@@ -2,7 +2,8 @@
 with the control plane's CA, a bearer token): plain HTTP/1.1, which carries every request by
 default (its watches streamed by aiohttp), aiohttp alone, and lightkube's httpx2 client, which
 carries them for kubeconfigs with an exec plugin. Every operation the operator uses runs over each:
-list (in pages), watch, get, create, replace, JSON and merge patches, delete."""
+list (in pages), watch, get, create, replace, JSON and merge patches, delete (also with a uid
+precondition)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,11 @@ async def test_every_operation_over_each_transport(transport: str, cluster: Cont
         assert patched["data"] == {"n": "1", "json": "yes"}
         merged = await api.patch_merge(f"{collection}/a", {"data": {"merge": "yes"}})
         assert merged["data"] == {"n": "1", "json": "yes", "merge": "yes"}
-        await api.delete(f"{collection}/b")
+        with pytest.raises(ApiError) as other:  # the name holds another object than this uid's
+            await api.delete(f"{collection}/b", uid="not-its-uid")
+        assert other.value.code == 409
+        b_uid = (await api.get(f"{collection}/b"))["metadata"]["uid"]
+        await api.delete(f"{collection}/b", uid=b_uid)
         with pytest.raises(ApiError) as gone:
             await api.get(f"{collection}/b")
         assert gone.value.code == 404

@@ -213,10 +213,12 @@ class FakeApi:
         self._leave("PATCH", path)
         return copy.deepcopy(body)
 
-    async def delete(self, path: str) -> dict[str, Any]:
+    async def delete(self, path: str, uid: str | None = None) -> dict[str, Any]:
         await self._enter("DELETE", path)
         if path not in self.objects:
             raise ApiError(404, "NotFound", f"{path} not found")
+        if uid is not None and self.objects[path]["metadata"].get("uid") != uid:
+            raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
         body = self.objects.pop(path)
         self.version += 1
         self._record_history()

@@ -218,6 +218,27 @@ async def test_a_deleted_jobs_workload_is_deleted() -> None:
 
 
 @pytest.mark.looptime
+async def test_a_workload_made_again_under_the_same_name_is_not_deleted_for_the_old_one() -> None:
+    """A gone job's Workload is deleted by its uid: one made since under the same name (a pod
+    group's, when its Pods are remade) belongs to someone else and stays."""
+    api = FakeApi()
+    controller, _, _, _ = setup(api)
+    job = stored_job(api)
+    api.remove("Job", "train", NS)
+    controller.event(JOB, "DELETED", job)
+    again = copy.deepcopy(stored_workload(api))
+    again["metadata"]["uid"] = "made-again"
+    api.remove("Workload", "job-train-12345", NS)
+    api.put(again)  # the controller's watch has not told it yet
+    task = asyncio.create_task(controller.run())
+    try:
+        await asyncio.sleep(1)
+    finally:
+        task.cancel()
+    assert stored_workload(api)["metadata"]["uid"] == "made-again"
+
+
+@pytest.mark.looptime
 async def test_a_replica_that_does_not_lead_does_nothing() -> None:
     api = FakeApi()
     controller, events, _, _ = setup(api, leading=False)

@@ -507,8 +507,10 @@ class JobController:
                 self.feeder.ingest("Workload", await self.api.patch_merge(path, change))
             elif isinstance(step, DeleteWorkload):
                 try:
-                    await self.api.delete(path)
+                    await self.api.delete(path, uid=wl_meta.get("uid"))
                 except ApiError as exc:
+                    if exc.code == 409:
+                        return  # the name holds another Workload now: its watch event tells
                     if exc.code != 404:
                         raise
                 self.feeder.gone("Workload", f"{namespace}/{wl_name}")
@@ -540,11 +542,13 @@ class JobController:
             if await self._pods_may_run(namespace, {key}):
                 asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, ORPHANS)
                 continue
+            held = self.cache.objects["Workload"].get(key)
             try:
-                await self.api.delete(kinds.Workload.path(name, namespace))
+                uid = held.metadata.uid if held is not None else None
+                await self.api.delete(kinds.Workload.path(name, namespace), uid=uid)
                 log.info("deleted Workload %s: its job is gone", key)
             except ApiError as exc:
-                if exc.code != 404:
+                if exc.code not in (404, 409):  # 409: the name holds another Workload now
                     raise
             self._orphans.discard(key)
 

@@ -150,9 +150,14 @@ class KubeApi:
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("POST", path, body=body)
 
-    async def delete(self, path: str) -> dict[str, Any]:
+    async def delete(self, path: str, uid: str | None = None) -> dict[str, Any]:
+        """Deletes an object; with `uid`, only that one (409 when the name now holds another)."""
         # Background propagation, as kubectl: dependents are left to the garbage collector.
-        return await self.request("DELETE", path, params={"propagationPolicy": "Background"})
+        params = {"propagationPolicy": "Background"}
+        if uid is None:
+            return await self.request("DELETE", path, params=params)
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return await self.request("DELETE", path, params=params, body=options)
 
     async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PUT", path, body=body)
