@@ -434,7 +434,7 @@ def lint(
 
     sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
     objects, arriving = _load(paths, [], from_cluster, copy=_names(label_keys_to_copy))
-    report = linting.lint([*objects, *arriving], witness, fair_sharing=sharing.enabled)
+    report = linting.lint([*objects, *arriving], witness, fair_sharing=sharing)
     if output == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from preemption_operator import lint
 from preemption_operator.api.objects import parse_object
+from preemption_operator.engine.fair_sharing import OFF, FairSharing
 from preemption_operator.lint import flapping
 from preemption_operator.offline import simulate
 
@@ -118,8 +119,13 @@ def brute_force(objects: list[Any]) -> bool:
     priorities = range(-1, 5)  # the classes' values are 0-3
     teams: list[tuple[tuple[str, str], ...]] = [(), (("team", "a"),), (("team", "b"),)]
     queues = sorted(setup.namespace_of)
+    # A class fixes the base priority; without one, spec.priority may be anything.
+    bases = [(k, setup.classes[k]) for k in classes if k is not None] + [(None, b) for b in priorities]
     shapes = {
-        cq: [flapping.Shape(flapping.Kind(cq, k, t), p) for k, p, t in itertools.product(classes, priorities, teams)]
+        cq: [
+            flapping.Shape(flapping.Kind(cq, k, t, base), p)
+            for (k, base), p, t in itertools.product(bases, priorities, teams)
+        ]
         for cq in queues
     }
     fr = ("default", "cpu")
@@ -150,12 +156,12 @@ def test_lint_finds_a_flap_exactly_when_brute_force_does(docs: list[dict[str, An
     assert found.proof is not None and found.proof.flap_free == (not found.flaps)
 
 
-def _flaps_when_simulated(path: Path, period: int = 2) -> bool:
+def _flaps_when_simulated(path: Path, period: int = 2, fair_sharing: FairSharing = OFF) -> bool:
     """Simulated, the witness evicts in a loop: the same victims over and over, `period` apart."""
     from preemption_operator.offline import manifests
 
     objects = manifests.parse(manifests.read([path]), [])
-    sim = simulate.run(objects, flapping.NOW, max_cycles=12)
+    sim = simulate.run(objects, flapping.NOW, max_cycles=12, fair_sharing=fair_sharing)
     evictions = [(a["workload"], a.get("by", "")) for a in sim.actions if a["action"] == "Preempted"]
     victims = [w for w, _ in evictions]
     return len(victims) > period and len(set(victims[:period])) == period and victims[0] == victims[period]
@@ -418,3 +424,122 @@ def test_the_flapping_example_is_caught_and_its_fix_proven(tmp_path: Path) -> No
     settled = runner.invoke(cli, ["simulate", str(fixed), "--output", "text"])
     assert "had not settled" not in settled.output
     assert "research/train-b   Pending (WaitingForQuota)" in settled.output
+
+
+BASE_AGAINST_BOOSTED = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: PreemptionConfig
+metadata: {name: base}
+spec:
+  rules:
+  - name: by-base
+    activationPolicy: {trigger: Always}
+    candidateSelectors:
+    - scope: WithinCohortTree
+      priority: {mode: Base, comparison: LessThan}
+---
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: PreemptionConfig
+metadata: {name: boosted}
+spec:
+  rules:
+  - name: by-boost
+    activationPolicy: {trigger: Always}
+    candidateSelectors:
+    - scope: WithinCohortTree
+      priority: {mode: Boosted, comparison: LessThan}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: a, annotations: {kueue.x-k8s.io/preemption-config-name: base}}
+spec:
+  cohortName: c
+  namespaceSelector: {}
+  resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 1}]}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: b, annotations: {kueue.x-k8s.io/preemption-config-name: boosted}}
+spec:
+  cohortName: c
+  namespaceSelector: {}
+  resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 1}]}]}]
+"""
+
+
+def test_a_boost_against_a_base_comparison_is_a_flapping_pair_without_any_class(tmp_path: Path) -> None:
+    """Issue 29: A takes B's workloads by base priority, B takes A's by boosted priority. With
+    no class in the setup, base priorities still differ (a Workload's spec.priority): one of B's
+    with a lower base and a boost above A's is taken by A and takes A's back."""
+    result = _lint(tmp_path, BASE_AGAINST_BOOSTED, "--witness", str(tmp_path / "witness"), "--output", "json")
+    data = __import__("json").loads(result.output)
+    (flap,) = [f for f in data["findings"] if f["code"] == "FlappingPair"]
+    assert "PreemptionConfig base rule by-base/0" in flap["message"]
+    assert "PreemptionConfig boosted rule by-boost/0" in flap["message"]
+    assert "priority-boost" in flap["message"] and "spec.priority" in flap["message"]
+    assert data["proof"]["flapFree"] is False
+    assert data["proof"]["unclassedBasePriorities"] == [0, -1, 1, -2, 2]
+    witness = Path(flap["witness"])
+    text = witness.read_text()
+    assert "kueue.x-k8s.io/priority-boost" in text and "priority: " in text
+    assert _flaps_when_simulated(witness)
+    # Both sides comparing boosted priorities is symmetric: no loop, and spec.priority needs no
+    # quantifying of its own (only a Base comparison reads it apart from the boost).
+    same = BASE_AGAINST_BOOSTED.replace("mode: Base,", "mode: Boosted,")
+    data = __import__("json").loads(_lint(tmp_path, same, "--output", "json").output)
+    assert data["proof"]["flapFree"] is True and data["proof"]["unclassedBasePriorities"] == [0]
+
+
+def test_fair_sharing_is_never_claimed_flap_free(tmp_path: Path) -> None:
+    """Issue 29: the states lint tries do not cover what fair preemption reads (shares set by
+    other resources, weights, the fill-back of kubernetes-sigs/kueue#14543), so under
+    --fair-sharing no loop found is no proof: a NotProven warning, never flapFree."""
+    text = SIBLINGS.replace("RECLAIM", "Any").replace(
+        ", annotations: {kueue.x-k8s.io/preemption-config-name: CONFIG}", ""
+    )
+    classic = __import__("json").loads(_lint(tmp_path, text, "--output", "json").output)
+    assert classic["proof"]["flapFree"] is True
+    assert not [f for f in classic["findings"] if f["code"] == "NotProven"]
+    for strategies in ("LessThanOrEqualToFinalShare,LessThanInitialShare", "LessThanInitialShare"):
+        result = _lint(tmp_path, text, "--fair-sharing-strategies", strategies, "--output", "json")
+        assert result.exit_code == 0, result.output  # a warning: fails a build only with --fail-on warning
+        data = __import__("json").loads(result.output)
+        assert data["proof"]["flapFree"] is False
+        (finding,) = [f for f in data["findings"] if f["code"] == "NotProven"]
+        assert finding["severity"] == "warning" and "fair preemption" in finding["message"]
+        assert any("fill-back" in item for item in data["proof"]["notModelled"])
+        assert any("weights" in item for item in data["proof"]["notModelled"])
+    gated = _lint(tmp_path, text, "--fair-sharing", "--fail-on", "warning")
+    assert gated.exit_code == 1 and "flapping: not proven: fair sharing" in gated.output
+
+
+def test_a_rule_taking_back_what_fair_preemption_took_is_found_with_fair_sharing(tmp_path: Path) -> None:
+    """With fair sharing, each state is the engine's fair preemption: a PreemptionConfig rule
+    (tried after the fair candidates) that takes any workload of the other queue loops with the
+    other queue's reclamation, and the witness loops when simulated with fair sharing."""
+    text = SIBLINGS.replace("RECLAIM", "Any").replace("CONFIG", "anything") + "---\n" + ANYTHING
+    result = _lint(tmp_path, text, "--fair-sharing", "--witness", str(tmp_path / "w"), "--output", "json")
+    data = __import__("json").loads(result.output)
+    flaps = [f for f in data["findings"] if f["code"] == "FlappingPair"]
+    assert flaps and data["proof"]["flapFree"] is False, result.output
+    assert _flaps_when_simulated(Path(flaps[0]["witness"]), fair_sharing=FairSharing(enabled=True))
+
+
+def test_the_operator_lints_with_its_own_fair_sharing() -> None:
+    from preemption_operator.controller import lint_child
+    from preemption_operator.controller.linter import analyse_setup, child_arguments
+
+    text = SIBLINGS.replace("RECLAIM", "Any").replace(
+        ", annotations: {kueue.x-k8s.io/preemption-config-name: CONFIG}", ""
+    )
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    assert analyse_setup(docs).outcome == "flap_free"
+    sharing = FairSharing(enabled=True, strategies=("LessThanInitialShare",))
+    assert analyse_setup(docs, sharing).outcome == "not_proven"
+    # The child process learns the setting from its arguments.
+    assert lint_child.fair_sharing_of(child_arguments(sharing)) == sharing
+    assert lint_child.fair_sharing_of(child_arguments(OFF)) == OFF

@@ -464,7 +464,7 @@ def test_an_analysis_past_its_cpu_budget_stops_and_says_the_setup_is_not_proven(
     large-scale benchmark, a thousand ClusterQueues) ends with an error naming the budget and the
     setup's size, and the next setup is analysed as usual."""
 
-    def forever(wires):
+    def forever(wires, fair_sharing):
         while True:
             pass
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ..engine.fair_sharing import OFF, FairSharing, parse_strategies
 from .linter import LintResult, analyse_setup, result_to_wire
 
 NICENESS = 19
@@ -40,13 +41,13 @@ def lower_priority() -> None:
         Path("/proc/self/autogroup").write_text(f"{NICENESS}\n")
 
 
-def answer(line: str, budget: float = CPU_BUDGET_SECONDS) -> LintResult:
+def answer(line: str, budget: float = CPU_BUDGET_SECONDS, fair_sharing: FairSharing = OFF) -> LintResult:
     """The analysis of one setup (a JSON line), within `budget` seconds of CPU time."""
     wires: list[dict[str, Any]] = json.loads(line)
     previous = signal.signal(signal.SIGPROF, _over_budget)
     signal.setitimer(signal.ITIMER_PROF, budget)
     try:
-        return analyse_setup(wires)
+        return analyse_setup(wires, fair_sharing)
     except _OverBudget:
         queues = sum(1 for w in wires if w.get("kind") == "ClusterQueue")
         return LintResult(
@@ -61,10 +62,18 @@ def answer(line: str, budget: float = CPU_BUDGET_SECONDS) -> LintResult:
         signal.signal(signal.SIGPROF, previous)
 
 
+def fair_sharing_of(argv: list[str]) -> FairSharing:
+    """The operator's fair sharing, from the arguments linter.child_arguments made."""
+    if "--fair-sharing-strategies" not in argv:
+        return OFF
+    return FairSharing(enabled=True, strategies=parse_strategies(argv[argv.index("--fair-sharing-strategies") + 1]))
+
+
 def main() -> None:
     lower_priority()
+    sharing = fair_sharing_of(sys.argv[1:])
     for line in sys.stdin:
-        sys.stdout.write(json.dumps(result_to_wire(answer(line)), separators=(",", ":")) + "\n")
+        sys.stdout.write(json.dumps(result_to_wire(answer(line, fair_sharing=sharing)), separators=(",", ":")) + "\n")
         sys.stdout.flush()
 
 

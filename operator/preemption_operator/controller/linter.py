@@ -27,6 +27,7 @@ from ..api import kinds
 from ..api.objects import parse_object
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION
 from ..engine.cache import Cache
+from ..engine.fair_sharing import OFF, FairSharing
 from ..engine.notices import Notice
 from ..lint import Finding, Proof, lint
 from ..lint.flapping import NOW
@@ -101,10 +102,11 @@ def generations(wires: list[dict[str, Any]]) -> dict[str, int | None]:
     }
 
 
-def analyse_setup(wires: list[dict[str, Any]]) -> LintResult:
-    """Runs in the child: parse, lint, and the facts queue_status needs to place each verdict."""
+def analyse_setup(wires: list[dict[str, Any]], fair_sharing: FairSharing = OFF) -> LintResult:
+    """Runs in the child: parse, lint (with the operator's fair sharing), and the facts
+    queue_status needs to place each verdict."""
     objects = [parse_object(w) for w in wires]
-    report = lint(objects)
+    report = lint(objects, fair_sharing=fair_sharing, judge_usability=False)
     cache = Cache()
     cache.load(objects)
     trees = {}
@@ -167,13 +169,18 @@ ANSWER_LIMIT = 256 * 1024 * 1024
 """The longest answer line read back (asyncio's default, 64 KiB, is too short for many findings)."""
 
 
+def child_arguments(fair_sharing: FairSharing) -> list[str]:
+    """How the child learns the operator's fair sharing (fixed for the operator's life)."""
+    return ["--fair-sharing-strategies", ",".join(fair_sharing.strategies)] if fair_sharing.enabled else []
+
+
 class ChildProcess:
     """One worker process (`python -m preemption_operator.controller.lint_child`), started on first
     use: one JSON line of setup objects in, one JSON line of LintResult out. `stop` kills it at
     once: an analysis in flight is abandoned, shutdown never waits for it."""
 
-    def __init__(self, command: list[str] | None = None) -> None:
-        self.command = command or [sys.executable, "-m", CHILD_MODULE]
+    def __init__(self, command: list[str] | None = None, fair_sharing: FairSharing = OFF) -> None:
+        self.command = command or [sys.executable, "-m", CHILD_MODULE, *child_arguments(fair_sharing)]
         self.process: asyncio.subprocess.Process | None = None
 
     async def __call__(self, wires: list[dict[str, Any]]) -> LintResult:
@@ -222,6 +229,7 @@ class Linter:
         on_result: Callable[[], None],
         *,
         analyse: Callable[[list[dict[str, Any]]], Awaitable[LintResult]] | None = None,
+        fair_sharing: FairSharing = OFF,
         debounce_seconds: float = DEBOUNCE_SECONDS,
         max_delay_seconds: float = MAX_DELAY_SECONDS,
         timeout_seconds: float = TIMEOUT_SECONDS,
@@ -230,7 +238,7 @@ class Linter:
         self.leading = leading
         self.metrics = metrics
         self.on_result = on_result
-        self._child = ChildProcess()  # starts a process only when first called
+        self._child = ChildProcess(fair_sharing=fair_sharing)  # starts a process only when first called
         self.analyse = analyse or self._child
         self.debounce_seconds = debounce_seconds
         self.max_delay_seconds = max_delay_seconds

@@ -62,7 +62,14 @@ class Scheduling:
                 notices.post()
             publisher.due()
 
-        linter = Linter(lambda: setup_wires(cache.objects), leading, metrics, linted, analyse=analyse)
+        linter = Linter(
+            lambda: setup_wires(cache.objects),
+            leading,
+            metrics,
+            linted,
+            analyse=analyse,
+            fair_sharing=cache.fair_sharing,
+        )
         feeder = CacheFeeder(cache, wakeups, setup_changed=linter.changed)
         decisions = DecisionWriter(cache, writer, feeder, events, metrics, wakeups, faults)
         publisher = QueueStatusPublisher(

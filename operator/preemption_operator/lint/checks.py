@@ -11,6 +11,7 @@ from typing import Any
 
 from ..api import v1alpha1, v1beta2
 from ..engine.configurable import usability
+from ..engine.fair_sharing import OFF, FairSharing
 from ..engine.workload import PRIORITY_BOOST_ANNOTATION
 from . import flapping, limits, rules
 from .findings import Report
@@ -25,13 +26,25 @@ CHECKS = (
     *limits.CODES,
     "FlappingPair",
     "FlappingCycle",
+    "NotProven",
 )
 NOT_CHECKED: tuple[str, ...] = ()
 """Checks the output names as not done yet; kept (empty) in the JSON so that consumers need not change."""
 
 
-def lint(objects: Iterable[Any], witness: Path | None = None, *, fair_sharing: bool | None = None) -> Report:
+def lint(
+    objects: Iterable[Any],
+    witness: Path | None = None,
+    *,
+    fair_sharing: FairSharing | bool | None = None,
+    judge_usability: bool = True,
+) -> Report:
+    """`fair_sharing`: the engine's switch (a bool: on with the default strategies; None: off and
+    DRS quota values not judged). `judge_usability` off (the operator's lint of its own configs,
+    whose Valid condition says it already): DRS quota values are not judged either."""
     objects = list(objects)
+    sharing = FairSharing(enabled=fair_sharing) if isinstance(fair_sharing, bool) else fair_sharing or OFF
+    usable_with = sharing.enabled if fair_sharing is not None and judge_usability else None
     report = Report(checks=CHECKS, not_checked=NOT_CHECKED)
     by_kind: dict[str, dict[str, Any]] = {}
     for obj in objects:
@@ -79,7 +92,7 @@ def lint(objects: Iterable[Any], witness: Path | None = None, *, fair_sharing: b
         if name not in used:
             report.add("UnusedPreemptionConfig", "info", f"no ClusterQueue uses PreemptionConfig {name}", where)
         # fair_sharing None (the operator's lint): the config's Valid condition says it already.
-        usable = usability(config, fair_sharing)
+        usable = usability(config, usable_with)
         for problem in usable.invalid:
             report.add("InvalidSelector", "error", problem, where)
         for problem in usable.needs_fair_sharing:
@@ -87,16 +100,25 @@ def lint(objects: Iterable[Any], witness: Path | None = None, *, fair_sharing: b
         _user_writable(report, name, config, classes)
     rules.run(report, objects)
     limits.run(report, objects)
-    _flapping(report, objects, witness)
+    _flapping(report, objects, witness, sharing)
     return report
 
 
-def _flapping(report: Report, objects: list[Any], witness: Path | None) -> None:
-    result = flapping.analyse(objects)
+def _flapping(report: Report, objects: list[Any], witness: Path | None, sharing: FairSharing) -> None:
+    result = flapping.analyse(objects, sharing)
     for n, flap in enumerate(result.flaps, start=1):
         path = str(flapping.write_witness(flap, witness, n)) if witness is not None else None
         report.add(flap.code, "error", flap_message(flap), *flap.objects, witness=path)
     report.proof = result.proof
+    if result.proof is not None and result.proof.skipped and not result.flaps:
+        # What the proof left open is said as a finding too: a build gating on warnings stops,
+        # and nobody reads "flapFree: false" without a reason beside it.
+        report.add(
+            "NotProven",
+            "warning",
+            "flapping: the setup is not proven free of loops: " + "; ".join(s.reason for s in result.proof.skipped),
+            *sorted({f"ClusterQueue/{s.cluster_queue}" for s in result.proof.skipped if s.cluster_queue}),
+        )
 
 
 def flap_message(flap: flapping.Flap) -> str:

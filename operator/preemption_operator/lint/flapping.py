@@ -61,6 +61,7 @@ from ..engine.configurable import (
     parse_int32,
     rule_applies,
 )
+from ..engine.fair_sharing import OFF, FairSharing
 from ..engine.quota import FlavorResource, QuotaNode
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
 from ..engine.workload import PRIORITY_BOOST_ANNOTATION, WorkloadInfo, build_info
@@ -84,6 +85,9 @@ class Kind:
     priority_class: tuple[str, str] | None
     """(kind, name) of its priority class; None for none."""
     labels: tuple[tuple[str, str], ...]
+    base: int = 0
+    """Its base priority: the class's value, or without a class `spec.priority` (which whoever
+    creates a Workload may set, and which a class missing from the setup gives)."""
 
 
 @dataclass(frozen=True)
@@ -106,9 +110,12 @@ class Shape:
         return self.kind.labels
 
     def describe(self) -> str:
-        parts = [f"priority {self.priority}"]
+        boost = self.priority - self.kind.base
+        parts = [f"priority {self.priority}" + (f" = base {self.kind.base} + priority-boost {boost}" if boost else "")]
         if self.priority_class:
             parts.append(f"class {self.priority_class[1]}")
+        elif self.kind.base:
+            parts.append(f"no class, spec.priority {self.kind.base}")
         if self.labels:
             parts.append("labels " + ",".join(f"{k}={v}" for k, v in self.labels))
         return f"a workload of ClusterQueue {self.cluster_queue} ({'; '.join(parts)})"
@@ -356,15 +363,38 @@ class Setup:
         keys = list(label_values)
         # Workload classes first, the cluster's system classes last: the first witness found then
         # reads like the setup's own workloads, not like kube-system's.
-        klasses: list[tuple[str, str] | None] = [*sorted(self.classes, key=_class_order), None]
+        klasses: list[tuple[tuple[str, str] | None, int]] = [
+            (k, self.classes[k]) for k in sorted(self.classes, key=_class_order)
+        ]
+        klasses += [(None, base) for base in self.unclassed_bases()]
         count = len(klasses) * len(combos)
         if count * len(self.priorities()) > MAX_SHAPES_PER_QUEUE:
             raise TooManyShapes(cq, count * len(self.priorities()))
         return [
-            Kind(cq, klass, tuple((k, v) for k, v in zip(keys, combo, strict=True) if v is not None))
-            for klass in klasses
+            Kind(cq, klass, tuple((k, v) for k, v in zip(keys, combo, strict=True) if v is not None), base)
+            for klass, base in klasses
             for combo in combos
         ]
+
+    @functools.cache  # noqa: B019 - one Setup per analysis
+    def reads_base(self) -> bool:
+        """Whether a rule compares base priorities apart from boosted ones (mode Base)."""
+        return any(
+            spec.priority is not None and spec.priority.mode == "Base"
+            for config in self.configs.values()
+            for rule in config.rules
+            for spec in rule.candidate_selectors or []
+        )
+
+    @functools.cache  # noqa: B019 - one Setup per analysis
+    def unclassed_bases(self) -> list[int]:
+        """The base priorities tried for workloads without a class of the setup, 0 first. Their
+        `spec.priority` may be anything; it differs from the effective priority (which is tried
+        over every value anyway) only where a rule compares base priorities, so only then is it
+        quantified on its own."""
+        if not self.reads_base():
+            return [0]
+        return sorted(self.priorities(), key=lambda p: (abs(p), p))
 
     @functools.cache  # noqa: B019 - one Setup per analysis
     def priorities_of(self, kind: Kind) -> list[int]:
@@ -379,7 +409,7 @@ class Setup:
         return {p: i for i, p in enumerate(self.priorities())}
 
     def base_priority(self, kind: Kind) -> int:
-        return self.classes[kind.priority_class] if kind.priority_class is not None else 0
+        return kind.base
 
 
 def _class_order(key: tuple[str, str]) -> tuple[int, str]:
@@ -472,6 +502,8 @@ class Objects:
                 spec["priorityClassRef"] = {"group": group, "kind": kind, "name": klass}
                 if kind == "PriorityClass":
                     spec["priority"] = base
+            elif base:
+                spec["priority"] = base
             body: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta}
             body["spec"] = spec
             if since is not None:
@@ -546,10 +578,12 @@ def _admitted(cq: str, fr: FlavorResource, amount: int, since: datetime) -> dict
     }
 
 
-def evicts(objects: list[Any], preemptor: str, victim: str, fr: FlavorResource) -> str | None:
+def evicts(
+    objects: list[Any], preemptor: str, victim: str, fr: FlavorResource, fair_sharing: FairSharing = OFF
+) -> str | None:
     """One scheduling cycle over the objects: why the preemptor evicts the victim, or None (also
     when the state is one the scheduler never makes: a queue or cohort over its limits)."""
-    cache = Cache()
+    cache = Cache(fair_sharing)
     cache.load(objects)
     snapshot = cache.snapshot(NOW)
     for cq in snapshot.cluster_queues.values():
@@ -659,10 +693,13 @@ class Filter:
     whether each queue is within its nominal quota with its own workload admitted? Each test is
     weaker than the engine's, so an empty answer is a proof."""
 
-    def __init__(self, setup: Setup, objects: Objects, by_symmetry: bool = True) -> None:
+    def __init__(self, setup: Setup, objects: Objects, by_symmetry: bool = True, fair: bool = False) -> None:
+        """`fair`: the engine runs with fair sharing (its candidates from other queues follow
+        reclaimWithinCohort alone, without Kueue's classic borrowing conditions)."""
         self.setup = setup
         self.objects = objects
         self.by_symmetry = by_symmetry
+        self.fair = fair
         self._infos: dict[Kind, WorkloadInfo] = {}
         self.nested = {cq.node.root().name for cq in setup.queues.values() if cq.node.parent and cq.node.parent.parent}
         # The relations read no quota amount (quota enters only through the flags), so queue
@@ -705,8 +742,10 @@ class Filter:
             self.edge(a.cluster_queue, b.cluster_queue),
             a.priority_class,
             a.labels,
+            a.base,
             b.priority_class,
             b.labels,
+            b.base,
             a_within,
             b_within,
             a_before,
@@ -727,10 +766,12 @@ class Filter:
                 found.add(within)
         elif not b_within:  # Kueue takes candidates only from queues above their nominal quota
             reclaim = _classic(policy.reclaim_within_cohort)
-            if reclaim is not None and (a_within or cqa.node.root().name in self.nested):
+            # Fair sharing leaves the rest to its strategies (on shares the filter does not read)
+            # and ignores borrowWithinCohort, as Kueue does.
+            if reclaim is not None and (self.fair or a_within or cqa.node.root().name in self.nested):
                 found.add(reclaim)
             borrow = policy.borrow_within_cohort
-            if reclaim is not None and borrow is not None and borrow.policy == "LowerPriority":
+            if not self.fair and reclaim is not None and borrow is not None and borrow.policy == "LowerPriority":
                 found.add(("LessThan", borrow.max_priority_threshold))
         config = self.setup.configs.get(cqa.preemption_config_name or "")
         for rule in config.rules if config is not None else []:
@@ -811,16 +852,37 @@ def fillings(
 # -- the analysis ----------------------------------------------------------------------------------
 
 NAMES = ("workload-a", "workload-b", "workload-c")
+NOT_MODELLED = (
+    "topology (TAS) placement",
+    "admission checks",
+    "flavors after the first",
+    "resources other than the contested one",
+    "workloads of more than one pod set",
+)
+FAIR_SHARING_NOT_MODELLED = (
+    "fair sharing: shares set by resources or flavors other than the contested one (each queue's "
+    "share is tried only as the contested resource sets it)",
+    "fair sharing: fair-sharing weights other than the setup's",
+    "fair sharing: the fill-back across several victims (kubernetes-sigs/kueue#14543)",
+)
+FAIR_SHARING_NOT_PROVEN = (
+    "fair sharing: each state is decided by the engine's fair preemption (its strategies, the "
+    "fill-back, rules after the fair candidates), so every loop found is real; but the states tried "
+    "do not cover what fair preemption reads (see not modelled), so no loop found is no proof"
+)
 
 
 class Analysis:
-    def __init__(self, objects: Iterable[Any], by_symmetry: bool = True) -> None:
+    def __init__(self, objects: Iterable[Any], by_symmetry: bool = True, fair_sharing: FairSharing = OFF) -> None:
         """`by_symmetry`: decide equivalent pairs and cycles of queues once (off: each on its own,
-        which the tests compare against)."""
+        which the tests compare against). `fair_sharing`: the engine's switch; with it on, every
+        state is decided by the engine's fair preemption, and the proof is not complete (see
+        FAIR_SHARING_NOT_MODELLED)."""
         self.by_symmetry = by_symmetry
+        self.fair_sharing = fair_sharing
         self.setup = Setup(objects)
         self.objects = Objects(self.setup)
-        self.filter = Filter(self.setup, self.objects, by_symmetry)
+        self.filter = Filter(self.setup, self.objects, by_symmetry, fair_sharing.enabled)
         self.masks = Masks(self.setup.priorities())
         self.canon = symmetry.Canon(
             self.setup.raw_queues, self.setup.raw_cohorts, self.setup.configs, set(self.setup.namespace_of)
@@ -1102,7 +1164,7 @@ class Analysis:
             ]
             state = o.state(shapes[0].cluster_queue, fr, levels, workloads)
             self.counts.engine_cycles += 1
-            reason = evicts(state, keys[i], keys[(i + 1) % n], fr)
+            reason = evicts(state, keys[i], keys[(i + 1) % n], fr, self.fair_sharing)
             if reason is None:
                 return None
             states.append(state)
@@ -1113,6 +1175,10 @@ class Analysis:
     def _proof(self, result: Result) -> Proof:
         labels = self.setup.label_values()
         skipped = (*self.skipped, *([self.triples_skipped] if self.triples_skipped else []))
+        not_modelled: tuple[str, ...] = NOT_MODELLED
+        if self.fair_sharing.enabled:
+            skipped += (Skip(FAIR_SHARING_NOT_PROVEN),)
+            not_modelled += FAIR_SHARING_NOT_MODELLED
         return Proof(
             flap_free=not result.flaps and not skipped,
             method="every pair of workload shapes, and every cycle of three where no pair flaps, in every "
@@ -1123,13 +1189,14 @@ class Analysis:
             cluster_queues=len(self.setup.namespace_of),
             priority_classes=tuple(f"{kind}/{name}" for kind, name in sorted(self.setup.classes)),
             effective_priorities=tuple(self.setup.priorities()),
+            unclassed_bases=tuple(self.setup.unclassed_bases()),
             labels={key: tuple(v if v is not None else "<absent>" for v in values) for key, values in labels.items()},
             quota_states="the contested capacity full; the rest of each cohort tree at nominal or empty; each "
             "queue under test at, one unit under and one unit over its nominal quota, another taking the rest",
             time=f"every duration in the setup elapsed (victims running {format_duration(self.setup.long)})"
             + ("; victims that have just started" if self.setup.fresh_matters else "")
             + "; every creation order",
-            not_modelled=("topology (TAS) placement", "admission checks", "flavors after the first"),
+            not_modelled=not_modelled,
             counts=dataclasses.replace(self.counts),
             skipped=skipped,
         )
@@ -1148,8 +1215,8 @@ def format_duration(value: timedelta) -> str:
     return "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n) or "0s"
 
 
-def analyse(objects: Iterable[Any]) -> Result:
-    return Analysis(objects).run()
+def analyse(objects: Iterable[Any], fair_sharing: FairSharing = OFF) -> Result:
+    return Analysis(objects, fair_sharing=fair_sharing).run()
 
 
 def write_witness(flap: Flap, folder: Path, index: int) -> Path:

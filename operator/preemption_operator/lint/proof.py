@@ -46,6 +46,8 @@ class Proof:
     not_modelled: tuple[str, ...]
     counts: Counts = field(default_factory=Counts)
     skipped: tuple[Skip, ...] = ()
+    unclassed_bases: tuple[int, ...] = (0,)
+    """The base priorities (`spec.priority`) tried for workloads without a class of the setup."""
 
     def skipped_in(self, queues_of_trees: Iterable[str], tree_of: Mapping[str, str]) -> list[str]:
         """Why parts were not decided that may concern these cohort trees (`tree_of`: ClusterQueue
@@ -62,6 +64,13 @@ class Proof:
         found = self.effective_priorities or (0,)
         return f"{found[0]}..{found[-1]}"
 
+    def _bases(self) -> str:
+        """The base priorities of workloads without a class, in words."""
+        bases = sorted(self.unclassed_bases)
+        if bases == [0]:
+            return "without a class, base priority 0 (no rule compares base priorities)"
+        return f"without a class, base priority (spec.priority) {bases[0]}..{bases[-1]} ({len(bases)} values)"
+
     def lines(self) -> str:
         """The proof in a few lines (the CLI): what was quantified over, and the verdict."""
         c = self.counts
@@ -77,8 +86,8 @@ class Proof:
                 f"flapping: {verdict}",
                 f"  quantified over: {self.cluster_queues} ClusterQueue(s); priority classes: "
                 + (", ".join(self.priority_classes) or "none")
-                + f"; effective priorities {self._priorities()} ({len(self.effective_priorities)} values); "
-                f"labels: {self._labels()}",
+                + f"; effective priorities {self._priorities()} ({len(self.effective_priorities)} values: "
+                f"class value plus any priority-boost); {self._bases()}; labels: {self._labels()}",
                 f"  quota: {self.quota_states}",
                 f"  time: {self.time}",
                 f"  {c.shapes} workload shapes, {c.shape_pairs} pairs in {c.queue_pairs} queue pair(s), "
@@ -95,7 +104,8 @@ class Proof:
         return (
             "no two or three workloads can evict each other in turn. Quantified over "
             f"{self.counts.shapes} workload shapes (priority classes: {', '.join(self.priority_classes) or 'none'}; "
-            f"effective priorities {self._priorities()}; labels: {self._labels()}); quota: {self.quota_states}; "
+            f"effective priorities {self._priorities()}; {self._bases()}; labels: {self._labels()}); "
+            f"quota: {self.quota_states}; "
             f"time: {self.time}; {self.counts.engine_cycles} scheduling cycles run. Not modelled: "
             + ", ".join(self.not_modelled)
         )
@@ -110,6 +120,7 @@ class Proof:
             "clusterQueues": self.cluster_queues,
             "priorityClasses": list(self.priority_classes),
             "effectivePriorities": list(self.effective_priorities),
+            "unclassedBasePriorities": list(self.unclassed_bases),
             "labels": {k: list(v) for k, v in self.labels.items()},
             "quotaStates": self.quota_states,
             "time": self.time,
@@ -137,6 +148,7 @@ class Proof:
             cluster_queues=int(data["clusterQueues"]),
             priority_classes=tuple(data["priorityClasses"]),
             effective_priorities=tuple(data["effectivePriorities"]),
+            unclassed_bases=tuple(data.get("unclassedBasePriorities") or (0,)),
             labels={k: tuple(v) for k, v in data["labels"].items()},
             quota_states=str(data["quotaStates"]),
             time=str(data["time"]),
