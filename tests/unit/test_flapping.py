@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from preemption_operator import lint
@@ -543,3 +543,83 @@ def test_the_operator_lints_with_its_own_fair_sharing() -> None:
     # The child process learns the setting from its arguments.
     assert lint_child.fair_sharing_of(child_arguments(sharing)) == sharing
     assert lint_child.fair_sharing_of(child_arguments(OFF)) == OFF
+
+
+def _leaf_paths(model: Any, prefix: str = "") -> list[str]:
+    import typing
+
+    import pydantic
+
+    paths = []
+    for name, f in model.model_fields.items():
+        path = f"{prefix}.{f.alias or name}" if prefix else (f.alias or name)
+        args = [
+            a for outer in typing.get_args(f.annotation) or (f.annotation,) for a in (outer, *typing.get_args(outer))
+        ]
+        models = [a for a in args if isinstance(a, type) and issubclass(a, pydantic.BaseModel)]
+        paths += _leaf_paths(models[0], path) if models else [path]
+    return paths
+
+
+def test_every_field_a_rule_reads_is_quantified_or_said_not_modelled(tmp_path: Path) -> None:
+    """Issue 29: each field of a PreemptionConfig, and each part of a Workload the engine reads,
+    is either in the proof's `quantified over` line or in its `not modelled` list."""
+    from preemption_operator.api import v1alpha1
+
+    fields = _leaf_paths(v1alpha1.PreemptionConfigSpec)
+    assert "rules.candidateSelectors.priority.mode" in fields and "ordering.orderingField" in fields
+    proof = flapping.analyse([parse_object(d) for d in yaml.safe_load_all(BASE_AGAINST_BOOSTED) if d]).proof
+    assert proof is not None
+    quantified = proof.lines().split("\n  not modelled:")[0]
+    for path in [*fields, *(k for k in flapping.READS if k.startswith("Workload "))]:
+        covering = [k for k in flapping.READS if path == k or path.startswith(k + ".")]
+        assert covering, f"{path}: the flapping analysis says nothing about it"
+        where = flapping.READS[max(covering, key=len)]
+        if path == "rules.name":
+            continue  # names tell rules apart; no decision reads them
+        assert where in proof.not_modelled or where in quantified, (path, where)
+
+
+@st.composite
+def fair_setups(draw: Any) -> tuple[list[dict[str, Any]], FairSharing]:
+    """The setups above with fair-sharing weights on the queues (0 to 2, halves) and the strategies."""
+    docs = draw(setups)
+    for doc in docs:
+        if doc["kind"] == "ClusterQueue" and draw(st.booleans()):
+            doc["spec"]["fairSharing"] = {"weight": draw(st.sampled_from(["0", "500m", "1", "2"]))}
+    strategies = draw(
+        st.sampled_from(
+            [
+                ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
+                ("LessThanInitialShare",),
+                ("LessThanOrEqualToFinalShare",),
+            ]
+        )
+    )
+    return docs, FairSharing(enabled=True, strategies=strategies)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fair_setups())
+def test_under_fair_sharing_every_loop_found_is_real_and_none_is_claimed_absent(
+    drawn: tuple[list[dict[str, Any]], FairSharing],
+) -> None:
+    """Issue 29: with fair sharing, lint decides each state with the engine's fair preemption: each
+    loop it reports loops when simulated with the same fair sharing, and it never proves a setup
+    flap-free (a NotProven warning says why, when it found no loop)."""
+    import tempfile
+
+    docs, sharing = drawn
+    objects = [parse_object(d) for d in docs]
+    with tempfile.TemporaryDirectory() as folder:
+        report = lint.lint(objects, Path(folder), fair_sharing=sharing)
+        assert report.proof is not None and report.proof.flap_free is False
+        flaps = [f for f in report.findings if f.code.startswith("Flapping")]
+        if not flaps:
+            assert [f.code for f in report.findings if f.code == "NotProven"] == ["NotProven"]
+        for finding in flaps:
+            assert finding.witness is not None
+            period = 2 if finding.code == "FlappingPair" else 3
+            assert _flaps_when_simulated(Path(finding.witness), period, sharing), finding.message
+        event(f"loops found: {bool(flaps)}")

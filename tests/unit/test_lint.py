@@ -122,3 +122,80 @@ def test_an_unreachable_selector_is_a_warning_and_nothing_is_left_unchecked(tmp_
 
 def test_bad_input_exits_2(tmp_path: Path) -> None:
     assert lint(tmp_path, "a: [\n").exit_code == 2
+
+
+def _findings(tmp_path: Path, text: str, code: str) -> list[dict[str, object]]:
+    result = lint(tmp_path, text, "--output", "json")
+    return [f for f in json.loads(result.output)["findings"] if f["code"] == code]
+
+
+def test_class_names_that_match_nothing_are_missing_references(tmp_path: Path) -> None:
+    """Issue 29: a candidate's priority.matchNames naming no class of the setup can never match."""
+    text = (
+        QUEUE.replace("CONFIG", "c")
+        + "---\n"
+        + config("c").replace(
+            "priority: {mode: Base, comparison: LessThan}",
+            "priority: {matchNames: [no-such-class], notMatchNames: [gone]}",
+        )
+    )
+    messages = [f["message"] for f in _findings(tmp_path, text, "MissingReference")]
+    assert messages == [
+        "PreemptionConfig c rule r candidateSelectors[0]: priority.matchNames names no-such-class, which is neither a "
+        "WorkloadPriorityClass nor a PriorityClass here: no candidate of the setup's classes has it, and no other "
+        "name is listed: the selector selects nothing",
+        "PreemptionConfig c rule r candidateSelectors[0]: priority.notMatchNames names gone, which is neither a "
+        "WorkloadPriorityClass nor a PriorityClass here: it excludes nothing",
+    ]
+    # Once the class exists, nothing is said; a second name that exists leaves the selector something.
+    klass = "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\nmetadata: {name: NAME}\nvalue: 1\n"
+    both = text + klass.replace("NAME", "no-such-class") + klass.replace("NAME", "gone")
+    assert _findings(tmp_path, both, "MissingReference") == []
+    partly = text.replace("[no-such-class]", "[no-such-class, real]") + klass.replace("NAME", "real")
+    (first, _) = _findings(tmp_path, partly, "MissingReference")
+    assert str(first["message"]).endswith("no candidate of the setup's classes has it")
+    preemptor = "    preemptorPriorityClassSelector: {notMatchNames: [ghost]}\n"
+    (finding,) = _findings(
+        tmp_path, QUEUE.replace("CONFIG", "c") + "---\n" + config("c", preemptor=preemptor), "MissingReference"
+    )
+    assert "preemptorPriorityClassSelector.notMatchNames names ghost" in str(finding["message"])
+
+
+def test_constraints_that_constrain_nothing_are_said(tmp_path: Path) -> None:
+    """Issue 29: `priority: {}` matches every priority; a rule without candidate selectors selects nothing."""
+    empty = (
+        QUEUE.replace("CONFIG", "c")
+        + "---\n"
+        + config("c").replace("priority: {mode: Base, comparison: LessThan}", "priority: {}")
+    )
+    (finding,) = _findings(tmp_path, empty, "EmptyConstraint")
+    assert finding["severity"] == "info" and finding["objects"] == ["PreemptionConfig/c"]
+    assert str(finding["message"]).startswith("PreemptionConfig c rule r candidateSelectors[0].priority is empty")
+    bare = QUEUE.replace("CONFIG", "c") + "---\n" + config("c").split("    candidateSelectors:")[0]
+    (finding,) = _findings(tmp_path, bare, "EmptyConstraint")
+    assert "no candidateSelectors: the rule selects no victim" in str(finding["message"])
+    assert _findings(tmp_path, QUEUE.replace("CONFIG", "c") + "---\n" + config("c"), "EmptyConstraint") == []
+    assert lint(tmp_path, empty, "--fail-on", "info").exit_code == 1
+
+
+def test_the_workload_opt_out_is_a_user_writable_key(tmp_path: Path) -> None:
+    """Issue 29: yunikorn.apache.org/allow-preemption on a Workload is its owner's to set, and
+    overrides a priority class's."""
+    workload = """---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: shielded, namespace: team-a, annotations: {yunikorn.apache.org/allow-preemption: "false"}}
+spec:
+  queueName: q
+  podSets: [{name: main, count: 1, template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}}]
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: protected, annotations: {yunikorn.apache.org/allow-preemption: "false"}}
+value: 10
+"""
+    text = QUEUE.replace(", annotations: {kueue.x-k8s.io/preemption-config-name: CONFIG}", "") + workload
+    findings = _findings(tmp_path, text, "UserWritableKey")
+    assert [f["objects"] for f in findings] == [["Workload/team-a/shielded"], ["PriorityClass/protected"]]
+    assert "taken only as a last resort" in str(findings[0]["message"])
+    assert "overrides it" in str(findings[1]["message"])

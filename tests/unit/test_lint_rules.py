@@ -311,7 +311,7 @@ def test_a_rule_within_an_earlier_one_is_shadowed() -> None:
 @pytest.mark.parametrize(
     "change",
     [
-        {"activationPolicy": {"trigger": "InsufficientQuota"}},  # another tier
+        {"activationPolicy": {"trigger": "QuotaFeasibleAndInsufficientTopology"}},  # contests other workloads
         {"candidateSelectors": [{**NARROW_SELECTOR, "scope": "AnyClusterQueue"}]},  # a wider scope
         {"candidateSelectors": [{**NARROW_SELECTOR, "priority": {"mode": "Boosted", "comparison": "LessThan"}}]},
         {"candidateSelectors": [NARROW_SELECTOR, {"scope": "WithinClusterQueue"}]},  # one selector not within
@@ -326,6 +326,39 @@ def test_near_misses_are_not_shadowed(change: dict[str, Any]) -> None:
         wide = {**WIDE, "candidateSelectors": [selector]}
     narrow = {**rule("narrow", "Always", NARROW_SELECTOR), **change}
     assert shadowed(wide, narrow) == []
+
+
+def test_a_rule_of_a_later_tier_within_an_always_rule_is_shadowed() -> None:
+    """Issue 29: the InsufficientQuota tier runs only once every Always candidate was offered, so
+    a rule of it selecting a subset of an Always rule's candidates never adds a victim."""
+    broad = rule(
+        "broad", "Always", {"scope": "WithinCohortTree", "priority": {"mode": "Base", "comparison": "LessThan"}}
+    )
+    narrow = rule(
+        "narrow",
+        "InsufficientQuota",
+        {"scope": "WithinClusterQueue", "priority": {"mode": "Base", "comparison": "LessThan"}},
+    )
+    (message,) = shadowed(broad, narrow)
+    assert message.startswith(
+        "PreemptionConfig hero rule narrow: never adds a victim: rule broad is of an earlier tier (trigger Always, "
+        "offered before the InsufficientQuota tier runs)"
+    )
+    assert shadowed(narrow, broad) == shadowed(broad, narrow)  # rule order within the config does not matter
+    # The other way round, the Always rule's victims come first: it is not shadowed.
+    assert (
+        shadowed(
+            {**broad, "activationPolicy": {"trigger": "InsufficientQuota"}},
+            {**narrow, "activationPolicy": {"trigger": "Always"}},
+        )
+        == []
+    )
+    # A share read by an earlier tier may allow later what it refused then: not claimed.
+    drs = {**broad["candidateSelectors"][0], "quota": "DRSLessThanInitialShare"}
+    narrow_drs = {**narrow["candidateSelectors"][0], "quota": "DRSLessThanInitialShare"}
+    assert shadowed({**broad, "candidateSelectors": [drs]}, {**narrow, "candidateSelectors": [narrow_drs]}) == []
+    same_tier = {**narrow, "activationPolicy": {"trigger": "Always"}, "candidateSelectors": [narrow_drs]}
+    assert len(shadowed({**broad, "candidateSelectors": [drs]}, same_tier)) == 1
 
 
 def test_activation_must_be_at_least_as_easy() -> None:

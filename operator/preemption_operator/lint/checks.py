@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api import v1alpha1, v1beta2
+from ..engine import protection
 from ..engine.configurable import usability
 from ..engine.fair_sharing import OFF, FairSharing
 from ..engine.workload import PRIORITY_BOOST_ANNOTATION
@@ -22,6 +23,7 @@ CHECKS = (
     "InvalidSelector",
     "FairSharingRequired",
     "UserWritableKey",
+    "EmptyConstraint",
     *rules.CODES,
     *limits.CODES,
     "FlappingPair",
@@ -97,7 +99,10 @@ def lint(
             report.add("InvalidSelector", "error", problem, where)
         for problem in usable.needs_fair_sharing:
             report.add("FairSharingRequired", "error", problem, where)
-        _user_writable(report, name, config, classes)
+        _user_writable(report, name, config)
+        _class_names(report, name, config, classes)
+        _empty_constraints(report, name, config)
+    _opt_outs(report, objects)
     rules.run(report, objects)
     limits.run(report, objects)
     _flapping(report, objects, witness, sharing)
@@ -147,7 +152,125 @@ def _among(queues: tuple[str, ...]) -> str:
     return f"{word} ClusterQueues {', '.join(distinct[:-1])} and {distinct[-1]}"
 
 
-def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig, classes: set[tuple[str, str]]) -> None:
+def _empty_constraints(report: Report, name: str, config: v1alpha1.PreemptionConfig) -> None:
+    """Fields that are there but constrain nothing, or a rule that can select nothing: accepted by
+    the API, and easy to mistake for a constraint."""
+    where = f"PreemptionConfig/{name}"
+    for rule in (config.spec.rules if config.spec else None) or []:
+        at = f"PreemptionConfig {name} rule {rule.name}"
+        if not rule.candidate_selectors:
+            report.add(
+                "EmptyConstraint",
+                "info",
+                f"{at}: no candidateSelectors: the rule selects no victim. Add a candidate selector, or remove the rule",
+                where,
+            )
+        for i, spec in enumerate(rule.candidate_selectors or []):
+            priority = spec.priority
+            if priority is not None and not (
+                priority.mode or priority.comparison or priority.match_names or priority.not_match_names
+            ):
+                report.add(
+                    "EmptyConstraint",
+                    "info",
+                    f"{at} candidateSelectors[{i}].priority is empty: it constrains nothing, so workloads of any "
+                    "priority, the preemptor's own and higher too, are candidates. Set mode and comparison (or "
+                    "matchNames), or remove the field to say so",
+                    where,
+                )
+
+
+def _opt_outs(report: Report, objects: list[Any]) -> None:
+    """YuniKorn's opt-out on a Workload is its owner's to set: it shields the workload (until nothing
+    else lets a preemptor fit) and overrides its priority class's, either way."""
+    key = protection.ALLOW_PREEMPTION
+    for obj in objects:
+        kind = type(obj).__name__
+        value = (obj.metadata.annotations or {}).get(key)
+        if value is None:
+            continue
+        if kind == "Workload":
+            ref = f"{obj.metadata.namespace}/{obj.metadata.name}"
+            report.add(
+                "UserWritableKey",
+                "warning",
+                f"Workload {ref} sets {key}: {value!r}, which its owner can set on any Workload: "
+                + (
+                    "it is taken only as a last resort, after every other candidate. Prefer the annotation on a "
+                    "priority class, which admins control"
+                    if value == "false"
+                    else "it overrides its priority class's opt-out"
+                ),
+                f"Workload/{ref}",
+            )
+        elif kind in ("PriorityClass", "WorkloadPriorityClass") and value == "false":
+            report.add(
+                "UserWritableKey",
+                "warning",
+                f"{kind} {obj.metadata.name} sets {key}: 'false', but the same annotation on a Workload ('true' or "
+                "'false'), which its owner can set, overrides it: a tenant can take its workloads out of the opt-out, "
+                "and any other tenant can opt out without the class",
+                f"{kind}/{obj.metadata.name}",
+            )
+
+
+def _class_names(report: Report, name: str, config: v1alpha1.PreemptionConfig, classes: set[tuple[str, str]]) -> None:
+    """Class names a rule reads that no WorkloadPriorityClass or PriorityClass of the setup has:
+    a typo, or a class that was never created; what it means for the rule is said."""
+
+    def missing(names: list[str] | None) -> list[str]:
+        return [
+            n
+            for n in names or []
+            if not any((kind, n) in classes for kind in ("WorkloadPriorityClass", "PriorityClass"))
+        ]
+
+    def report_missing(at: str, field: str, names: list[str] | None, effect: str) -> None:
+        for class_name in missing(names):
+            report.add(
+                "MissingReference",
+                "warning",
+                f"{at} {field} names {class_name}, which is neither a WorkloadPriorityClass nor a PriorityClass "
+                f"here: {effect}",
+                f"PreemptionConfig/{name}",
+            )
+
+    for rule in (config.spec.rules if config.spec else None) or []:
+        at = f"PreemptionConfig {name} rule {rule.name}"
+        selector = rule.preemptor_priority_class_selector
+        if selector is not None:
+            none_left = selector.match_names and len(missing(selector.match_names)) == len(selector.match_names)
+            report_missing(
+                f"{at}:",
+                "preemptorPriorityClassSelector.matchNames",
+                selector.match_names,
+                "no preemptor of the setup's classes has it"
+                + (", and no other name is listed: the rule never applies" if none_left else ""),
+            )
+            report_missing(
+                f"{at}:",
+                "preemptorPriorityClassSelector.notMatchNames",
+                selector.not_match_names,
+                "it excludes nothing",
+            )
+        for i, spec in enumerate(rule.candidate_selectors or []):
+            priority = spec.priority
+            if priority is None:
+                continue
+            field_at = f"{at} candidateSelectors[{i}]:"
+            names = priority.match_names
+            none_left = names and len(missing(names)) == len(names)
+            report_missing(
+                field_at,
+                "priority.matchNames",
+                names,
+                "no candidate of the setup's classes has it"
+                + (", and no other name is listed: the selector selects nothing" if none_left else ""),
+            )
+            report_missing(field_at, "priority.notMatchNames", priority.not_match_names, "it excludes nothing")
+
+
+def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig) -> None:
     where = f"PreemptionConfig/{name}"
     for rule in (config.spec.rules if config.spec else None) or []:
         at = f"PreemptionConfig {name} rule {rule.name}"
@@ -160,16 +283,6 @@ def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig,
                 "attach the config only to ClusterQueues whose namespaceSelector admits trusted namespaces",
                 where,
             )
-        selector = rule.preemptor_priority_class_selector
-        for class_name in (selector.match_names or []) if selector else []:
-            if not any((kind, class_name) in classes for kind in ("WorkloadPriorityClass", "PriorityClass")):
-                report.add(
-                    "MissingReference",
-                    "warning",
-                    f"{at}: preemptorPriorityClassSelector names {class_name}, which is neither a "
-                    "WorkloadPriorityClass nor a PriorityClass here",
-                    where,
-                )
         for i, candidate in enumerate(rule.candidate_selectors or []):
             field_at = f"{at} candidateSelectors[{i}]"
             keyed = []

@@ -852,13 +852,55 @@ def fillings(
 # -- the analysis ----------------------------------------------------------------------------------
 
 NAMES = ("workload-a", "workload-b", "workload-c")
-NOT_MODELLED = (
+NOT_MODELLED: tuple[str, ...] = (
     "topology (TAS) placement",
     "admission checks",
     "flavors after the first",
     "resources other than the contested one",
     "workloads of more than one pod set",
 )
+ORDERING_NOT_MODELLED = (
+    "spec.ordering between the two running workloads of a cycle of three beyond the states tried "
+    "(a pair has one candidate, so no ordering matters there)"
+)
+OPT_OUT_NOT_MODELLED = (
+    "the opt-out (yunikorn.apache.org/allow-preemption) on the workloads of a loop: it only makes a "
+    "workload a later victim, never adds an eviction"
+)
+NOT_MODELLED += (ORDERING_NOT_MODELLED, OPT_OUT_NOT_MODELLED)
+READS: dict[str, str] = {
+    "rules.name": "",
+    "rules.preemptorSelector": "labels",
+    "rules.preemptorPriorityClassSelector": "priority classes",
+    "rules.activationPolicy.trigger": "quota",
+    "rules.activationPolicy.preemptorQuota": "quota",
+    "rules.activationPolicy.minTriggerRequiredDuration": "time",
+    "rules.candidateSelectors.scope": "ClusterQueue",
+    "rules.candidateSelectors.clusterQueueSelector": "ClusterQueue",
+    "rules.candidateSelectors.labelSelector": "labels",
+    "rules.candidateSelectors.numericLabels": "labels",
+    "rules.candidateSelectors.priority.matchNames": "priority classes",
+    "rules.candidateSelectors.priority.notMatchNames": "priority classes",
+    "rules.candidateSelectors.priority.mode": "base priority",
+    "rules.candidateSelectors.priority.comparison": "effective priorities",
+    "rules.candidateSelectors.quota": "quota",
+    "rules.candidateSelectors.minExecutionDuration": "time",
+    "rules.candidateSelectors.maxExecutionDuration": "time",
+    "rules.candidateSelectors.executionTimeRelation": "time",
+    "rules.candidateSelectors.minTimeFromCreationDuration": "time",
+    "rules.candidateSelectors.maxTimeFromCreationDuration": "time",
+    "rules.candidateSelectors.timeFromCreationRelation": "time",
+    "ordering": ORDERING_NOT_MODELLED,
+    # What the engine reads of a Workload besides its rules' fields; each is set by its owner.
+    f"Workload metadata.annotations[{PRIORITY_BOOST_ANNOTATION}]": "effective priorities",
+    "Workload spec.priority": "base priority",
+    "Workload metadata.labels": "labels",
+    "Workload metadata.creationTimestamp": "time",
+    f"Workload metadata.annotations[{protection.ALLOW_PREEMPTION}]": OPT_OUT_NOT_MODELLED,
+}
+"""What the flapping analysis does with each field a PreemptionConfig has (by path) and each part
+of a Workload the engine reads: the words of the proof's `quantified over` line that cover it, or
+the `not modelled` entry that says it is not (the tests hold every field to one of them)."""
 FAIR_SHARING_NOT_MODELLED = (
     "fair sharing: shares set by resources or flavors other than the contested one (each queue's "
     "share is tried only as the contested resource sets it)",

@@ -28,7 +28,15 @@ from ..api.objects import parse_object
 from ..api.v1alpha1 import CandidateSelector, PreemptionConfig, PreemptionRule
 from ..engine import protection
 from ..engine.cache import Cache
-from ..engine.configurable import BuildError, BuiltSelector, build_selector, parse_int32, rule_applies, validate
+from ..engine.configurable import (
+    DRS_QUOTA,
+    BuildError,
+    BuiltSelector,
+    build_selector,
+    parse_int32,
+    rule_applies,
+    validate,
+)
 from ..engine.quota import QuotaNode
 from ..engine.selectors import EVERYTHING, Requirement, Selector, SelectorError, build
 from ..engine.snapshot import ClusterQueueInfo
@@ -691,13 +699,18 @@ class ConfigCheck:
                         if unreachable
                         else ""
                     )
+                    theirs, ours = other.rule.activation_policy.trigger, later.rule.activation_policy.trigger
+                    when = (
+                        f"has the same trigger ({theirs})"
+                        if theirs == ours
+                        else f"is of an earlier tier (trigger {theirs}, offered before the {ours} tier runs)"
+                    )
                     self.add(
                         "ShadowedRule",
                         "info",
-                        f"{later.at}: never adds a victim: rule {other.rule.name} has the same trigger "
-                        f"({other.rule.activation_policy.trigger}), applies to every preemptor this one applies to, and "
-                        f"selects every workload this one can{note}. Remove rule {later.rule.name}, or make it select "
-                        f"what rule {other.rule.name} does not",
+                        f"{later.at}: never adds a victim: rule {other.rule.name} {when}, applies to every preemptor "
+                        f"this one applies to, and selects every workload this one can{note}. Remove rule "
+                        f"{later.rule.name}, or make it select what rule {other.rule.name} does not",
                     )
                     break
 
@@ -705,8 +718,11 @@ class ConfigCheck:
         """Whether `wide` applies whenever `narrow` does, and each of `narrow`'s selectors that
         can select anything is within one of `wide`'s."""
         a, b = wide.rule.activation_policy, narrow.rule.activation_policy
-        if a.trigger != b.trigger:
-            return False  # tiers are computed on different snapshots, with different contested workloads
+        if a.trigger != b.trigger and (a.trigger, b.trigger) != ("Always", "InsufficientQuota"):
+            # The InsufficientQuota tier runs only after every Always candidate was offered (each
+            # then taken, protected or deferred as an opt-out, and so again); the topology tier
+            # contests other workloads (those on the flavor's nodes), so nothing covers it across tiers.
+            return False
         if a.preemptor_quota == "WithinNominalQuota" and b.preemptor_quota != "WithinNominalQuota":
             return False
         wait = protection.parse_duration(a.min_trigger_required_duration) or timedelta(0)
@@ -718,8 +734,9 @@ class ConfigCheck:
         if not self.classes_imply(narrow.rule, wide.rule):
             return False
         wide_specs = wide.rule.candidate_selectors or []
+        across = a.trigger != b.trigger
         return all(
-            any(i not in wide.empty and self.within(spec, w) for i, w in enumerate(wide_specs))
+            any(i not in wide.empty and self.within(spec, w, across) for i, w in enumerate(wide_specs))
             for n, spec in enumerate(narrow.rule.candidate_selectors or [])
             if n not in narrow.empty
         )
@@ -736,11 +753,16 @@ class ConfigCheck:
                 return False
         return True
 
-    def within(self, narrow: CandidateSelector, wide: CandidateSelector) -> bool:
-        """Whatever the setup, the preemptor and the time: every workload `narrow` selects, `wide` does."""
+    def within(self, narrow: CandidateSelector, wide: CandidateSelector, across: bool = False) -> bool:
+        """Whatever the setup, the preemptor and the time: every workload `narrow` selects, `wide` does.
+        `across`: `wide` is of an earlier tier, its quota judged before the later tier's removals."""
         if SCOPE_RANK[narrow.scope] > SCOPE_RANK[wide.scope]:
             return False
         if wide.quota is not None and wide.quota != narrow.quota:
+            return False
+        if across and wide.quota in DRS_QUOTA:
+            # Removals lower a queue's usage, so the other quota values only ever turn false; a
+            # share can fall and let a strategy allow later what it refused before.
             return False
         wide_cq, narrow_cq = _built(wide.cluster_queue_selector), _built(narrow.cluster_queue_selector)
         if wide_cq is None or narrow_cq is None or not selector_implies(narrow_cq, wide_cq):
