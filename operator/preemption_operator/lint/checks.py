@@ -304,6 +304,6 @@ def _user_writable(report: Report, name: str, config: v1alpha1.PreemptionConfig)
                     "UserWritableKey",
                     "warning",
                     f"{field_at}: priority mode Boosted adds the {PRIORITY_BOOST_ANNOTATION} annotation, "
-                    "which Workload owners can set; mode Base reads only the priority class",
+                    "which Workload owners can set; mode Base reads the base priority (a job's is its priority class's value)",
                     where,
                 )

@@ -11,9 +11,11 @@ the finite set of states tried is the proof:
 - Workload shapes: each ClusterQueue; each priority class, and none; every effective priority
   that orders differently against the values the setup names (class values, thresholds,
   toleration minimums: each value and two on either side; the priority-boost annotation reaches
-  any of them); every combination of the label values the rules read (each value a selector
-  names, one other value, absent; for numeric labels the bounds and fallbacks and two on either
-  side). Any workload passes exactly the tests that one of these shapes passes.
+  any of them); without a class, where a rule compares base priorities, every such value as the
+  base too (a Workload's spec.priority); every combination of the label values the rules read
+  (each value a selector names, one other value, absent; for numeric labels the bounds and
+  fallbacks and two on either side). Any workload passes exactly the tests that one of these
+  shapes passes. READS maps every field to what covers it.
 - Quota: the contested capacity full (the pending workload does not fit without an eviction);
   the rest of each cohort tree at nominal or empty; each involved queue at, one unit under and
   one unit over its nominal quota (the other taking what is left), where the unit is the greatest
@@ -29,8 +31,9 @@ different queues does not change that), and keeps a pair only if some priorities
 preempt the other. Each of its tests is weaker than the engine's, so it never drops a real flap;
 the property tests compare the whole analysis with brute force over raw values.
 
-Not modelled: topology (TAS) placement, admission checks, multi-pod-set workloads, and flavors
-after the first for the contested resource.
+Not modelled: NOT_MODELLED says what, in the proof itself. With fair sharing, every state is
+decided by the engine's fair preemption, so loops found are real, but the states do not cover
+what fair preemption reads (FAIR_SHARING_NOT_MODELLED): the proof is never claimed.
 """
 
 from __future__ import annotations
