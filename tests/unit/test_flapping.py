@@ -119,8 +119,17 @@ def brute_force(objects: list[Any]) -> bool:
     priorities = range(-1, 5)  # the classes' values are 0-3
     teams: list[tuple[tuple[str, str], ...]] = [(), (("team", "a"),), (("team", "b"),)]
     queues = sorted(setup.namespace_of)
-    # A class fixes the base priority; without one, spec.priority may be anything.
-    bases = [(k, setup.classes[k]) for k in classes if k is not None] + [(None, b) for b in priorities]
+    # A class fixes the base priority; without one, spec.priority may be anything. The engine reads
+    # it apart from the effective priority only in a `Base` comparison (engine/configurable.py),
+    # so elsewhere one base stands for all (and keeps this oracle's run short).
+    reads_base = any(
+        (spec.priority is not None and spec.priority.mode == "Base")
+        for config in setup.configs.values()
+        for rule in config.rules
+        for spec in rule.candidate_selectors or []
+    )
+    unclassed = list(priorities) if reads_base else [0]
+    bases = [(k, setup.classes[k]) for k in classes if k is not None] + [(None, b) for b in unclassed]
     shapes = {
         cq: [
             flapping.Shape(flapping.Kind(cq, k, t, base), p)
