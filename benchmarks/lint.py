@@ -10,7 +10,10 @@ classes. The variants:
 - distinct: each cohort's quotas offset by its index, so no two cohort trees are alike;
 - distinct, flapping: as distinct, with the rule comparing Base priorities, which a boosted
   workload turns into a loop with classic reclaim: lint must find and confirm the flaps;
-- distinct, labels: as distinct, with rules that also read a workload label (three values).
+- distinct, labels: as distinct, with rules that also read a workload label (three values);
+- distinct, base: as distinct, the rule comparing Base priorities and classic preemption off
+  (reclaimWithinCohort and withinClusterQueue Never), so no loop: the proof must also try every
+  spec.priority a workload without a class may have.
 
 We time reading and parsing the YAML, the analysis (`lint.lint`), and the whole command in a
 fresh process (`preemption-operator lint FILE`, what a CI step pays). This measures; nothing here
@@ -45,7 +48,8 @@ COHORTS, PER_COHORT = 50, 10
 
 def setup(variant: str) -> list[dict[str, Any]]:
     distinct = variant != "templated" and not variant.startswith("templated")
-    mode = "Base" if variant == "distinct, flapping" else "Boosted"
+    mode = "Base" if variant in ("distinct, flapping", "distinct, base") else "Boosted"
+    reclaim = within = "Never" if variant == "distinct, base" else "LowerPriority"
     labels = variant == "distinct, labels"
     docs: list[dict[str, Any]] = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
@@ -102,7 +106,7 @@ def setup(variant: str) -> list[dict[str, Any]]:
                     "spec": {
                         "cohortName": f"org-{c}",
                         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
-                        "preemption": {"reclaimWithinCohort": "LowerPriority", "withinClusterQueue": "LowerPriority"},
+                        "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": within},
                         "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [flavor]}],
                     },
                 }
@@ -161,6 +165,7 @@ def main() -> None:
         ("distinct", True),
         ("distinct, flapping", True),
         ("distinct, labels", True),
+        ("distinct, base", True),
         ("templated", False),
     ]
     rows = []
