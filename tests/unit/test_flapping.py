@@ -9,6 +9,7 @@ witness it writes must flap when simulated."""
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -632,3 +633,74 @@ def test_under_fair_sharing_every_loop_found_is_real_and_none_is_claimed_absent(
             period = 2 if finding.code == "FlappingPair" else 3
             assert _flaps_when_simulated(Path(finding.witness), period, sharing), finding.message
         event(f"loops found: {bool(flaps)}")
+
+
+def _fill_back_loop() -> list[dict[str, Any]]:
+    """kubernetes-sigs/kueue#14543, translated: P (4 cpu) in a queue at its nominal quota with a1
+    (2 cpu, equal priority, newer) takes a1 first, which lowers its queue's share enough for
+    b1's queue (borrowing 3) to pass LessThanInitialShare; the fill-back then gives a1 back, so
+    in the final state P's queue borrows more than b1's did, and b1, requeued, takes P the same way."""
+
+    def queue(name: str, nominal: int, within: str = "LowerPriority") -> dict[str, Any]:
+        return _cluster_queue(
+            {"name": name},
+            nominal,
+            cohortName="c",
+            preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": within},
+        )
+
+    def workload(name: str, ns: str, cpu: int, created: str, admitted: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
+            "spec": {"queueName": ns, "priority": 0, "podSets": [flapping._pod_set("cpu", cpu * 1000)]},
+        }
+        if admitted:
+            body["status"] = flapping._admitted(ns, ("default", "cpu"), cpu * 1000, flapping.NOW - timedelta(minutes=5))
+        return body
+
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+        queue("a", 2, "LowerOrNewerEqualPriority"),
+        queue("b", 2),
+        queue("lender", 4),
+    ]
+    for ns in ("a", "b"):
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": ns, "namespace": ns},
+                "spec": {"clusterQueue": ns},
+            }
+        )
+    docs += [
+        workload("p", "a", 4, "2029-12-31T23:00:00Z", False),
+        workload("a1", "a", 2, "2029-12-31T23:00:01Z", True),
+        workload("b1", "b", 5, "2029-12-31T23:00:02Z", True),
+    ]
+    return docs
+
+
+def test_the_fill_back_loop_of_kueue_14543_is_never_proven_absent(tmp_path: Path) -> None:
+    """Issue 29: the loop is real under fair sharing, with the default strategies and with
+    LessThanInitialShare alone (simulate shows b1 and p taking each other forever), and lint
+    --fair-sharing does not call the setup flap-free."""
+    objects = [parse_object(d) for d in _fill_back_loop()]
+    for strategies in (("LessThanOrEqualToFinalShare", "LessThanInitialShare"), ("LessThanInitialShare",)):
+        sharing = FairSharing(enabled=True, strategies=strategies)
+        sim = simulate.run(objects, flapping.NOW, max_cycles=10, fair_sharing=sharing)
+        victims = [a["workload"] for a in sim.actions if a["action"] == "Preempted"]
+        assert victims[:4] == ["b/b1", "a/p", "b/b1", "a/p"], (strategies, sim.actions)
+        report = lint.lint(objects, fair_sharing=FairSharing(enabled=True, strategies=strategies))
+        assert report.proof is not None and report.proof.flap_free is False
+        codes = {f.code for f in report.findings}
+        assert "NotProven" in codes or codes & {"FlappingPair", "FlappingCycle"}, codes
