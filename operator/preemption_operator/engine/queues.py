@@ -35,9 +35,10 @@ class QueueManager:
     def __init__(self) -> None:
         self._pending: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
         """Pending workloads by (namespace, LocalQueue)."""
-        self._ordered: dict[tuple[str, str], list[WorkloadInfo]] = {}
-        """Each LocalQueue's pending workloads in queue order, kept until one comes or goes: every
-        cycle routes every pending workload, and most queues did not change since the last one."""
+        self._ordered: dict[tuple[str, str], tuple[list[WorkloadInfo], list[WorkloadInfo]]] = {}
+        """Each LocalQueue's pending workloads in queue order, active and deactivated apart, kept
+        until one comes or goes: every cycle routes every pending workload, and most queues did
+        not change since the last one."""
         self._draining: set[str] = set()
         """LocalQueues (namespace/name) stopped with HoldAndDrain."""
         self.deactivated: set[str] = set()
@@ -83,21 +84,24 @@ class QueueManager:
             namespace, queue_name = queue_key
             if not infos or not queue_name:
                 continue
-            ordered = self._ordered.get(queue_key)
-            if ordered is None:
-                ordered = self._ordered[queue_key] = sorted(infos.values(), key=queue_order)
+            split = self._ordered.get(queue_key)
+            if split is None:
+                ordered = sorted(infos.values(), key=queue_order)
+                split = self._ordered[queue_key] = (
+                    [info for info in ordered if info.active],
+                    [info for info in ordered if not info.active],
+                )
+            active, inactive = split
             problem = _problem(namespace, queue_name, local_queues, cluster_queues, namespaces)
             target = None if problem else local_queues[f"{namespace}/{queue_name}"].spec.cluster_queue
-            if target is not None:
+            routed.unqueued.extend((info, "Deactivated", "The workload is deactivated") for info in inactive)
+            if problem is not None:
+                routed.unqueued.extend((info, *problem) for info in active)
+            elif active:
+                assert target is not None
                 sources[target] = sources.get(target, 0) + 1
-            for info in ordered:
-                if not info.active:
-                    routed.unqueued.append((info, "Deactivated", "The workload is deactivated"))
-                elif problem is not None:
-                    routed.unqueued.append((info, *problem))
-                else:
-                    assert target is not None
-                    routed.pending.setdefault(target, []).append(info)
+                # Whole runs at once: this is called for every snapshot, with thousands pending.
+                routed.pending.setdefault(target, []).extend(active)
         # A ClusterQueue fed by one LocalQueue already has its workloads in order; one fed by
         # several merges their ordered runs.
         for target, count in sources.items():

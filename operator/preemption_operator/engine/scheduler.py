@@ -25,7 +25,7 @@ from .placement import NodeUsage
 from .preemption import Search, find_targets
 from .quota import FlavorResource, borrowing_level
 from .snapshot import ClusterQueueInfo, Snapshot
-from .workload import WorkloadInfo, scheduling_shape
+from .workload import WorkloadInfo
 
 WAITING_FOR_QUOTA = "WaitingForQuota"
 NO_LONGER_FITS = "Workload no longer fits after processing another workload"
@@ -460,7 +460,8 @@ class Scheduler:
         heads = []
         for name in sorted(snapshot.pending if queues is None else queues & snapshot.pending.keys()):
             cq = snapshot.cluster_queues[name]
-            queue = [wl for wl in snapshot.pending[name] if not snapshot.admitted_in_cycle(wl)]
+            # Read lazily: a head is usually near the front of thousands pending.
+            queue = (wl for wl in snapshot.pending[name] if not snapshot.admitted_in_cycle(wl))
             if not cq.active:
                 if queues is None:
                     for wl in queue:
@@ -468,7 +469,18 @@ class Scheduler:
                 continue
             # A workload waiting for its victims heads its queue, so the quota (or nodes) they
             # free goes to it and not to an older workload of equal priority, such as a victim.
-            waiting = next((wl for wl in queue if wl.key in state.waiting), None)
+            waiting = (
+                next(
+                    (
+                        wl
+                        for wl in snapshot.pending[name]
+                        if wl.key in state.waiting and not snapshot.admitted_in_cycle(wl)
+                    ),
+                    None,
+                )
+                if state.waiting
+                else None
+            )
             if waiting is not None:
                 if not any(snapshot.is_evicting(victim) for victim in state.waiting[waiting.key]):
                     heads.append((waiting, cq))
@@ -619,14 +631,14 @@ class Scheduler:
         either, so they are parked with it, unevaluated, until quota frees. Like Kueue's workload
         controller, a bypassed one only gets a status when it shows a stale one (pending evaluation
         after an eviction, say); one that has no condition yet keeps having none."""
-        shape = scheduling_shape(wl)
+        shape = wl.shape
         for other in snapshot.pending.get(cq.name, ()):
             if (
                 other.key == wl.key
+                or other.shape != shape
                 or snapshot.admitted_in_cycle(other)
                 or other.key in state.waiting
                 or other.key in state.inadmissible.get(cq.name, ())
-                or scheduling_shape(other) != shape
             ):
                 continue
             state.park(cq.name, other.key)

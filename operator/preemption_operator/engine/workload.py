@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -116,6 +117,12 @@ class WorkloadInfo:
     def priority(self) -> int:
         """Effective priority: base plus the priority-boost annotation."""
         return self.base_priority + self.boost
+
+    @functools.cached_property
+    def shape(self) -> tuple[object, ...]:
+        """scheduling_shape, once per parsed version: a failed head compares it with every
+        workload pending in its queue."""
+        return scheduling_shape(self)
 
     @property
     def reserves_quota(self) -> bool:
