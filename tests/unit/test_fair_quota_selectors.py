@@ -223,9 +223,12 @@ def test_lint_reports_the_config_without_fair_sharing(tmp_path: Path) -> None:
 
 
 def test_the_operator_lint_leaves_it_to_the_valid_condition() -> None:
-    """lint(fair_sharing=None), as the operator's lint process calls it: no FairSharingRequired
-    (the Valid condition already says it, with the operator's own switch)."""
+    """lint(fair_sharing=None), and lint as the operator's lint process calls it (its own switch,
+    judge_usability off): no FairSharingRequired (the Valid condition already says it)."""
     from preemption_operator import lint
+    from preemption_operator.engine.fair_sharing import OFF
 
     parsed = [parse_object(as_dict(o)) for o in objects(ALL)]
     assert not [f for f in lint.lint(parsed).findings if f.code == "FairSharingRequired"]
+    operator = lint.lint(parsed, fair_sharing=OFF, judge_usability=False)
+    assert not [f for f in operator.findings if f.code == "FairSharingRequired"]

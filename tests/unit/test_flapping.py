@@ -436,49 +436,33 @@ def test_the_flapping_example_is_caught_and_its_fix_proven(tmp_path: Path) -> No
     assert "research/train-b   Pending (WaitingForQuota)" in settled.output
 
 
-BASE_AGAINST_BOOSTED = """
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
+_SIDE = """
 ---
 apiVersion: kueue.x-k8s.io/v1alpha1
 kind: PreemptionConfig
-metadata: {name: base}
+metadata: {name: CONFIG}
 spec:
   rules:
-  - name: by-base
+  - name: RULE
     activationPolicy: {trigger: Always}
     candidateSelectors:
     - scope: WithinCohortTree
-      priority: {mode: Base, comparison: LessThan}
----
-apiVersion: kueue.x-k8s.io/v1alpha1
-kind: PreemptionConfig
-metadata: {name: boosted}
-spec:
-  rules:
-  - name: by-boost
-    activationPolicy: {trigger: Always}
-    candidateSelectors:
-    - scope: WithinCohortTree
-      priority: {mode: Boosted, comparison: LessThan}
+      priority: {mode: MODE, comparison: LessThan}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
-metadata: {name: a, annotations: {kueue.x-k8s.io/preemption-config-name: base}}
-spec:
-  cohortName: c
-  namespaceSelector: {}
-  resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 1}]}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: b, annotations: {kueue.x-k8s.io/preemption-config-name: boosted}}
+metadata: {name: QUEUE, annotations: {kueue.x-k8s.io/preemption-config-name: CONFIG}}
 spec:
   cohortName: c
   namespaceSelector: {}
   resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 1}]}]}]
 """
+BASE_AGAINST_BOOSTED = (
+    "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: default}\n"
+    + _SIDE.replace("QUEUE", "a").replace("CONFIG", "base").replace("RULE", "by-base").replace("MODE", "Base")
+    + _SIDE.replace("QUEUE", "b").replace("CONFIG", "boosted").replace("RULE", "by-boost").replace("MODE", "Boosted")
+)
+"""Queue a's rule takes b's workloads by base priority; b's takes a's by boosted priority."""
 
 
 def test_a_boost_against_a_base_comparison_is_a_flapping_pair_without_any_class(tmp_path: Path) -> None:

@@ -460,8 +460,12 @@ class Scheduler:
         heads = []
         for name in sorted(snapshot.pending if queues is None else queues & snapshot.pending.keys()):
             cq = snapshot.cluster_queues[name]
-            # Read lazily: a head is usually near the front of thousands pending.
-            queue = (wl for wl in snapshot.pending[name] if not snapshot.admitted_in_cycle(wl))
+
+            def unadmitted(name: str = name) -> Iterator[WorkloadInfo]:
+                # Read lazily: a head is usually near the front of thousands pending.
+                return (wl for wl in snapshot.pending[name] if not snapshot.admitted_in_cycle(wl))
+
+            queue = unadmitted()
             if not cq.active:
                 if queues is None:
                     for wl in queue:
@@ -469,18 +473,7 @@ class Scheduler:
                 continue
             # A workload waiting for its victims heads its queue, so the quota (or nodes) they
             # free goes to it and not to an older workload of equal priority, such as a victim.
-            waiting = (
-                next(
-                    (
-                        wl
-                        for wl in snapshot.pending[name]
-                        if wl.key in state.waiting and not snapshot.admitted_in_cycle(wl)
-                    ),
-                    None,
-                )
-                if state.waiting
-                else None
-            )
+            waiting = next((wl for wl in unadmitted() if wl.key in state.waiting), None) if state.waiting else None
             if waiting is not None:
                 if not any(snapshot.is_evicting(victim) for victim in state.waiting[waiting.key]):
                     heads.append((waiting, cq))

@@ -38,14 +38,14 @@ def lint(
     objects: Iterable[Any],
     witness: Path | None = None,
     *,
-    fair_sharing: FairSharing | bool | None = None,
+    fair_sharing: FairSharing | None = None,
     judge_usability: bool = True,
 ) -> Report:
-    """`fair_sharing`: the engine's switch (a bool: on with the default strategies; None: off and
-    DRS quota values not judged). `judge_usability` off (the operator's lint of its own configs,
-    whose Valid condition says it already): DRS quota values are not judged either."""
+    """`fair_sharing`: the engine's switch (None: off, and DRS quota values not judged).
+    `judge_usability` off (the operator's lint of its own configs, whose Valid condition says it
+    already): DRS quota values are not judged either."""
     objects = list(objects)
-    sharing = FairSharing(enabled=fair_sharing) if isinstance(fair_sharing, bool) else fair_sharing or OFF
+    sharing = fair_sharing or OFF
     usable_with = sharing.enabled if fair_sharing is not None and judge_usability else None
     report = Report(checks=CHECKS, not_checked=NOT_CHECKED)
     by_kind: dict[str, dict[str, Any]] = {}
@@ -218,12 +218,10 @@ def _class_names(report: Report, name: str, config: v1alpha1.PreemptionConfig, c
     """Class names a rule reads that no WorkloadPriorityClass or PriorityClass of the setup has:
     a typo, or a class that was never created; what it means for the rule is said."""
 
+    defined = {n for _, n in classes}  # rules name classes without their kind
+
     def missing(names: list[str] | None) -> list[str]:
-        return [
-            n
-            for n in names or []
-            if not any((kind, n) in classes for kind in ("WorkloadPriorityClass", "PriorityClass"))
-        ]
+        return [n for n in names or [] if n not in defined]
 
     def report_missing(at: str, field: str, names: list[str] | None, effect: str) -> None:
         for class_name in missing(names):
@@ -239,7 +237,7 @@ def _class_names(report: Report, name: str, config: v1alpha1.PreemptionConfig, c
         at = f"PreemptionConfig {name} rule {rule.name}"
         selector = rule.preemptor_priority_class_selector
         if selector is not None:
-            none_left = selector.match_names and len(missing(selector.match_names)) == len(selector.match_names)
+            none_left = selector.match_names and not set(selector.match_names) & defined
             report_missing(
                 f"{at}:",
                 "preemptorPriorityClassSelector.matchNames",
@@ -259,7 +257,7 @@ def _class_names(report: Report, name: str, config: v1alpha1.PreemptionConfig, c
                 continue
             field_at = f"{at} candidateSelectors[{i}]:"
             names = priority.match_names
-            none_left = names and len(missing(names)) == len(names)
+            none_left = names and not set(names) & defined
             report_missing(
                 field_at,
                 "priority.matchNames",

@@ -403,16 +403,13 @@ class Setup:
     def priorities_of(self, kind: Kind) -> list[int]:
         """The kind's effective priorities, unboosted first (the first witness found is then the
         least surprising)."""
-        base = self.base_priority(kind)
+        base = kind.base
         return sorted(self.priorities(), key=lambda p: (abs(p - base), p))
 
     @functools.cache  # noqa: B019 - one Setup per analysis
     def index(self) -> dict[int, int]:
         """Position of each effective priority in `priorities()`: the bit of a priority mask."""
         return {p: i for i, p in enumerate(self.priorities())}
-
-    def base_priority(self, kind: Kind) -> int:
-        return kind.base
 
 
 def _class_order(key: tuple[str, str]) -> tuple[int, str]:
@@ -488,7 +485,7 @@ class Objects:
         quota reserved at `since`) or pending (since None)."""
         key = (shape, name, fr, amount, created, since)
         if key not in self._made:
-            base = self.setup.base_priority(shape.kind)
+            base = shape.kind.base
             meta: dict[str, Any] = {
                 "name": name,
                 "namespace": self.setup.namespace_of[shape.cluster_queue],
@@ -728,7 +725,7 @@ class Filter:
         if kind not in self._infos:
             cq = self.setup.queues[kind.cluster_queue]
             fr = (cq.resource_groups[0].flavors[0], cq.resource_groups[0].covered_resources[0])
-            shape = Shape(kind, self.setup.base_priority(kind))
+            shape = Shape(kind, kind.base)
             obj = self.objects.workload(shape, "w", fr, 1, self.objects.t0, None)
             self._infos[kind] = build_info(obj, self.setup.priority_classes)
         return self._infos[kind]
@@ -855,13 +852,6 @@ def fillings(
 # -- the analysis ----------------------------------------------------------------------------------
 
 NAMES = ("workload-a", "workload-b", "workload-c")
-NOT_MODELLED: tuple[str, ...] = (
-    "topology (TAS) placement",
-    "admission checks",
-    "flavors after the first",
-    "resources other than the contested one",
-    "workloads of more than one pod set",
-)
 ORDERING_NOT_MODELLED = (
     "spec.ordering between the two running workloads of a cycle of three beyond the states tried "
     "(a pair has one candidate, so no ordering matters there)"
@@ -870,7 +860,15 @@ OPT_OUT_NOT_MODELLED = (
     "the opt-out (yunikorn.apache.org/allow-preemption) on the workloads of a loop: it only makes a "
     "workload a later victim, never adds an eviction"
 )
-NOT_MODELLED += (ORDERING_NOT_MODELLED, OPT_OUT_NOT_MODELLED)
+NOT_MODELLED: tuple[str, ...] = (
+    "topology (TAS) placement",
+    "admission checks",
+    "flavors after the first",
+    "resources other than the contested one",
+    "workloads of more than one pod set",
+    ORDERING_NOT_MODELLED,
+    OPT_OUT_NOT_MODELLED,
+)
 READS: dict[str, str] = {
     "rules.name": "",
     "rules.preemptorSelector": "labels",
