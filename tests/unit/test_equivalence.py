@@ -8,7 +8,7 @@ bypassed status)"."""
 
 from __future__ import annotations
 
-from builders import NOW, admitted, cache_of, cluster_queue, pending, scenario
+from builders import NOW, admitted, cache_of, cluster_queue, parse, pending, scenario
 from preemption_operator.engine.scheduler import BYPASSED_MESSAGE, QueueState, Scheduler
 from preemption_operator.engine.workload import scheduling_shape
 
@@ -92,3 +92,70 @@ def test_the_shape_covers_what_kueues_hash_covers() -> None:
     shapes = {name: scheduling_shape(cache.infos[f"default/{name}"]) for name in "abcd"}
     assert shapes["a"] == shapes["b"]  # labels are not part of it
     assert shapes["a"] != shapes["c"] and shapes["a"] != shapes["d"]
+
+
+def test_a_later_workload_of_a_parked_shape_is_parked_on_sight_without_a_status() -> None:
+    # Kueue: cluster_queue.go pushOrUpdate "Skip to inadmissible if the workload's equivalence
+    # class was already bulk-moved to inadmissible": one created after the head failed is not
+    # evaluated either, so it gets no pending write.
+    cache = cache_of(full_queue())
+    state, scheduler = QueueState(), Scheduler(rounds=64)
+    scheduler.cycle(cache.snapshot(NOW), state)
+    cache.upsert(*parse([pending("later", "cq", 2, priority=5).obj()]))
+    result = scheduler.cycle(cache.snapshot(NOW), state)
+    assert result.pending == [] and result.explanations == []
+    assert "default/later" in state.inadmissible["cq"]
+
+
+def test_a_later_workload_of_another_shape_is_still_evaluated() -> None:
+    cache = cache_of(full_queue())
+    state, scheduler = QueueState(), Scheduler(rounds=64)
+    scheduler.cycle(cache.snapshot(NOW), state)
+    cache.upsert(*parse([pending("later", "cq", 3, priority=5).obj()]))
+    result = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [p.workload.name for p in result.pending] == ["later"]
+
+
+def test_a_later_workload_with_a_stale_reason_gets_the_bypass_message() -> None:
+    cache = cache_of(full_queue())
+    state, scheduler = QueueState(), Scheduler(rounds=64)
+    scheduler.cycle(cache.snapshot(NOW), state)
+    requeued = pending("requeued", "cq", 2, priority=5).obj()
+    requeued["status"] = {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "PendingEvaluation",
+                "message": "Preempted earlier",
+                "lastTransitionTime": "2026-01-01T10:00:00Z",
+            }
+        ]
+    }
+    cache.upsert(*parse([requeued]))
+    result = scheduler.cycle(cache.snapshot(NOW), state)
+    assert [(p.workload.name, p.reason, p.message) for p in result.pending] == [
+        ("requeued", "WaitingForQuota", BYPASSED_MESSAGE)
+    ]
+
+
+def test_freed_quota_forgets_the_parked_shapes() -> None:
+    # Kueue: TestQueueInadmissibleWorkloadsClearsHashes: requeueing clears the bulk-move hashes,
+    # so a workload of that shape created afterwards is evaluated.
+    cache = cache_of(full_queue())
+    state, scheduler = QueueState(), Scheduler(rounds=64)
+    scheduler.cycle(cache.snapshot(NOW), state)
+    cache.delete("Workload", "default/running")
+    state.quota_released(cache.snapshot(NOW), {"cq"})
+    assert state.parked_shapes == {}
+    cache.upsert(*parse([pending("later", "cq", 2, priority=5).obj()]))
+    result = scheduler.cycle(cache.snapshot(NOW), state)
+    evaluated = [a.workload.name for a in result.admitted] + [p.workload.name for p in result.pending]
+    assert "later" in evaluated and len(result.admitted) == 2
+
+
+def test_strict_fifo_parks_no_later_workload_on_sight() -> None:
+    cache = cache_of(full_queue("StrictFIFO"))
+    state, scheduler = QueueState(), Scheduler(rounds=64)
+    scheduler.cycle(cache.snapshot(NOW), state)
+    assert state.parked_shapes == {}

@@ -106,7 +106,15 @@ class DecisionWriter:
     def _drop(self, change: StatusChange) -> None:
         """A decision that will not be written (its batch's eviction failed): decided again."""
         self.cache.forget(change.key, change)
+        self._unassumed(change)
         self.wakeups.wake_in(RETRY_START)
+
+    def _unassumed(self, change: StatusChange) -> None:
+        """An admission forgotten unwritten gives back the quota the cycles counted as taken:
+        what was parked for want of it gets another look (as Kueue requeues a workload whose
+        admission failed at once, ahead of its parked equivalents)."""
+        if change.holds_quota and change.cluster_queue:
+            self.wakeups.quota_released(change.cluster_queue)
 
     async def _write(self, change: StatusChange) -> WriteResult:
         wl = change.workload
@@ -140,6 +148,8 @@ class DecisionWriter:
             self.feeder.ingest("Workload", result.body, result.based_on)  # before forgetting: no gap without the quota
         if change.holds_quota or change.releases_quota:
             self.cache.forget(wl.key, change)  # only its own: a later decision may be assumed now
+            if result.outcome is not Outcome.WRITTEN:
+                self._unassumed(change)
         if result.outcome is Outcome.WRITTEN:
             assert result.body is not None
             self._report(change, result.body)
@@ -176,6 +186,7 @@ class DecisionWriter:
                     continue
                 self.feeder.ingest("Workload", body)
                 self.cache.forget(key, change)
+                self._unassumed(change)  # if it did not take effect (harmless if it did)
                 self.wakeups.poke()
                 return
         finally:

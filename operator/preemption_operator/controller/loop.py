@@ -173,7 +173,7 @@ class SchedulingLoop:
         snapshot = self.cache.snapshot(now)
         released, reconfigured = self.wakeups.take()
         if reconfigured:
-            self.state.inadmissible.clear()  # every parked workload gets another look
+            self.state.requeue_all()
         if released:
             self.state.quota_released(snapshot, released)
         budget = max(1, QUOTA_BACKLOG - self.decisions.unwritten)

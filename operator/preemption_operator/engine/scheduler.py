@@ -147,6 +147,10 @@ class QueueState:
     throttled: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     """Parked preemptors a PreemptionLimit blocked: (ClusterQueue, when a window has room again);
     unparked once that time has come."""
+    parked_shapes: dict[str, dict[tuple[object, ...], str]] = field(default_factory=dict)
+    """Per BestEffortFIFO ClusterQueue, the scheduling shapes parked in bulk with the pending
+    reason of the head that failed (Kueue's hashToBulkMoveReason): a workload of such a shape
+    coming later is parked on sight, unevaluated, until the queue's parked workloads are requeued."""
 
     def unthrottle(self, now: datetime) -> None:
         for key, (cq, at) in list(self.throttled.items()):
@@ -157,12 +161,19 @@ class QueueState:
     def park(self, cq: str, key: str) -> None:
         self.inadmissible.setdefault(cq, set()).add(key)
 
+    def requeue_all(self) -> None:
+        """Every parked workload gets another look (the setup changed)."""
+        self.inadmissible.clear()
+        self.parked_shapes.clear()
+
     def quota_released(self, snapshot: Snapshot, cluster_queues: Iterable[str]) -> None:
-        """Requeues parked workloads of every ClusterQueue that shares a cohort tree with these."""
+        """Requeues parked workloads of every ClusterQueue that shares a cohort tree with these,
+        and forgets the shapes parked there (Kueue clears its bulk-move hashes as it requeues)."""
         roots = {snapshot.trees.root_name(name) for name in cluster_queues} - {None}
-        for name in list(self.inadmissible):
+        for name in {*self.inadmissible, *self.parked_shapes}:
             if snapshot.trees.root_name(name) in roots:
                 self.inadmissible.pop(name, None)
+                self.parked_shapes.pop(name, None)
 
 
 @dataclass
@@ -458,22 +469,26 @@ class Scheduler:
         pass. Preemptors whose victims' evictions are being written are no heads: they go to
         `holding`, if given."""
         heads = []
+        admitted_now = snapshot.admitted_in_cycle
         for name in sorted(snapshot.pending if queues is None else queues & snapshot.pending.keys()):
             cq = snapshot.cluster_queues[name]
-
-            def unadmitted(name: str = name) -> Iterator[WorkloadInfo]:
-                # Read lazily: a head is usually near the front of thousands pending.
-                return (wl for wl in snapshot.pending[name] if not snapshot.admitted_in_cycle(wl))
-
-            queue = unadmitted()
             if not cq.active:
                 if queues is None:
-                    for wl in queue:
-                        result.pending.append(Pending(wl, name, SUSPENDED, f"ClusterQueue {name} is inactive"))
+                    for wl in snapshot.pending[name]:
+                        if not admitted_now(wl):
+                            result.pending.append(Pending(wl, name, SUSPENDED, f"ClusterQueue {name} is inactive"))
                 continue
             # A workload waiting for its victims heads its queue, so the quota (or nodes) they
             # free goes to it and not to an older workload of equal priority, such as a victim.
-            waiting = next((wl for wl in unadmitted() if wl.key in state.waiting), None) if state.waiting else None
+            # (Membership first: the queue may hold thousands, nearly all parked.)
+            waiting = (
+                next(
+                    (wl for wl in snapshot.pending[name] if wl.key in state.waiting and not admitted_now(wl)),
+                    None,
+                )
+                if state.waiting
+                else None
+            )
             if waiting is not None:
                 if not any(snapshot.is_evicting(victim) for victim in state.waiting[waiting.key]):
                     heads.append((waiting, cq))
@@ -482,14 +497,24 @@ class Scheduler:
                     # own, but not free yet, and nobody else in its queue may take it meanwhile.
                     holding.append((waiting, cq))
                 continue
-            parked = state.inadmissible.get(name, set()) if cq.queueing_strategy == "BestEffortFIFO" else set()
-            for wl in queue:
-                if wl.key in parked and wl.key in state.gated and not protection.closed_preemption_gates(wl):
+            best_effort = cq.queueing_strategy == "BestEffortFIFO"
+            parked = state.inadmissible.get(name, set()) if best_effort else set()
+            shapes = state.parked_shapes.get(name) if best_effort else None
+            for wl in snapshot.pending[name]:
+                if wl.key in parked:
+                    if wl.key not in state.gated or protection.closed_preemption_gates(wl) or admitted_now(wl):
+                        continue
                     parked.discard(wl.key)  # its gates opened: it may preempt now (Kueue requeues it)
                     state.gated.discard(wl.key)
-                if wl.key not in parked:
-                    heads.append((wl, cq))
-                    break
+                elif admitted_now(wl):
+                    continue
+                reason = shapes.get(wl.shape) if shapes else None
+                if reason is not None:
+                    # Kueue skips a workload of a bulk-moved class straight to inadmissible.
+                    self._bypass(wl, name, reason, state, result)
+                    continue
+                heads.append((wl, cq))
+                break
         return heads
 
     def cycle(self, snapshot: Snapshot, state: QueueState, budget: int | None = None) -> CycleResult:
@@ -625,19 +650,28 @@ class Scheduler:
         controller, a bypassed one only gets a status when it shows a stale one (pending evaluation
         after an eviction, say); one that has no condition yet keeps having none."""
         shape = wl.shape
+        state.parked_shapes.setdefault(cq.name, {})[shape] = reason
+        parked = state.inadmissible.setdefault(cq.name, set())
         for other in snapshot.pending.get(cq.name, ()):
             if (
-                other.key == wl.key
+                other.key in parked  # most of a long queue, once its first ones failed
                 or other.shape != shape
-                or snapshot.admitted_in_cycle(other)
+                or other.key == wl.key
                 or other.key in state.waiting
-                or other.key in state.inadmissible.get(cq.name, ())
+                or snapshot.admitted_in_cycle(other)
             ):
                 continue
-            state.park(cq.name, other.key)
-            condition = other.condition("QuotaReserved")
-            if condition is not None and condition.reason in STALE_REASONS:
-                result.pending.append(Pending(other, cq.name, reason, BYPASSED_MESSAGE))
+            Scheduler._bypass(other, cq.name, reason, state, result)
+
+    @staticmethod
+    def _bypass(wl: WorkloadInfo, cq: str, reason: str, state: QueueState, result: CycleResult) -> None:
+        """Parks a workload unevaluated, as equivalent to one that failed. Like Kueue's workload
+        controller, it only gets a status when it shows a stale one (pending evaluation after an
+        eviction, say); one that has no condition yet keeps having none."""
+        state.park(cq, wl.key)
+        condition = wl.condition("QuotaReserved")
+        if condition is not None and condition.reason in STALE_REASONS:
+            result.pending.append(Pending(wl, cq, reason, BYPASSED_MESSAGE))
 
     @staticmethod
     def _reserve(entry: _Entry, snapshot: Snapshot) -> bool:
