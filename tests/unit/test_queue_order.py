@@ -1,0 +1,45 @@
+"""Each LocalQueue's pending workloads are kept in queue order as they come, change and go,
+instead of sorted again for every change: the order a snapshot routes must equal sorting the
+pending workloads from scratch."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from builders import NOW, T0, cache_of, cluster_queue, parse, pending, scenario
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from preemption_operator.engine.ordering import queue_order
+
+NAMES = [f"w{i}" for i in range(8)]
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["upsert", "upsert", "deactivate", "delete"]),
+        st.sampled_from(NAMES),
+        st.integers(min_value=0, max_value=3),  # priority
+        st.integers(min_value=0, max_value=3),  # seconds after T0
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(operations)
+def test_the_routed_order_equals_a_fresh_sort_after_any_changes(ops: list[tuple[str, str, int, int]]) -> None:
+    cache = cache_of(scenario([cluster_queue("cq", 1)]))
+    cache.snapshot(NOW)  # the order is kept from here on
+    for op, name, priority, seconds in ops:
+        key = f"default/{name}"
+        if op == "delete":
+            if key in cache.infos:
+                cache.delete("Workload", key)
+            continue
+        obj = pending(name, "cq", 1, priority=priority, created=T0 + timedelta(seconds=seconds)).obj()
+        if op == "deactivate":
+            obj["spec"]["active"] = False
+        cache.upsert(*parse([obj]))
+        routed = cache.snapshot(NOW).pending.get("cq", [])
+        expected = sorted((i for i in cache.infos.values() if i.cluster_queue is None and i.active), key=queue_order)
+        assert [i.key for i in routed] == [i.key for i in expected]
+        assert all(a is b for a, b in zip(routed, expected, strict=True))  # the current versions
