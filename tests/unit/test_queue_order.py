@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from builders import NOW, T0, cache_of, cluster_queue, parse, pending, scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from builders import NOW, T0, cache_of, cluster_queue, parse, pending, scenario
 from preemption_operator.engine.ordering import queue_order
 
 NAMES = [f"w{i}" for i in range(8)]
