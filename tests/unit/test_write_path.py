@@ -333,6 +333,54 @@ async def test_the_answer_to_a_status_write_is_stored_as_parsing_it_whole_would_
         assert stored.status_view() == parse_object(body).status_view(), key
 
 
+def test_a_watch_event_that_changes_only_the_status_is_read_from_its_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most Workload events are status writes (a job's Finished, another controller's): such an
+    event is read from its status alone, and stored as a full parse would store it; an event that
+    changes the spec or the metadata (a label, an annotation) is parsed whole."""
+    from preemption_operator.api.objects import parse_object
+    from preemption_operator.controller import feeder as feeder_module
+
+    h = Harness(four_in_three())
+    parsed: list[str] = []
+
+    def counting(body: Obj) -> Any:
+        parsed.append(body["metadata"]["name"])
+        return parse_object(body)
+
+    monkeypatch.setattr(feeder_module, "parse_object", counting)
+    body = copy.deepcopy(h.api.objects[f"{WL}/w1"])
+    body["metadata"]["resourceVersion"] = "9001"
+    body["status"] = {
+        "conditions": [
+            {
+                "type": "Finished",
+                "status": "True",
+                "reason": "ByTest",
+                "message": "By test runner",
+                "lastTransitionTime": "2026-01-01T10:00:00Z",
+            }
+        ]
+    }
+    h.s.feeder.ingest("Workload", copy.deepcopy(body))
+    assert parsed == []
+    assert h.cache.objects["Workload"]["default/w1"] == parse_object(copy.deepcopy(body))
+    assert h.cache.infos["default/w1"].finished
+
+    for change in (
+        lambda b: b["metadata"].setdefault("labels", {}).update({"team": "x"}),
+        lambda b: b["metadata"].setdefault("annotations", {}).update({"kueue.x-k8s.io/priority-boost": "5"}),
+        lambda b: b["spec"].update({"active": False}),
+    ):
+        body = copy.deepcopy(body)
+        body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+        change(body)
+        h.s.feeder.ingest("Workload", copy.deepcopy(body))
+        assert parsed[-1:] == ["w1"], body["metadata"]
+        parsed.clear()
+        assert h.cache.objects["Workload"]["default/w1"] == parse_object(copy.deepcopy(body))
+    assert h.cache.infos["default/w1"].boost == 5 and not h.cache.infos["default/w1"].active
+
+
 async def test_a_decision_never_lands_on_a_new_object_of_the_same_name() -> None:
     """A pod group's Workload is deleted while its admission is being written and made again
     under the same name (its Pods remade). The old decision's quota was given back when the

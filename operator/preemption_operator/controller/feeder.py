@@ -50,6 +50,12 @@ def _status_model(model: type) -> type[BaseModel] | None:
     return _STATUS_MODELS[model]
 
 
+def _unstatused(body: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """What a status write leaves as it was: the spec and the metadata but the resourceVersion."""
+    meta = body.get("metadata") or {}
+    return body.get("spec"), {k: v for k, v in meta.items() if k not in ("resourceVersion", "managedFields")}
+
+
 def holding_workload(body: dict[str, Any]) -> Workload | None:
     """What can be kept of a Workload whose spec does not parse but whose status records an
     admission: enough to hold that admission's quota. None when it holds none (or that, too, is
@@ -103,6 +109,10 @@ class CacheFeeder:
         """Objects left out (or held from their admission only) because they do not parse."""
         self._refs: dict[tuple[str, str], dict[str, Any]] = {}
         """Their identity (name, namespace, uid), so that Events about them reach `kubectl describe`."""
+        self._read: dict[str, tuple[Any, dict[str, Any]]] = {}
+        """Per Workload, the spec and metadata (but its resourceVersion) of the version last parsed
+        whole, as they came: a watch event that differs only in its status is read from its status
+        (most events are status writes: admissions, pending reasons, the job's Finished)."""
 
     def reference(self, kind: str, key: str) -> dict[str, Any] | None:
         """The metadata of an object left out as invalid."""
@@ -131,6 +141,9 @@ class CacheFeeder:
         for known in [k for k in self.invalid if k[0] == kind.name and k[1] not in listed]:
             del self.invalid[known]
             self._refs.pop(known, None)
+        if kind.name == "Workload":
+            for gone in [k for k in self._read if k not in listed]:
+                del self._read[gone]
         change = self.cache.replace(kind.name, kept.values(), resource_version)
         if change is Change.NONE:
             return
@@ -154,7 +167,12 @@ class CacheFeeder:
         if self.cache.holds(kind, key, (body.get("metadata") or {}).get("resourceVersion")):
             return Change.NONE  # the echo of our own write: already in the cache
         previous = self.cache.infos.get(key) if kind == "Workload" else None
-        obj = self._successor(kind, key, body, based_on) if based_on is not None else None
+        if based_on is not None:
+            obj = self._successor(kind, key, body, based_on)
+        elif kind == "Workload" and self._read.get(key) == _unstatused(body):
+            obj = self._successor(kind, key, body, None)
+        else:
+            obj = None
         if obj is None:
             obj = self._parse(kind, key, body)
         if obj is None:
@@ -170,6 +188,8 @@ class CacheFeeder:
         key = _key(body)
         self.invalid.pop((kind, key), None)
         self._refs.pop((kind, key), None)
+        if kind == "Workload":
+            self._read.pop(key, None)
         previous = self.cache.infos.get(key) if kind == "Workload" else None
         change = self.cache.delete(kind, key, (body.get("metadata") or {}).get("resourceVersion"))
         self._wake(kind, key, previous, change)
@@ -188,6 +208,8 @@ class CacheFeeder:
         if isinstance(meta, dict):
             # Nothing reads them, and they are a third of a Workload (benchmarks/results/parsing.md).
             meta.pop("managedFields", None)
+        if kind == "Workload":
+            self._read.pop(key, None)
         try:
             obj = parse_object(body)
         except ObjectError as exc:
@@ -210,14 +232,19 @@ class CacheFeeder:
         self._refs.pop((kind, key), None)
         if self.invalid.pop((kind, key), None) is not None:
             log.info("%s %s is valid again", kind, key)
+        if kind == "Workload":
+            self._read[key] = _unstatused(body)
         return obj
 
-    def _successor(self, kind: str, key: str, body: dict[str, Any], based_on: str) -> Any:
-        """The answer to our own status write from the version it replaced, when the cache holds
-        exactly that one: only the status (and resourceVersion) can differ, so only the status is
-        read (a Workload's spec is most of its parsing). None: parse it whole."""
+    def _successor(self, kind: str, key: str, body: dict[str, Any], based_on: str | None) -> Any:
+        """A new version of the object the cache holds that differs only in its status, read from
+        its status alone (a Workload's spec is most of its parsing): the answer to our own status
+        write from the version it replaced (`based_on`), or a Workload whose spec and metadata are
+        as last parsed (None). None: parse it whole."""
         held = self.cache.objects[kind].get(key)
-        if held is None or held.metadata.resource_version != based_on or (kind, key) in self.invalid:
+        if held is None or (kind, key) in self.invalid:
+            return None
+        if based_on is not None and held.metadata.resource_version != based_on:
             return None
         model = _status_model(type(held))
         raw = body.get("status")
