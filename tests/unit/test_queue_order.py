@@ -4,6 +4,7 @@ pending workloads from scratch."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from hypothesis import given, settings
@@ -44,3 +45,32 @@ def test_the_routed_order_equals_a_fresh_sort_after_any_changes(ops: list[tuple[
         expected = sorted((i for i in cache.infos.values() if i.cluster_queue is None and i.active), key=queue_order)
         assert [i.key for i in routed] == [i.key for i in expected]
         assert all(a is b for a, b in zip(routed, expected, strict=True))  # the current versions
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=4),
+    st.integers(min_value=0, max_value=5),
+    st.booleans(),
+)
+def test_a_status_write_reuses_the_requests_and_builds_what_a_fresh_build_builds(
+    count: int, reclaimed: int, admitted_too: bool
+) -> None:
+    """A new version that shares its spec (a status write) takes the pods' requests from the
+    previous version's info; what it builds must equal building it from nothing, reclaimable
+    pods (which lower the counts) included."""
+    from preemption_operator.engine.workload import build_info
+
+    builder = pending("w", "cq", "500m", count=count)
+    (first,) = parse([builder.obj()])
+    before = build_info(first, {})
+    (admitted,) = parse([builder.admitted("cq").obj()])
+    status: dict[str, object] = {"reclaimablePods": [{"name": "main", "count": min(reclaimed, count)}]}
+    if admitted_too:
+        status = {**admitted.status.to_wire(), **status}
+    second = first.model_copy(update={"status": type(admitted.status).model_validate(status)})
+    assert second.spec is first.spec
+    reused, fresh = build_info(second, {}, before), build_info(second, {})
+    assert {f.name: getattr(reused, f.name) for f in dataclasses.fields(reused)} == {
+        f.name: getattr(fresh, f.name) for f in dataclasses.fields(fresh)
+    }

@@ -190,7 +190,7 @@ class Cache:
             self._unreadable.pop(key, None)
             self.objects[kind][key] = obj
             self._note_past(key, obj)
-            self._set_observed(key, build_info(obj, self._priority_classes))
+            self._set_observed(key, build_info(obj, self._priority_classes, self._observed.get(key)))
             return Change.RELEVANT
         previous = self.objects[kind].get(key)
         self.objects[kind][key] = obj
@@ -303,7 +303,7 @@ class Cache:
         decision (see `forget`)."""
         key = _key(admitted.metadata)
         if key in self._observed:
-            self._assumed[key] = _Assumption(build_info(admitted, self._priority_classes), token)
+            self._assumed[key] = _Assumption(build_info(admitted, self._priority_classes, self._observed[key]), token)
             self._reindex(key)
 
     def assume_eviction(self, key: str, token: object = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Mapping
@@ -184,29 +185,8 @@ def pod_requests(pod_set: PodSet) -> dict[str, int]:
     return pod_set.template.spec.amounts_per_pod()
 
 
-def build_info(
-    obj: Workload,
-    priority_classes: Mapping[tuple[str, str], PriorityClassInfo],
-) -> WorkloadInfo:
-    """Parses a Workload. `priority_classes` maps (kind, name) to the class, for both
-    WorkloadPriorityClass and PriorityClass."""
-    meta = obj.metadata
-    labels = dict(meta.labels or {})
-    annotations = dict(meta.annotations or {})
-    ref = obj.spec.priority_class_ref
-    priority_class = priority_classes.get((ref.kind, ref.name)) if ref else None
-    if obj.spec.priority is not None:
-        base = obj.spec.priority
-    elif priority_class is not None:
-        base = priority_class.value
-    else:
-        base = 0
-
-    # Pods that finished need no quota: a pod set counts only the others (Kueue's reclaimablePods).
-    reclaimable = {rp.name: rp.count for rp in (obj.status.reclaimable_pods or [])} if obj.status else {}
-    spec_counts = {ps.name: ps.count for ps in obj.spec.pod_sets}
-    live = {name: count - min(reclaimable.get(name, 0), count) for name, count in spec_counts.items()}
-    pod_sets = tuple(
+def _pod_set_requests(obj: Workload, live: Mapping[str, int]) -> tuple[PodSetRequest, ...]:
+    return tuple(
         PodSetRequest(
             name=ps.name,
             count=live[ps.name],
@@ -229,6 +209,39 @@ def build_info(
         )
         for ps in obj.spec.pod_sets
     )
+
+
+def build_info(
+    obj: Workload,
+    priority_classes: Mapping[tuple[str, str], PriorityClassInfo],
+    previous: WorkloadInfo | None = None,
+) -> WorkloadInfo:
+    """Parses a Workload. `priority_classes` maps (kind, name) to the class, for both
+    WorkloadPriorityClass and PriorityClass. `previous`: the info of an earlier version; when
+    this one shares its spec (a status write), the pods' requests are taken from it."""
+    meta = obj.metadata
+    labels = dict(meta.labels or {})
+    annotations = dict(meta.annotations or {})
+    ref = obj.spec.priority_class_ref
+    priority_class = priority_classes.get((ref.kind, ref.name)) if ref else None
+    if obj.spec.priority is not None:
+        base = obj.spec.priority
+    elif priority_class is not None:
+        base = priority_class.value
+    else:
+        base = 0
+
+    # Pods that finished need no quota: a pod set counts only the others (Kueue's reclaimablePods).
+    reclaimable = {rp.name: rp.count for rp in (obj.status.reclaimable_pods or [])} if obj.status else {}
+    spec_counts = {ps.name: ps.count for ps in obj.spec.pod_sets}
+    live = {name: count - min(reclaimable.get(name, 0), count) for name, count in spec_counts.items()}
+    if previous is not None and previous.obj.spec is obj.spec:
+        pod_sets = tuple(
+            ps if ps.count == live[ps.name] else dataclasses.replace(ps, count=live[ps.name])
+            for ps in previous.pod_sets
+        )
+    else:
+        pod_sets = _pod_set_requests(obj, live)
 
     reserved = find_condition(obj, "QuotaReserved")
     admission = obj.status.admission if obj.status else None
