@@ -1,6 +1,6 @@
-"""Each LocalQueue's pending workloads are kept in queue order as they come, change and go,
-instead of sorted again for every change: the order a snapshot routes must equal sorting the
-pending workloads from scratch."""
+"""Each LocalQueue's pending workloads are kept in queue order (and indexed by shape) as they
+come, change and go, instead of sorted again for every change: the order a snapshot routes must
+equal sorting the pending workloads from scratch, and the index must say what the order says."""
 
 from __future__ import annotations
 
@@ -41,10 +41,15 @@ def test_the_routed_order_equals_a_fresh_sort_after_any_changes(ops: list[tuple[
         if op == "deactivate":
             obj["spec"]["active"] = False
         cache.upsert(*parse([obj]))
-        routed = cache.snapshot(NOW).pending.get("cq", [])
+        snapshot = cache.snapshot(NOW)
+        routed = snapshot.pending.get("cq", [])
         expected = sorted((i for i in cache.infos.values() if i.cluster_queue is None and i.active), key=queue_order)
         assert [i.key for i in routed] == [i.key for i in expected]
         assert all(a is b for a, b in zip(routed, expected, strict=True))  # the current versions
+        assert snapshot.pending_keys("cq") == [i.key for i in expected]
+        # The shape index a failed head parks its equals from says what the list says.
+        for shape in {i.shape for i in cache.infos.values()}:
+            assert snapshot.pending_of_shape("cq", shape) == {i.key for i in expected if i.shape == shape}
 
 
 @settings(max_examples=100, deadline=None)

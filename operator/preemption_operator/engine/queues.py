@@ -25,11 +25,18 @@ Drain = tuple[WorkloadInfo, str, str]
 """An admitted workload that must give its quota back, with the Evicted reason and message."""
 
 
+Shapes = dict[tuple[object, ...], set[str]]
+"""Pending workloads' keys by scheduling shape."""
+
+
 @dataclass
 class Routed:
     pending: dict[str, list[WorkloadInfo]] = field(default_factory=dict)
     """Pending workloads per ClusterQueue, in queue order."""
     unqueued: list[Unqueued] = field(default_factory=list)
+    shapes: dict[str, list[Shapes]] = field(default_factory=dict)
+    """Per ClusterQueue, its routed LocalQueues' active pending workloads by shape (the queue
+    manager's own, read during one pass)."""
 
 
 class QueueManager:
@@ -40,6 +47,9 @@ class QueueManager:
         """Each LocalQueue's pending workloads in queue order, active and deactivated apart, kept
         until one comes or goes: every cycle routes every pending workload, and most queues did
         not change since the last one."""
+        self._shapes: dict[tuple[str, str], Shapes] = {}
+        """Each LocalQueue's active pending workloads by shape: a failed head parks its equals
+        without looking at every workload of its queue."""
         self._draining: set[str] = set()
         """LocalQueues (namespace/name) stopped with HoldAndDrain."""
         self.deactivated: set[str] = set()
@@ -52,6 +62,11 @@ class QueueManager:
         queue = self._pending.setdefault(queue_key, {})
         old = queue.get(info.key)
         queue[info.key] = info
+        shapes = self._shapes.setdefault(queue_key, {})
+        if old is not None and old.active:
+            _discard(shapes, old)
+        if info.active:
+            shapes.setdefault(info.shape, set()).add(info.key)
         split = self._ordered.get(queue_key)
         if split is not None:
             # Kept in order as workloads come (a new version of one replaces it where it sorts
@@ -68,9 +83,12 @@ class QueueManager:
             split = self._ordered.get(queue_key)
             if old is not None and split is not None:
                 _take_out(split[0 if old.active else 1], old)
+            if old is not None and old.active:
+                _discard(self._shapes.get(queue_key, {}), old)
             if not queue:
                 del self._pending[queue_key]
                 self._ordered.pop(queue_key, None)
+                self._shapes.pop(queue_key, None)
 
     def local_queue(self, key: str, lq: v1beta2.LocalQueue | None) -> None:
         """A LocalQueue changed (None: deleted)."""
@@ -114,6 +132,7 @@ class QueueManager:
                 sources[target] = sources.get(target, 0) + 1
                 # Whole runs at once: this is called for every snapshot, with thousands pending.
                 routed.pending.setdefault(target, []).extend(active)
+                routed.shapes.setdefault(target, []).append(self._shapes.get(queue_key, {}))
         # A ClusterQueue fed by one LocalQueue already has its workloads in order; one fed by
         # several merges their ordered runs.
         for target, count in sources.items():
@@ -155,6 +174,14 @@ class QueueManager:
                 and wl.key not in evicting
             ]
         return drains
+
+
+def _discard(shapes: Shapes, info: WorkloadInfo) -> None:
+    keys = shapes.get(info.shape)
+    if keys is not None:
+        keys.discard(info.key)
+        if not keys:
+            del shapes[info.shape]
 
 
 def _take_out(ordered: list[WorkloadInfo], info: WorkloadInfo) -> None:

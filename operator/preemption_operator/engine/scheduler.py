@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import filterfalse
 
 from ..api.meta import format_time
 from ..api.quantity import format_amount
@@ -20,7 +21,7 @@ from . import protection
 from .candidates import CandidateRecord, ExtraCandidates, Target, limit_pair
 from .flavors import Assignment, Granular, Mode, Possibility, assign_flavors
 from .notices import Notice
-from .ordering import Contender, entry_order, tournament
+from .ordering import Contender, entry_order, queue_order, tournament
 from .placement import NodeUsage
 from .preemption import Search, find_targets
 from .quota import FlavorResource, borrowing_level
@@ -174,6 +175,13 @@ class QueueState:
             if snapshot.trees.root_name(name) in roots:
                 self.inadmissible.pop(name, None)
                 self.parked_shapes.pop(name, None)
+
+
+def _shows_stale(wl: WorkloadInfo) -> bool:
+    """Its QuotaReserved condition says something no longer true (pending evaluation after an
+    eviction, say): a bypassed workload gets a status only then."""
+    condition = wl.condition("QuotaReserved")
+    return condition is not None and condition.reason in STALE_REASONS
 
 
 @dataclass
@@ -470,6 +478,7 @@ class Scheduler:
         `holding`, if given."""
         heads = []
         admitted_now = snapshot.admitted_in_cycle
+        workloads = snapshot.workloads
         for name in sorted(snapshot.pending if queues is None else queues & snapshot.pending.keys()):
             cq = snapshot.cluster_queues[name]
             if not cq.active:
@@ -481,9 +490,14 @@ class Scheduler:
             # A workload waiting for its victims heads its queue, so the quota (or nodes) they
             # free goes to it and not to an older workload of equal priority, such as a victim.
             # (Membership first: the queue may hold thousands, nearly all parked.)
+            keys = snapshot.pending_keys(name)
             waiting = (
                 next(
-                    (wl for wl in snapshot.pending[name] if wl.key in state.waiting and not admitted_now(wl)),
+                    (
+                        w
+                        for w in map(workloads.__getitem__, filter(state.waiting.__contains__, keys))
+                        if not admitted_now(w)
+                    ),
                     None,
                 )
                 if state.waiting
@@ -500,12 +514,17 @@ class Scheduler:
             best_effort = cq.queueing_strategy == "BestEffortFIFO"
             parked = state.inadmissible.get(name, set()) if best_effort else set()
             shapes = state.parked_shapes.get(name) if best_effort else None
-            for wl in snapshot.pending[name]:
-                if wl.key in parked:
-                    if wl.key not in state.gated or protection.closed_preemption_gates(wl) or admitted_now(wl):
+            if parked and not parked.isdisjoint(state.gated):
+                walk: Iterable[str] = keys  # a gated one may have opened: each is looked at
+            else:
+                walk = filterfalse(parked.__contains__, keys)  # parked ones skipped without a step each
+            for key in walk:
+                wl = workloads[key]
+                if key in parked:
+                    if key not in state.gated or protection.closed_preemption_gates(wl) or admitted_now(wl):
                         continue
-                    parked.discard(wl.key)  # its gates opened: it may preempt now (Kueue requeues it)
-                    state.gated.discard(wl.key)
+                    parked.discard(key)  # its gates opened: it may preempt now (Kueue requeues it)
+                    state.gated.discard(key)
                 elif admitted_now(wl):
                     continue
                 reason = shapes.get(wl.shape) if shapes else None
@@ -652,16 +671,18 @@ class Scheduler:
         shape = wl.shape
         state.parked_shapes.setdefault(cq.name, {})[shape] = reason
         parked = state.inadmissible.setdefault(cq.name, set())
-        for other in snapshot.pending.get(cq.name, ()):
-            if (
-                other.key in parked  # most of a long queue, once its first ones failed
-                or other.shape != shape
-                or other.key == wl.key
-                or other.key in state.waiting
-                or snapshot.admitted_in_cycle(other)
-            ):
-                continue
-            Scheduler._bypass(other, cq.name, reason, state, result)
+        equals = snapshot.pending_of_shape(cq.name, shape) - parked - state.waiting.keys()
+        equals.discard(wl.key)
+        stale = []
+        for key in equals:
+            other = snapshot.workloads[key]
+            if not snapshot.admitted_in_cycle(other):
+                parked.add(key)
+                if _shows_stale(other):
+                    stale.append(other)
+        # In queue order, as Kueue's workload controller would come to them.
+        for other in sorted(stale, key=queue_order):
+            result.pending.append(Pending(other, cq.name, reason, BYPASSED_MESSAGE))
 
     @staticmethod
     def _bypass(wl: WorkloadInfo, cq: str, reason: str, state: QueueState, result: CycleResult) -> None:
@@ -669,8 +690,7 @@ class Scheduler:
         controller, it only gets a status when it shows a stale one (pending evaluation after an
         eviction, say); one that has no condition yet keeps having none."""
         state.park(cq, wl.key)
-        condition = wl.condition("QuotaReserved")
-        if condition is not None and condition.reason in STALE_REASONS:
+        if _shows_stale(wl):
             result.pending.append(Pending(wl, cq, reason, BYPASSED_MESSAGE))
 
     @staticmethod

@@ -5,6 +5,7 @@ usage in its snapshot (simulated removals, admissions) without touching the Cach
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -155,6 +156,9 @@ class _View(Mapping[str, Any]):
         return name in self._names
 
 
+_KEY = operator.attrgetter("key")
+
+
 @dataclass(eq=False)
 class Snapshot:
     now: datetime
@@ -184,6 +188,10 @@ class Snapshot:
     limits: LimitBook | None = None
     """The PreemptionLimits' windows (None: there are no limits); preemptions this pass decides
     are recorded in it."""
+    shapes: dict[str, list[dict[tuple[object, ...], set[str]]]] = field(default_factory=dict)
+    """Per ClusterQueue, its pending workloads' keys by shape, one mapping per LocalQueue (the
+    queue manager's, current for this pass: read them, never keep them)."""
+    _keys: dict[str, list[str]] = field(default_factory=dict)
     _removed: set[str] = field(default_factory=set)
     _admitted: set[str] = field(default_factory=set)
     """Admitted in this pass (any round): no longer pending."""
@@ -243,6 +251,21 @@ class Snapshot:
         nodes = self.workload_nodes(wl)
         if nodes:
             self._own_node_usage().add(nodes)
+
+    def pending_keys(self, cluster_queue: str) -> list[str]:
+        """The keys of `pending[cluster_queue]`, in the same order (built once per pass): set
+        lookups over them skip parked workloads without a Python step for each."""
+        keys = self._keys.get(cluster_queue)
+        if keys is None:
+            keys = self._keys[cluster_queue] = list(map(_KEY, self.pending.get(cluster_queue, ())))
+        return keys
+
+    def pending_of_shape(self, cluster_queue: str, shape: tuple[object, ...]) -> set[str]:
+        """The keys of the workloads pending in `cluster_queue` with this scheduling shape."""
+        groups = self.shapes.get(cluster_queue)
+        if groups is None:
+            return {wl.key for wl in self.pending.get(cluster_queue, ()) if wl.shape == shape}
+        return set().union(*(group.get(shape, ()) for group in groups))
 
     def admitted_in_cycle(self, wl: WorkloadInfo) -> bool:
         """Whether this pass admitted it (its admission is not written yet)."""
