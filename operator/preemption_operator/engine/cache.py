@@ -709,6 +709,7 @@ class Cache:
             unreadable=frozenset(self._unreadable),
             fair_sharing=self.fair_sharing,
             limits=limits,
+            keys=routed.keys,
             shapes=routed.shapes,
         )
 

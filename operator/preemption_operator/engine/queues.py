@@ -11,7 +11,7 @@ admitted ones.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..api import v1beta2
@@ -34,6 +34,8 @@ class Routed:
     pending: dict[str, list[WorkloadInfo]] = field(default_factory=dict)
     """Pending workloads per ClusterQueue, in queue order."""
     unqueued: list[Unqueued] = field(default_factory=list)
+    keys: dict[str, list[str]] = field(default_factory=dict)
+    """The keys of `pending`, in the same order."""
     shapes: dict[str, list[Shapes]] = field(default_factory=dict)
     """Per ClusterQueue, its routed LocalQueues' active pending workloads by shape (the queue
     manager's own, read during one pass)."""
@@ -43,10 +45,9 @@ class QueueManager:
     def __init__(self) -> None:
         self._pending: dict[tuple[str, str], dict[str, WorkloadInfo]] = {}
         """Pending workloads by (namespace, LocalQueue)."""
-        self._ordered: dict[tuple[str, str], tuple[list[WorkloadInfo], list[WorkloadInfo]]] = {}
-        """Each LocalQueue's pending workloads in queue order, active and deactivated apart, kept
-        until one comes or goes: every cycle routes every pending workload, and most queues did
-        not change since the last one."""
+        self._ordered: dict[tuple[str, str], _Order] = {}
+        """Each LocalQueue's pending workloads in queue order, kept as they come and go: every
+        cycle routes every pending workload, and most queues did not change since the last one."""
         self._shapes: dict[tuple[str, str], Shapes] = {}
         """Each LocalQueue's active pending workloads by shape: a failed head parks its equals
         without looking at every workload of its queue."""
@@ -67,22 +68,22 @@ class QueueManager:
             _discard(shapes, old)
         if info.active:
             shapes.setdefault(info.shape, set()).add(info.key)
-        split = self._ordered.get(queue_key)
-        if split is not None:
+        order = self._ordered.get(queue_key)
+        if order is not None:
             # Kept in order as workloads come (a new version of one replaces it where it sorts
             # now): sorting a queue of thousands again for each one was a cycle's largest cost.
             if old is not None:
-                _take_out(split[0 if old.active else 1], old)
-            bisect.insort(split[0 if info.active else 1], info, key=queue_order)
+                order.remove(old)
+            order.insert(info)
 
     def remove_pending(self, info: WorkloadInfo) -> None:
         queue_key = (info.namespace, info.queue_name)
         queue = self._pending.get(queue_key)
         if queue is not None:
             old = queue.pop(info.key, None)
-            split = self._ordered.get(queue_key)
-            if old is not None and split is not None:
-                _take_out(split[0 if old.active else 1], old)
+            order = self._ordered.get(queue_key)
+            if old is not None and order is not None:
+                order.remove(old)
             if old is not None and old.active:
                 _discard(self._shapes.get(queue_key, {}), old)
             if not queue:
@@ -114,14 +115,10 @@ class QueueManager:
             namespace, queue_name = queue_key
             if not infos or not queue_name:
                 continue
-            split = self._ordered.get(queue_key)
-            if split is None:
-                ordered = sorted(infos.values(), key=queue_order)
-                split = self._ordered[queue_key] = (
-                    [info for info in ordered if info.active],
-                    [info for info in ordered if not info.active],
-                )
-            active, inactive = split
+            order = self._ordered.get(queue_key)
+            if order is None:
+                order = self._ordered[queue_key] = _Order(infos.values())
+            active, inactive = order.active, order.inactive
             problem = _problem(namespace, queue_name, local_queues, cluster_queues, namespaces)
             target = None if problem else local_queues[f"{namespace}/{queue_name}"].spec.cluster_queue
             routed.unqueued.extend((info, "Deactivated", "The workload is deactivated") for info in inactive)
@@ -132,12 +129,14 @@ class QueueManager:
                 sources[target] = sources.get(target, 0) + 1
                 # Whole runs at once: this is called for every snapshot, with thousands pending.
                 routed.pending.setdefault(target, []).extend(active)
+                routed.keys.setdefault(target, []).extend(order.keys)
                 routed.shapes.setdefault(target, []).append(self._shapes.get(queue_key, {}))
         # A ClusterQueue fed by one LocalQueue already has its workloads in order; one fed by
         # several merges their ordered runs.
         for target, count in sources.items():
             if count > 1 and target in routed.pending:
                 routed.pending[target].sort(key=queue_order)
+                routed.keys[target] = [info.key for info in routed.pending[target]]
         routed.unqueued.sort(key=lambda item: item[0].key)
         return routed
 
@@ -184,13 +183,34 @@ def _discard(shapes: Shapes, info: WorkloadInfo) -> None:
             del shapes[info.shape]
 
 
-def _take_out(ordered: list[WorkloadInfo], info: WorkloadInfo) -> None:
-    """Removes `info` (this very version) from a list in queue order."""
-    at = bisect.bisect_left(ordered, queue_order(info), key=queue_order)
-    if at < len(ordered) and ordered[at] is info:
-        del ordered[at]
-    else:  # not where its order says (cannot happen while versions are immutable): look for it
-        ordered[:] = [other for other in ordered if other is not info]
+class _Order:
+    """A LocalQueue's pending workloads in queue order: the active ones (with their keys, in
+    the same order) and the deactivated ones apart."""
+
+    def __init__(self, infos: Iterable[WorkloadInfo]) -> None:
+        ordered = sorted(infos, key=queue_order)
+        self.active = [info for info in ordered if info.active]
+        self.inactive = [info for info in ordered if not info.active]
+        self.keys = [info.key for info in self.active]
+
+    def insert(self, info: WorkloadInfo) -> None:
+        run = self.active if info.active else self.inactive
+        at = bisect.bisect_left(run, queue_order(info), key=queue_order)
+        run.insert(at, info)
+        if info.active:
+            self.keys.insert(at, info.key)
+
+    def remove(self, info: WorkloadInfo) -> None:
+        """Removes this very version."""
+        run = self.active if info.active else self.inactive
+        at = bisect.bisect_left(run, queue_order(info), key=queue_order)
+        if not (at < len(run) and run[at] is info):  # not where its order says: look for it
+            at = next((i for i, other in enumerate(run) if other is info), -1)
+            if at < 0:
+                return
+        del run[at]
+        if info.active:
+            del self.keys[at]
 
 
 def _problem(

@@ -191,7 +191,8 @@ class Snapshot:
     shapes: dict[str, list[dict[tuple[object, ...], set[str]]]] = field(default_factory=dict)
     """Per ClusterQueue, its pending workloads' keys by shape, one mapping per LocalQueue (the
     queue manager's, current for this pass: read them, never keep them)."""
-    _keys: dict[str, list[str]] = field(default_factory=dict)
+    keys: dict[str, list[str]] = field(default_factory=dict)
+    """The keys of `pending`, in the same order (see `pending_keys`)."""
     _removed: set[str] = field(default_factory=set)
     _admitted: set[str] = field(default_factory=set)
     """Admitted in this pass (any round): no longer pending."""
@@ -253,11 +254,11 @@ class Snapshot:
             self._own_node_usage().add(nodes)
 
     def pending_keys(self, cluster_queue: str) -> list[str]:
-        """The keys of `pending[cluster_queue]`, in the same order (built once per pass): set
-        lookups over them skip parked workloads without a Python step for each."""
-        keys = self._keys.get(cluster_queue)
+        """The keys of `pending[cluster_queue]`, in the same order (the queue manager keeps them
+        with the order): set lookups over them skip parked workloads without a Python step each."""
+        keys = self.keys.get(cluster_queue)
         if keys is None:
-            keys = self._keys[cluster_queue] = list(map(_KEY, self.pending.get(cluster_queue, ())))
+            keys = self.keys[cluster_queue] = list(map(_KEY, self.pending.get(cluster_queue, ())))
         return keys
 
     def pending_of_shape(self, cluster_queue: str, shape: tuple[object, ...]) -> set[str]:
