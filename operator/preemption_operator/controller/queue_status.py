@@ -13,7 +13,7 @@ from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..engine.configurable import usability
 from ..engine.fair_sharing import dominant_resource_share, weighted_share_status
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
-from ..engine.workload_status import get_condition, set_condition
+from ..engine.workload_status import get_condition, own_copy, set_condition
 from .linter import FLAP_CODES, LintResult
 from .metrics import QueueFigures
 
@@ -73,16 +73,15 @@ def cluster_queue_status(
 ) -> dict[str, Any]:
     """`share`: the queue's precise weighted share with fair sharing on (None: off);
     `fair_sharing`: whether the operator runs with it."""
-    status = copy.deepcopy(current or {})
+    status = own_copy(current)
     admitted = len(cq.workloads)
-    usage = _flavor_usage(cq, with_borrowed=True)
     status.update(
         {
             "pendingWorkloads": pending,
             "reservingWorkloads": admitted,
             "admittedWorkloads": admitted,
-            "flavorsReservation": usage,
-            "flavorsUsage": copy.deepcopy(usage),
+            "flavorsReservation": _flavor_usage(cq, with_borrowed=True),
+            "flavorsUsage": _flavor_usage(cq, with_borrowed=True),
         }
     )
     active = "True" if cq.active else "False"
@@ -108,7 +107,7 @@ def _set_fair_sharing(status: dict[str, Any], share: float | None) -> None:
 
 def cohort_status(share: float | None, current: dict[str, Any] | None) -> dict[str, Any]:
     """A Cohort's status: only status.fairSharing (Kueue's CohortStatus has nothing else)."""
-    status = copy.deepcopy(current or {})
+    status = own_copy(current)
     _set_fair_sharing(status, share)
     return status
 
@@ -138,7 +137,7 @@ def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, i
 
 
 def local_queue_status(counts: tuple[int, int], current: dict[str, Any] | None) -> dict[str, Any]:
-    status = copy.deepcopy(current or {})
+    status = own_copy(current)
     pending, admitted = counts
     status.update({"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted})
     return status

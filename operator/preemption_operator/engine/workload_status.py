@@ -30,7 +30,7 @@ def _truncate(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 4] + " ..."
 
 
-def _own(status: dict[str, Any] | None) -> dict[str, Any]:
+def own_copy(status: dict[str, Any] | None) -> dict[str, Any]:
     """A copy of a status that the functions here may change without touching the original: they
     set top-level fields, replace conditions (never change one in place), and count evictions and
     close gates in place; everything else is shared (a deep copy of every status it writes was a
@@ -75,7 +75,7 @@ def get_condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
 def admitted(
     status: dict[str, Any] | None, decision: Admission, now: datetime, generation: int | None
 ) -> dict[str, Any]:
-    out = _own(status)
+    out = own_copy(status)
     out["admission"] = {"clusterQueue": decision.cluster_queue, "podSetAssignments": list(decision.pod_sets)}
     set_condition(
         out,
@@ -123,7 +123,7 @@ def evicted(
 ) -> dict[str, Any]:
     """The victim's status once evicted and, with no job to stop (`release`), requeued at once.
     A job's workload keeps its quota until its job has stopped (see `completed`)."""
-    out = _own(status)
+    out = own_copy(status)
     previous = get_condition(out, "Evicted")
     if previous is not None and previous.get("status") == "True":
         # Already evicted and still holding quota: the eviction is under way, not a new one
@@ -148,7 +148,7 @@ def drained(
 ) -> dict[str, Any]:
     """A workload evicted because it was deactivated or its queue is draining; with no job to
     stop (`release`) it gives its quota back at once. A deactivated workload is not requeued."""
-    out = _own(status)
+    out = own_copy(status)
     _prepare_eviction(out, decision.reason, decision.message, now, generation)
     _count_eviction(out, decision.reason, "")
     if not release:
@@ -178,7 +178,7 @@ def _prepare_eviction(status: dict[str, Any], reason: str, message: str, now: da
 def completed(status: dict[str, Any], now: datetime, generation: int | None) -> dict[str, Any]:
     """A workload already being evicted gives its quota back (with no job to stop, at once), as
     Kueue does once the job stopped: requeued only after a preemption or node failures."""
-    out = _own(status)
+    out = own_copy(status)
     evicted_condition = get_condition(out, "Evicted") or {}
     reason = str(evicted_condition.get("reason") or "Preempted")
     message = str(evicted_condition.get("message") or "")
@@ -208,7 +208,7 @@ def released(status: dict[str, Any], message: str, now: datetime, generation: in
 
 
 def pending(status: dict[str, Any] | None, decision: Pending, now: datetime, generation: int | None) -> dict[str, Any]:
-    out = _own(status)
+    out = own_copy(status)
     set_condition(out, "QuotaReserved", "False", decision.reason, decision.message, now, generation)
     # As Kueue writes it beside a pending reason (its UnadmittedWorkloadsObservability, on by default since v0.20).
     set_condition(out, "Admitted", "False", "NoReservation", "The workload has no reservation", now, generation)
