@@ -13,7 +13,15 @@ from builders import NOW, admitted, cache_of, cluster_queue, cohort, one_cycle, 
 from preemption_operator.controller.write_queue import WriteQueue
 from preemption_operator.engine import changes
 from preemption_operator.engine.changes import StatusChange, same_in_substance, status_changes
-from preemption_operator.engine.scheduler import Eviction, QueueState, Scheduler
+from preemption_operator.engine.scheduler import (
+    NO_LONGER_FITS,
+    OVERLAPPING_TARGETS,
+    CycleResult,
+    Eviction,
+    Pending,
+    QueueState,
+    Scheduler,
+)
 from preemption_operator.k8s.writer import Outcome, WriteResult
 
 pytestmark = pytest.mark.looptime  # waits run on fake time
@@ -232,3 +240,36 @@ async def test_a_workload_admitted_and_preempted_in_one_pass_is_never_admitted()
     assert ("Preempted", "x") in writer.order
     assert dropped == [("Admitted", "x")]
     await queue.stop()
+
+
+def _showing(reason: str, message: str) -> dict[str, Any]:
+    written = pending("late", "other", 2).obj()
+    written["status"] = {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    return written
+
+
+def test_a_race_lost_within_a_cycle_is_not_written_over_the_reason_already_shown() -> None:
+    """Kueue's "no longer fits after processing another workload" and "overlapping preemption
+    targets": the workload is looked at again at once; over a pending reason it already shows
+    they say nothing new, so they are not written (a status without one gets them)."""
+    shown = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 4 more needed"
+    )
+    info = cache_of(scenario([cluster_queue("other", 1)], pending("late", "other", 2))).infos["default/late"]
+    for message in (NO_LONGER_FITS, OVERLAPPING_TARGETS):
+        (change,) = status_changes(CycleResult(pending=[Pending(info, "other", "WaitingForQuota", message)]), NOW)
+        assert change.compute(_showing("WaitingForQuota", shown)) is None
+        fresh = change.compute(pending("late", "other", 2).obj())
+        assert fresh is not None and fresh["conditions"][0]["message"] == message
+        other_reason = change.compute(_showing("Pending", "Preempted earlier"))
+        assert other_reason is not None and other_reason["conditions"][0]["message"] == message

@@ -30,6 +30,7 @@ from .workload import WorkloadInfo
 
 WAITING_FOR_QUOTA = "WaitingForQuota"
 NO_LONGER_FITS = "Workload no longer fits after processing another workload"
+OVERLAPPING_TARGETS = "Workload has overlapping preemption targets with another workload"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
@@ -766,14 +767,7 @@ class Scheduler:
             result.explanations.append(explanation)
             if keys & round_.victims.keys():
                 explanation.notes.append("skipped: overlapping preemption targets with another workload")
-                result.pending.append(
-                    Pending(
-                        wl,
-                        cq.name,
-                        WAITING_FOR_QUOTA,
-                        "Workload has overlapping preemption targets with another workload",
-                    )
-                )
+                result.pending.append(Pending(wl, cq.name, WAITING_FOR_QUOTA, OVERLAPPING_TARGETS))
                 return False
             round_.victims.update((t.workload.key, t.workload) for t in entry.targets)
             if snapshot.limits is not None:
