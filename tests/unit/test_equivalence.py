@@ -9,6 +9,7 @@ bypassed status)"."""
 from __future__ import annotations
 
 from builders import NOW, admitted, cache_of, cluster_queue, parse, pending, scenario
+from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.scheduler import BYPASSED_MESSAGE, QueueState, Scheduler
 from preemption_operator.engine.workload import scheduling_shape
 
@@ -20,6 +21,14 @@ def full_queue(strategy: str = "BestEffortFIFO", *extra: object) -> list[object]
         *(pending(f"same-{i}", "cq", 2, priority=5) for i in range(4)),
         *extra,
     )
+
+
+def after_the_head_failed() -> tuple[Cache, QueueState, Scheduler]:
+    """A full queue after one cycle: its head failed and its equals were parked with it."""
+    cache = cache_of(full_queue())
+    state, scheduler = QueueState(), Scheduler(rounds=64)
+    scheduler.cycle(cache.snapshot(NOW), state)
+    return cache, state, scheduler
 
 
 def test_equivalent_workloads_are_parked_with_the_head_without_a_status() -> None:
@@ -47,21 +56,24 @@ def test_strict_fifo_parks_nothing_in_bulk() -> None:
     assert state.inadmissible.get("cq") == {"default/same-0"}  # the head only
 
 
+def requeued_after_eviction(name: str) -> dict[str, object]:
+    """A workload of the parked shape that shows a stale pending reason (evicted and requeued)."""
+    requeued = pending(name, "cq", 2, priority=5).obj()
+    condition = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "PendingEvaluation",
+        "message": "Preempted earlier",
+        "lastTransitionTime": "2026-01-01T10:00:00Z",
+    }
+    requeued["status"] = {"conditions": [condition]}
+    return requeued
+
+
 def test_a_stale_pending_reason_is_replaced_by_the_bypass_message() -> None:
     # Kueue's workload controller: a bypassed workload showing PendingEvaluation (it was evicted
     # and requeued) gets the failed one's reason and "Bypassed scheduling evaluation ...".
-    requeued = pending("z-requeued", "cq", 2, priority=5).obj()  # behind the head
-    requeued["status"] = {
-        "conditions": [
-            {
-                "type": "QuotaReserved",
-                "status": "False",
-                "reason": "PendingEvaluation",
-                "message": "Preempted earlier",
-                "lastTransitionTime": "2026-01-01T10:00:00Z",
-            }
-        ]
-    }
+    requeued = requeued_after_eviction("z-requeued")  # behind the head
     result = Scheduler(rounds=64).cycle(cache_of(full_queue("BestEffortFIFO", requeued)).snapshot(NOW), QueueState())
     bypassed = {p.workload.name: (p.reason, p.message) for p in result.pending if p.workload.name == "z-requeued"}
     assert bypassed == {"z-requeued": ("WaitingForQuota", BYPASSED_MESSAGE)}
@@ -69,9 +81,7 @@ def test_a_stale_pending_reason_is_replaced_by_the_bypass_message() -> None:
 
 def test_freed_quota_lets_the_parked_ones_in() -> None:
     # Kueue: TestQueueInadmissibleWorkloadsClearsHashes: a capacity event requeues them all.
-    cache = cache_of(full_queue())
-    state, scheduler = QueueState(), Scheduler(rounds=64)
-    scheduler.cycle(cache.snapshot(NOW), state)
+    cache, state, scheduler = after_the_head_failed()
     cache.delete("Workload", "default/running")
     snapshot = cache.snapshot(NOW)
     state.quota_released(snapshot, {"cq"})
@@ -98,9 +108,7 @@ def test_a_later_workload_of_a_parked_shape_is_parked_on_sight_without_a_status(
     # Kueue: cluster_queue.go pushOrUpdate "Skip to inadmissible if the workload's equivalence
     # class was already bulk-moved to inadmissible": one created after the head failed is not
     # evaluated either, so it gets no pending write.
-    cache = cache_of(full_queue())
-    state, scheduler = QueueState(), Scheduler(rounds=64)
-    scheduler.cycle(cache.snapshot(NOW), state)
+    cache, state, scheduler = after_the_head_failed()
     cache.upsert(*parse([pending("later", "cq", 2, priority=5).obj()]))
     result = scheduler.cycle(cache.snapshot(NOW), state)
     assert result.pending == [] and result.explanations == []
@@ -108,31 +116,15 @@ def test_a_later_workload_of_a_parked_shape_is_parked_on_sight_without_a_status(
 
 
 def test_a_later_workload_of_another_shape_is_still_evaluated() -> None:
-    cache = cache_of(full_queue())
-    state, scheduler = QueueState(), Scheduler(rounds=64)
-    scheduler.cycle(cache.snapshot(NOW), state)
+    cache, state, scheduler = after_the_head_failed()
     cache.upsert(*parse([pending("later", "cq", 3, priority=5).obj()]))
     result = scheduler.cycle(cache.snapshot(NOW), state)
     assert [p.workload.name for p in result.pending] == ["later"]
 
 
 def test_a_later_workload_with_a_stale_reason_gets_the_bypass_message() -> None:
-    cache = cache_of(full_queue())
-    state, scheduler = QueueState(), Scheduler(rounds=64)
-    scheduler.cycle(cache.snapshot(NOW), state)
-    requeued = pending("requeued", "cq", 2, priority=5).obj()
-    requeued["status"] = {
-        "conditions": [
-            {
-                "type": "QuotaReserved",
-                "status": "False",
-                "reason": "PendingEvaluation",
-                "message": "Preempted earlier",
-                "lastTransitionTime": "2026-01-01T10:00:00Z",
-            }
-        ]
-    }
-    cache.upsert(*parse([requeued]))
+    cache, state, scheduler = after_the_head_failed()
+    cache.upsert(*parse([requeued_after_eviction("requeued")]))
     result = scheduler.cycle(cache.snapshot(NOW), state)
     assert [(p.workload.name, p.reason, p.message) for p in result.pending] == [
         ("requeued", "WaitingForQuota", BYPASSED_MESSAGE)
@@ -142,9 +134,7 @@ def test_a_later_workload_with_a_stale_reason_gets_the_bypass_message() -> None:
 def test_freed_quota_forgets_the_parked_shapes() -> None:
     # Kueue: TestQueueInadmissibleWorkloadsClearsHashes: requeueing clears the bulk-move hashes,
     # so a workload of that shape created afterwards is evaluated.
-    cache = cache_of(full_queue())
-    state, scheduler = QueueState(), Scheduler(rounds=64)
-    scheduler.cycle(cache.snapshot(NOW), state)
+    cache, state, scheduler = after_the_head_failed()
     cache.delete("Workload", "default/running")
     state.quota_released(cache.snapshot(NOW), {"cq"})
     assert state.parked_shapes == {}

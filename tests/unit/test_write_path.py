@@ -16,6 +16,7 @@ import pytest
 
 from builders import NOW, admitted, cluster_queue, parse, pending, scenario, workload
 from preemption_operator.api import kinds
+from preemption_operator.api.objects import parse_object
 from preemption_operator.api.quantity import parse_quantity
 from preemption_operator.controller.faults import Faults
 from preemption_operator.controller.linter import LintResult, analyse_setup
@@ -303,15 +304,10 @@ async def test_a_write_answered_404_removes_the_object_and_it_is_never_written_a
     assert "default/waiting" not in h.cache.infos
 
 
-async def test_the_answer_to_a_status_write_is_stored_as_parsing_it_whole_would_store_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Our own status write changes only the status of the version it replaced, so its answer
-    is stored without parsing the spec again; what is stored must be what a full parse gives."""
-    from preemption_operator.api.objects import parse_object
+def _count_whole_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the objects the feeder parses whole from here on."""
     from preemption_operator.controller import feeder as feeder_module
 
-    h = Harness(four_in_three())
     parsed: list[str] = []
 
     def counting(body: Obj) -> Any:
@@ -319,6 +315,16 @@ async def test_the_answer_to_a_status_write_is_stored_as_parsing_it_whole_would_
         return parse_object(body)
 
     monkeypatch.setattr(feeder_module, "parse_object", counting)
+    return parsed
+
+
+async def test_the_answer_to_a_status_write_is_stored_as_parsing_it_whole_would_store_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Our own status write changes only the status of the version it replaced, so its answer
+    is stored without parsing the spec again; what is stored must be what a full parse gives."""
+    h = Harness(four_in_three())
+    parsed = _count_whole_parses(monkeypatch)
     result = await h.step()
     assert len(result.admitted) == 3 and len(result.pending) == 1
     await h.s.publisher.publish(NOW)
@@ -337,17 +343,8 @@ def test_a_watch_event_that_changes_only_the_status_is_read_from_its_status(monk
     """Most Workload events are status writes (a job's Finished, another controller's): such an
     event is read from its status alone, and stored as a full parse would store it; an event that
     changes the spec or the metadata (a label, an annotation) is parsed whole."""
-    from preemption_operator.api.objects import parse_object
-    from preemption_operator.controller import feeder as feeder_module
-
     h = Harness(four_in_three())
-    parsed: list[str] = []
-
-    def counting(body: Obj) -> Any:
-        parsed.append(body["metadata"]["name"])
-        return parse_object(body)
-
-    monkeypatch.setattr(feeder_module, "parse_object", counting)
+    parsed = _count_whole_parses(monkeypatch)
     body = copy.deepcopy(h.api.objects[f"{WL}/w1"])
     body["metadata"]["resourceVersion"] = "9001"
     body["status"] = {
