@@ -886,3 +886,33 @@ async def test_decisions_of_a_term_that_ended_are_never_written() -> None:
     patches = [p for m, p in h.api.requests if m == "PATCH" and p.endswith("/new/status")]
     assert len(patches) <= 1  # at most the new term's own decision, never the old one's
     assert h.most_cpu_ever("cq") <= 2
+
+
+async def test_a_late_404_for_a_deleted_workload_leaves_the_one_made_again_under_its_name() -> None:
+    """A pod group's Workload is deleted while our write to it is on its way, and made again
+    under the same name, admitted. The old write's 404 comes back after the watch showed the new
+    one: it is about the old object only, so the new one keeps its quota in the cache (dropping
+    it let the next cycle admit into that quota: the chaos suite's over-admitted cohort)."""
+    objects = scenario([cluster_queue("cq", 2)], pending("group", "cq", 2, priority=10), pending("other", "cq", 2))
+    h = Harness(objects)
+    hold = h.api.hold("PATCH", f"{WL}/group/status")
+    first = h.loop.cycle()
+    assert [a.workload.name for a in first.admitted] == ["group"]
+    while hold.waiting == 0:
+        await asyncio.sleep(0)
+    old = copy.deepcopy(h.workload("group"))
+    h.api.remove("Workload", "group", "default")
+    h.s.feeder.event(kinds.Workload, "DELETED", old)
+    again = scenario([], admitted("group", "cq", 2, queue="cq", priority=10))[-1]
+    again["metadata"]["uid"] = "uid-group-made-again"
+    h.api.put(again)
+    h.s.feeder.event(kinds.Workload, "ADDED", copy.deepcopy(h.workload("group")))
+    assert h.cache.infos["default/group"].cluster_queue == "cq"
+    h.api.fail("PATCH", f"{WL}/group/status", code=404)  # answered while the name was free
+    hold.gate.set()
+    await h.s.decisions.idle()
+    assert h.cache.infos["default/group"].cluster_queue == "cq"
+    second = await h.step()
+    assert not second.admitted
+    assert h.admitted() == {"group"}
+    assert h.most_cpu_ever("cq") <= 2

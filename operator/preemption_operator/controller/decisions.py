@@ -130,7 +130,7 @@ class DecisionWriter:
         except Exception as exc:  # the writer classifies what it knows; anything else fails this write only
             result = WriteResult(Outcome.FAILED, error=repr(exc))
         if result.outcome is Outcome.GONE:
-            self.feeder.gone("Workload", wl.key)
+            self.feeder.gone("Workload", wl.key, wl.obj.metadata.uid)
             return result
         if result.outcome is Outcome.UNKNOWN and (change.holds_quota or change.releases_quota):
             # Forgetting it now could hand the same quota out twice: the decision stays assumed
@@ -180,7 +180,7 @@ class DecisionWriter:
                     body = await self.writer.api.get(kinds.Workload.path(name, namespace))
                 except ApiError as exc:
                     if exc.code == 404:
-                        self.feeder.gone("Workload", key)
+                        self.feeder.gone("Workload", key, change.workload.obj.metadata.uid)
                         return
                     log.debug("reading %s back failed: %s", key, exc)
                     continue

@@ -195,9 +195,15 @@ class CacheFeeder:
         self._wake(kind, key, previous, change)
         return change
 
-    def gone(self, kind: str, key: str) -> None:
+    def gone(self, kind: str, key: str, uid: str | None = None) -> None:
         """A write found the object deleted (404): it leaves the cache at once, whatever the watch
-        says later, so no write is ever retried against it."""
+        says later, so no write is ever retried against it. With `uid`, only that object: the
+        404 may come back after the watch has shown another one made since under the name."""
+        if uid is not None:
+            held = self.cache.objects[kind].get(key)
+            held_uid = held.metadata.uid if held is not None else (self._refs.get((kind, key)) or {}).get("uid")
+            if held_uid is not None and held_uid != uid:
+                return
         namespace, _, name = key.rpartition("/")
         self.forget(kind, {"metadata": {"name": name, **({"namespace": namespace} if namespace else {})}})
 

@@ -513,7 +513,7 @@ class JobController:
                         return  # the name holds another Workload now: its watch event tells
                     if exc.code != 404:
                         raise
-                self.feeder.gone("Workload", f"{namespace}/{wl_name}")
+                self.feeder.gone("Workload", f"{namespace}/{wl_name}", wl_meta.get("uid"))
                 self._disown(f"{namespace}/{wl_name}")
             else:
                 result = await self.writer.update_status(

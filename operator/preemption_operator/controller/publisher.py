@@ -216,7 +216,8 @@ class QueueStatusPublisher:
         if result.outcome in (Outcome.FAILED, Outcome.UNKNOWN):
             self._due.set()
         if result.outcome is Outcome.GONE:
-            self.feeder.gone(kind.name, f"{namespace}/{name}" if namespace else name)
+            key = f"{namespace}/{name}" if namespace else name
+            self.feeder.gone(kind.name, key, (current.get("metadata") or {}).get("uid"))
         elif result.body is not None:
             self.feeder.ingest(kind.name, result.body, result.based_on)
         elif result.outcome is Outcome.FAILED:
