@@ -585,18 +585,7 @@ class Probe:
         kubeconfig = self.folder / "kubeconfig"
         if self._context is not None or not kubeconfig.is_file():
             return self._context is not None
-        import base64
-        import ssl
-
-        config = yaml.safe_load(kubeconfig.read_text())
-        cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
-        ca, cert, key = self._tmp / "ca.crt", self._tmp / "client.crt", self._tmp / "client.key"
-        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-        cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
-        key.write_bytes(base64.b64decode(user["client-key-data"]))
-        context = ssl.create_default_context(cafile=str(ca))
-        context.load_cert_chain(str(cert), str(key))
-        self._context, self._server = context, cluster["server"].rstrip("/")
+        self._context, self._server = _tls_context(kubeconfig, self._tmp)
         return True
 
     def _scrape(self) -> None:
@@ -627,6 +616,168 @@ class Probe:
 
     def close(self) -> None:
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+class QuotaWatch:
+    """Both sides of "is the ClusterQueue status prompt?" from one place and one clock: the
+    harness watches ClusterQueues and Workloads itself (list, then watch from that version,
+    resumed where it broke off; the API server closes a watcher that falls behind a burst), from
+    the moment the runner's kubeconfig exists, each event stamped as it arrives. The Workloads'
+    reservations integrate every hold, those that ended in an eviction too (the runner's
+    wlStates.csv keeps only the last admission); the ClusterQueues' status the same field Kueue's
+    checker reads (the first resource of the first flavor of `flavorsUsage`)."""
+
+    PATHS = {
+        "clusterqueues": "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+        "workloads": "/apis/kueue.x-k8s.io/v1beta2/workloads",
+    }
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.points: dict[str, list[tuple[float, str, float]]] = {kind: [] for kind in self.PATHS}
+        """Per kind: (arrival time, object key, mCPU shown or held) per event."""
+        self.resumes: dict[str, int] = {kind: 0 for kind in self.PATHS}
+        self.queues: dict[int, str] = {}
+        """The ClusterQueue of each Workload event's admission, by its index in `points` (for
+        the artifacts: where a status and its reservations part)."""
+        self._threads: list[Any] = []
+        self._stop = False
+        self._tmp = Path(tempfile.mkdtemp(prefix="kueue-harness-watch-"))
+
+    def poll(self) -> None:
+        """Starts the watches once the runner has written its kubeconfig."""
+        kubeconfig = self.folder / "kubeconfig"
+        if self._threads or not kubeconfig.is_file():
+            return
+        import threading
+
+        try:
+            context, server = _tls_context(kubeconfig, self._tmp)
+        except Exception:  # not written whole yet: next poll
+            return
+        for kind in self.PATHS:
+            thread = threading.Thread(target=self._watch, args=(kind, context, server), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _watch(self, kind: str, context: Any, server: str) -> None:
+        import http.client
+        import urllib.parse
+
+        read = _shown if kind == "clusterqueues" else _holding
+        points = self.points[kind]
+        url = urllib.parse.urlsplit(server)
+        version: str | None = None
+        while not self._stop:
+            conn = http.client.HTTPSConnection(url.hostname or "", url.port, context=context, timeout=30)
+            try:
+                if version is None:
+                    conn.request("GET", self.PATHS[kind])
+                    listed = json.loads(conn.getresponse().read())
+                    now = time.monotonic()
+                    points.extend((now, *read(item)) for item in listed.get("items") or [])
+                    version = listed["metadata"]["resourceVersion"]
+                conn.request("GET", f"{self.PATHS[kind]}?watch=1&allowWatchBookmarks=true&resourceVersion={version}")
+                answer = conn.getresponse()
+                if answer.status != 200:
+                    version = None
+                    continue
+                while not self._stop and (line := answer.readline()):
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        version = None  # 410 Gone: list again
+                        break
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    if event.get("type") != "BOOKMARK":
+                        points.append((time.monotonic(), *read(obj, event.get("type") == "DELETED")))
+                        if kind == "workloads":
+                            admission = (obj.get("status") or {}).get("admission") or {}
+                            self.queues[len(points) - 1] = admission.get("clusterQueue", "")
+            except Exception:  # a watch the server closed, or the server going away at the end
+                time.sleep(0.1)
+            finally:
+                conn.close()
+            self.resumes[kind] += 1
+
+    def close(self) -> None:
+        self._stop = True
+        for thread in self._threads:
+            thread.join(timeout=35)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        for kind, points in self.points.items():  # kept with the run's artifacts, to check a figure
+            with (self.folder / f"watch-{kind}.tsv").open("w") as out:
+                out.write(f"# seconds\tobject\tmCPU\tClusterQueue ({self.resumes[kind]} watch(es) resumed)\n")
+                out.writelines(
+                    f"{t:.3f}\t{key}\t{value:.0f}\t{self.queues.get(i, '') if kind == 'workloads' else key}\n"
+                    for i, (t, key, value) in enumerate(points)
+                )
+
+    def integrals(self) -> tuple[float, float] | None:
+        """(ClusterQueue status usage, workloads' reservations), mCPU x ms, over the same window:
+        from the first event either watch saw to the last."""
+        cq_points, wl_points = self.points["clusterqueues"], self.points["workloads"]
+        if not cq_points or not wl_points:
+            return None
+        end = max(cq_points[-1][0], wl_points[-1][0])
+        return _step_integral(cq_points, end), _step_integral(wl_points, end)
+
+
+def _tls_context(kubeconfig: Path, folder: Path) -> tuple[Any, str]:
+    """An SSL context with the kubeconfig's client certificate, and the server's URL."""
+    import base64
+    import ssl
+
+    config = yaml.safe_load(kubeconfig.read_text())
+    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    ca, cert, key = folder / "ca.crt", folder / "client.crt", folder / "client.key"
+    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+    key.write_bytes(base64.b64decode(user["client-key-data"]))
+    context = ssl.create_default_context(cafile=str(ca))
+    context.load_cert_chain(str(cert), str(key))
+    return context, cluster["server"].rstrip("/")
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _shown(obj: dict[str, Any], deleted: bool = False) -> tuple[str, float]:
+    """A ClusterQueue's name and the mCPU its status shows in use (as Kueue's recorder reads it)."""
+    if deleted:
+        return _key(obj), 0.0
+    usage = (obj.get("status") or {}).get("flavorsUsage") or []
+    resources = usage[0].get("resources") or [] if usage else []
+    return _key(obj), float(parse_cpu(resources[0].get("total", 0))) if resources else 0.0
+
+
+def _holding(obj: dict[str, Any], deleted: bool = False) -> tuple[str, float]:
+    """A Workload's key and the mCPU it holds: reserved, not finished."""
+    status = obj.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    if deleted or conditions.get("QuotaReserved") != "True" or conditions.get("Finished") == "True":
+        return _key(obj), 0.0
+    assignments = (status.get("admission") or {}).get("podSetAssignments") or []
+    return _key(obj), float(sum(parse_cpu((a.get("resourceUsage") or {}).get("cpu", 0)) for a in assignments))
+
+
+def _step_integral(points: Iterable[tuple[float, str, float]], end: float) -> float:
+    """Sum over keys of a piecewise-constant value (set at each point until the next one, the
+    last until `end`), in value x ms."""
+    last: dict[str, tuple[float, float]] = {}
+    total = 0.0
+    for t, key, value in points:
+        if not key:
+            continue
+        before = last.get(key)
+        if before is not None:
+            total += before[1] * (t - before[0]) * 1000
+        last[key] = (t, value)
+    for t, value in last.values():
+        total += value * (end - t) * 1000
+    return total
 
 
 @dataclass
@@ -674,6 +825,9 @@ class Run:
     """Integral of the ClusterQueues' status usage (cqStates.csv, the recorder's), mCPU x ms."""
     reserved_mcpu_ms: float | None = None
     """Integral of the workloads' own reservations (wlStates.csv: admitted -> finished), mCPU x ms."""
+    watched: tuple[float, float] | None = None
+    """(ClusterQueue status usage, workloads' every reservation) integrals, mCPU x ms, from the
+    harness's own watches over one window (QuotaWatch)."""
     reconciler_errors: int | None = None
     conflicts: int | None = None
     sigint_exit_s: float | None = None
@@ -1079,6 +1233,7 @@ def run_once(
     tracked: dict[int, int] = {}
     busy_before, own_before = _machine_busy_s(), _children_cpu_s()
     probe = Probe(folder)
+    watch = QuotaWatch(folder)
     began = time.monotonic()
     with (folder / "runner.log").open("wb") as log:
         proc = subprocess.Popen(
@@ -1095,6 +1250,7 @@ def run_once(
             while proc.poll() is None:
                 tracked.update(_descendants(proc.pid))
                 probe.sample([proc.pid, *tracked])
+                watch.poll()
                 rss = _controller_rss_gib(proc.pid)
                 if rss > max_rss_gib and not run.harness_timeout:
                     run.harness_timeout = True
@@ -1120,6 +1276,8 @@ def run_once(
             proc.wait()
     run.runner_seconds = time.monotonic() - began
     probe.close()
+    watch.close()
+    run.watched = watch.integrals()
     run.process_cpu_s = probe.cpu_by_name()
     run.api_requests = {f"{verb} {resource} {code}": n for (verb, resource, code), n in sorted(probe.requests.items())}
     run.machine_cpu_s, run.own_cpu_s = _machine_busy_s() - busy_before, _children_cpu_s() - own_before
@@ -1338,6 +1496,12 @@ ROWS: list[tuple[str, Any, int]] = [
         0,
     ),
     ("status ÷ reservations (under 1: the status lags the reservations)", lambda r: _status_ratio(r), 2),
+    (
+        "harness's own watches: ClusterQueue status / every reservation (evictions too), CPU-s",
+        lambda r: _watched(r),
+        0,
+    ),
+    ("harness's own watches: status ÷ reservations (1: the status is exact)", lambda r: _watched_ratio(r), 3),
     ("time to admission", None, 0),
     ("admitted → Finished as the runner saw it (its runtime plus its lag), mean s", lambda r: _holds(r), 2),
     ("evictions small / medium / large", lambda r: _evictions(r), 0),
@@ -1372,6 +1536,7 @@ RATIO_ROWS: list[tuple[str, Any]] = [
     ("usage, ClusterQueue status", lambda r: r.usage_status),
     ("usage, recomputed from workloads", lambda r: r.usage_recomputed),
     ("status ÷ reservations", lambda r: _status_ratio(r)),
+    ("status ÷ reservations, harness's own watches", lambda r: _watched_ratio(r)),
     ("time to admission, small (mean)", lambda r: _size_tta(r, "small")),
     ("time to admission, medium (mean)", lambda r: _size_tta(r, "medium")),
     ("time to admission, large (mean)", lambda r: _size_tta(r, "large")),
@@ -1433,6 +1598,19 @@ def _status_ratio(run: Run) -> float | None:
     if run.status_mcpu_ms is None or not run.reserved_mcpu_ms:
         return None
     return run.status_mcpu_ms / run.reserved_mcpu_ms
+
+
+def _watched(run: Run) -> str | None:
+    if run.watched is None:
+        return None
+    status, reserved = run.watched
+    return f"{status / 1_000_000:,.0f} / {reserved / 1_000_000:,.0f}"
+
+
+def _watched_ratio(run: Run) -> float | None:
+    if run.watched is None or not run.watched[1]:
+        return None
+    return run.watched[0] / run.watched[1]
 
 
 def _paused(run: Run) -> str | None:
@@ -1838,7 +2016,8 @@ def main(argv: list[str] | None = None) -> int:
                 _log(
                     f"  wall {fmt(run.wall_s)} s, start→done {fmt(run.throughput_s)} s, CPU {fmt(run.cpu_s)} s,"
                     f" SIGINT→exit {fmt(run.sigint_exit_s, 2)} s, usage {fmt(run.usage_status)} %,"
-                    f" status÷reservations {fmt(_status_ratio(run), 2)}, paused {_paused(run)},"
+                    f" status÷reservations {fmt(_status_ratio(run), 2)} (own watches {fmt(_watched_ratio(run), 3)}),"
+                    f" paused {_paused(run)},"
                     f" ready→first set {fmt(run.ready_lead_s, 2)} s,"
                     f" checker {_checker(run)}; problems: {run.problems or 'none'}"
                 )
@@ -1901,6 +2080,8 @@ def rewrite_report(binaries: Binaries, assets: Path, artifacts: Path, output: Pa
             setattr(run, key, data[key])
         for key in ("process_cpu_s", "api_requests"):  # absent in artifacts from before the probe
             setattr(run, key, data.get(key) or {})
+        watched = data.get("watched")  # absent in artifacts from before the harness's own watches
+        run.watched = tuple(watched) if watched else None  # type: ignore[assignment]
         run.load_before, run.load_after = tuple(data["load_before"]), tuple(data["load_after"])
         run.harness_timeout = data["harness_timeout"]
         run.problems = [

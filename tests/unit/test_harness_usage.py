@@ -189,3 +189,44 @@ def test_a_sizes_time_to_admission_is_its_class_or_the_mean_of_its_classes(tmp_p
     assert harness._size_tta(tas, "small") == 22.0
     assert harness._size_tta(tas, "large") == 5.0
     assert harness._size_tta(tas, "medium") is None
+
+
+def _workload(name: str, reserved: str = "", finished: str = "", *cpus: str) -> dict[str, object]:
+    conditions = [{"type": "QuotaReserved", "status": reserved}] if reserved else []
+    if finished:
+        conditions.append({"type": "Finished", "status": finished})
+    assignments = [{"name": f"ps{i}", "resourceUsage": {"cpu": cpu, "memory": "1Gi"}} for i, cpu in enumerate(cpus)]
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "status": {"conditions": conditions, **({"admission": {"podSetAssignments": assignments}} if cpus else {})},
+    }
+
+
+def _queue(name: str, total: str | None) -> dict[str, object]:
+    usage = [{"name": "default", "resources": [{"name": "cpu", "total": total}]}] if total is not None else []
+    return {"metadata": {"name": name}, "status": {"flavorsUsage": usage}}
+
+
+def test_the_harness_watches_integrate_every_hold_and_the_status_over_one_window(tmp_path: Path) -> None:
+    """The harness's own watches (QuotaWatch): a workload evicted and admitted again counts both
+    holds (the runner's wlStates.csv keeps only the last), a Finished one holds nothing from then
+    on, and a ClusterQueue's status holds its last value until the window ends."""
+    harness = kueue_harness()
+    watch = harness.QuotaWatch(tmp_path)
+    events = [
+        (0.0, _workload("a")),  # created, pending
+        (1.0, _workload("a", "True", "", "2")),  # admitted: 2 cpu
+        (2.0, _workload("a", "False", "", "2")),  # evicted after 1 s
+        (3.0, _workload("a", "True", "", "1500m", "500m")),  # admitted again: 2 cpu in two pod sets
+        (4.0, _workload("b", "True", "", "1")),  # 1 cpu from 4 s to the window's end
+        (5.0, _workload("a", "True", "True", "1500m", "500m")),  # finished after 2 s
+    ]
+    watch.points["workloads"] = [(t, *harness._holding(obj)) for t, obj in events]
+    queues = [(0.0, _queue("cq", None)), (1.5, _queue("cq", "2")), (2.5, _queue("cq", "0")), (3.0, _queue("cq", "3"))]
+    watch.points["clusterqueues"] = [(t, *harness._shown(obj)) for t, obj in queues]
+    watch.points["clusterqueues"].append((6.0, *harness._shown(_queue("cq", "3"), deleted=True)))
+    status, reserved = watch.integrals()
+    assert reserved == pytest.approx((2 * 1 + 2 * 2 + 1 * 2) * 1_000_000)  # cpu x s -> mCPU x ms
+    assert status == pytest.approx((2 * 1 + 3 * 3) * 1_000_000)
+    watch.points["clusterqueues"] = []
+    assert watch.integrals() is None  # nothing seen: no figure, not a zero

@@ -118,6 +118,7 @@ async def _run(seed: int, steps: int, rate: float) -> None:
             if names:
                 h.api.remove("Workload", rng.choice(names), "default")
         assert _most_ever(h.api.history) <= COHORT_CPU, f"over-admitted (seed {seed})"
+        assert _unwritten(h) == _unwritten_by_definition(h), f"seed {seed}"
     # Faults end; everything settles.
     h.api.chaos = None
     await asyncio.gather(*tasks)
@@ -130,7 +131,28 @@ async def _run(seed: int, steps: int, rate: float) -> None:
     await h.s.decisions.queue.stop()
     assert _most_ever(h.api.history) <= COHORT_CPU, f"over-admitted (seed {seed})"
     assert not h.cache.assumed, f"assumptions left behind: {sorted(h.cache.assumed)} (seed {seed})"
+    assert _unwritten(h) == {}
     assert h.api.count("PATCH", f"{WL}/*") > 0
+
+
+def _unwritten(h: Harness) -> dict[str, set[str]]:
+    """What the ClusterQueue statuses leave out: the cache's index of unwritten admissions."""
+    found = {cq: {wl.key for wl in h.cache.unwritten_admissions(cq)} for cq in QUEUES}
+    return {cq: keys for cq, keys in found.items() if keys}
+
+
+def _unwritten_by_definition(h: Harness) -> dict[str, set[str]]:
+    """Admissions assumed (not evictions) of workloads the cache observes holding no quota."""
+    out: dict[str, set[str]] = {}
+    for key, assumption in h.cache._assumed.items():
+        observed = h.cache._observed.get(key)
+        if (
+            assumption.admitted is not None
+            and not assumption.eviction
+            and (observed is None or not observed.cluster_queue)
+        ):
+            out.setdefault(str(assumption.admitted.cluster_queue), set()).add(key)
+    return out
 
 
 @pytest.mark.slow

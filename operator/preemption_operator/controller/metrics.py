@@ -129,6 +129,8 @@ class Metrics:
         )
         self._lint_codes: set[str] = set()
         self._queues: set[str] = set()
+        self._figures: dict[str, tuple[str, QueueFigures]] = {}
+        """Each ClusterQueue's figures as last set, with the replica role: most passes change few."""
         self._request_counts: dict[tuple[str, str, str], Counter] = {}
         self.replica_role = "standalone"
         """Kueue's replica_role label: leader, follower, or standalone (no leader election)."""
@@ -324,6 +326,10 @@ class Metrics:
         role = self.replica_role
         seen: set[tuple[str, ...]] = set()
         for q in queues:
+            if self._figures.get(q.name) == (role, q):
+                seen.update((q.cohort, q.name, flavor, resource, role) for flavor, resource in q.resources)
+                continue
+            self._figures[q.name] = (role, q)
             self._queues.add(q.name)  # forget_cluster_queues removes its series when it goes
             for status, value in (("active", q.pending_active), ("inadmissible", q.pending_inadmissible)):
                 self.k_pending.labels(cluster_queue=q.name, status=status, replica_role=role).set(value)
@@ -383,6 +389,7 @@ class Metrics:
     def forget_cluster_queues(self, existing: set[str]) -> None:
         """Removes the series of ClusterQueues that no longer exist, as Kueue does on deletion."""
         for name in self._queues - existing:
+            self._figures.pop(name, None)
             self.pending.remove_by_labels({"cluster_queue": name})
             self.admitted.remove_by_labels({"cluster_queue": name})
             self.evicted.remove_by_labels({"cluster_queue": name})

@@ -1,7 +1,12 @@
 """The queue-status publisher: ClusterQueue, Cohort, LocalQueue and PreemptionConfig statuses, and
-the queue gauges, at most once a second (as Kueue batches them) after any cycle: current within
-a second of the queues settling. The statuses themselves are computed by queue_status (pure);
-only those that change are written, a few at a time."""
+the queue gauges, computed at most once a second (as Kueue batches them) after any cycle. The
+statuses themselves are computed by queue_status (pure); only those that change are written.
+
+Writes do not hold up the next pass: each object that differs waits in a queue keyed by the
+object (a newer pass replaces its status there, keeping its place), ClusterQueues ahead of the
+rest, and a few writers drain it, each object written from the freshest copy held. With a
+thousand queues a pass can have more to write than a second allows; the queues that changed
+first are written first and none is written twice for one change."""
 
 from __future__ import annotations
 
@@ -30,6 +35,10 @@ PARALLELISM = 4
 
 StatusWrite = tuple[kinds.Kind, str, str | None, Callable[[dict[str, Any]], dict[str, Any] | None], dict[str, Any]]
 """(kind, name, namespace, current object -> new status, current object)."""
+FIRST = ("ClusterQueue",)
+"""Kinds written ahead of the rest: the quota people, dashboards and Kueue's checker read."""
+REST_EVERY = 4
+"""While both wait, one write in this many goes to the rest (LocalQueues...), so none starves."""
 
 
 class QueueStatusPublisher:
@@ -59,27 +68,38 @@ class QueueStatusPublisher:
         """Each object's status view by resourceVersion: every pass looks at every queue, and
         most have not changed since the last one."""
         self._seen: dict[tuple[str, str], tuple[str | None, dict[str, Any]]] = {}
+        self._queued: tuple[dict[tuple[str, str], StatusWrite], dict[tuple[str, str], StatusWrite]] = ({}, {})
+        """Writes waiting, ClusterQueues' first: insertion order is the order of first change."""
+        self._writing: set[tuple[str, str]] = set()
+        self._taken = 0
+        self._writers: set[asyncio.Task[None]] = set()
+        self._drained = asyncio.Event()
+        self._drained.set()
 
     def due(self) -> None:
         """Something changed (a cycle, an analysis): publish within the interval."""
         self._due.set()
 
     async def run(self) -> None:
-        """Publishes once per interval while something is due; a pass whose writes did not all
+        """Computes once per interval while something is due; a pass whose writes did not all
         land is due again (nothing else may come to trigger one once the queues settle)."""
-        while True:
-            await self._due.wait()
-            self._due.clear()
-            started = loop_time()
-            if self.leading():
-                try:
-                    await self.publish(datetime.now(UTC).replace(microsecond=0))
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # a status for people must never stop scheduling
-                    log.exception("writing queue statuses failed")
-                    self._due.set()
-            await asyncio.sleep(max(0.0, INTERVAL_SECONDS - (loop_time() - started)))
+        try:
+            while True:
+                await self._due.wait()
+                self._due.clear()
+                started = loop_time()
+                if self.leading():
+                    try:
+                        self.queue(datetime.now(UTC).replace(microsecond=0))
+                    except Exception:  # a status for people must never stop scheduling
+                        log.exception("computing queue statuses failed")
+                        self._due.set()
+                else:
+                    self._drop_queued()
+                await asyncio.sleep(max(0.0, INTERVAL_SECONDS - (loop_time() - started)))
+        finally:
+            for task in self._writers:
+                task.cancel()
 
     def _view(self, obj: Any) -> dict[str, Any]:
         """The object's status view (see TopLevel.status_view), reused while its resourceVersion
@@ -93,13 +113,18 @@ class QueueStatusPublisher:
         return held[1]
 
     async def publish(self, now: datetime) -> None:
-        """Every queue's status; only those that change are written, a few at a time."""
+        """Every queue's status, returning once all that changed are written."""
+        self.queue(now)
+        await self._drained.wait()
+
+    def queue(self, now: datetime) -> None:
+        """Computes every queue's status and queues the writes of those that differ."""
         self._seen = {}
         snapshot = self.cache.snapshot(now)
         writes: list[StatusWrite] = []
         unreadable = {key: n.message for (kind, key), n in self.feeder.invalid.items() if kind == "PreemptionConfig"}
         queue_shares, cohort_shares = queue_status.weighted_shares(snapshot)
-        for name, cq in snapshot.cluster_queues.items():
+        for name, cq in snapshot.held_cluster_queues.items():
             obj = self.cache.objects["ClusterQueue"].get(name)
             if obj is None:
                 continue
@@ -122,6 +147,7 @@ class QueueStatusPublisher:
                     unreadable,
                     share,
                     snapshot.fair_sharing.enabled,
+                    self.cache.unwritten_admissions(cq.name),  # as they are when it is written
                 )
 
             writes.append((kinds.ClusterQueue, name, None, cq_status, self._view(obj)))
@@ -152,20 +178,23 @@ class QueueStatusPublisher:
         writes += self._limit_writes(now)
         self._views = self._seen  # objects gone since the last pass are forgotten
         # Unchanged ones cost no request: compute first, send only what differs.
-        changed = [w for w in writes if (new := w[3](w[4])) is not None and new != (w[4].get("status") or {})]
-        limit = asyncio.Semaphore(PARALLELISM)
-
-        async def bounded(write: StatusWrite) -> None:
-            async with limit:
-                await self._write(*write)
-
-        await asyncio.gather(*(bounded(w) for w in changed))
+        for write in writes:
+            new = write[3](write[4])
+            key = (write[0].name, f"{write[2]}/{write[1]}" if write[2] else write[1])
+            queued = self._queued[0 if write[0].name in FIRST else 1]
+            if new is None or (new == (write[4].get("status") or {}) and key not in self._writing):
+                # A write queued by an earlier pass has nothing left to do. (One on its way may
+                # change the copy held: the status computed now is written after it all the same.)
+                queued.pop(key, None)
+            else:
+                queued[key] = write  # a newer status keeps the place of the one it replaces
+        self._start_writers()
         counts_now = {name: len(queue) for name, queue in snapshot.pending.items()}
         for name in self._pending_queues | set(counts_now):
             self.metrics.pending.labels(cluster_queue=name).set(counts_now.get(name, 0))
         self._pending_queues = set(counts_now)
         self.metrics.queue_gauges(queue_status.queue_figures(snapshot, self.parked()))
-        cohort_of = {name: cq.cohort or "" for name, cq in snapshot.cluster_queues.items()}
+        cohort_of = {name: cq.cohort or "" for name, cq in snapshot.held_cluster_queues.items()}
         self.metrics.weighted_shares(
             {name: (cohort_of[name], share) for name, share in queue_shares.items()},
             {name: share for name, share in cohort_shares.items() if name in self.cache.objects["Cohort"]},
@@ -199,6 +228,52 @@ class QueueStatusPublisher:
         self.metrics.preemption_limits(figures)
         return writes
 
+    # -- the writes
+
+    def _start_writers(self) -> None:
+        while len(self._writers) < PARALLELISM and len(self._writers) < sum(map(len, self._queued)):
+            task = asyncio.create_task(self._drain(), name="queue-status-writer")
+            self._writers.add(task)
+            task.add_done_callback(self._writer_done)
+        if self._writers:
+            self._drained.clear()
+
+    def _writer_done(self, task: asyncio.Task[None]) -> None:
+        self._writers.discard(task)
+        if not self._writers:
+            self._drained.set()
+
+    def _next(self) -> tuple[tuple[str, str], StatusWrite] | None:
+        """The longest-waiting write of the first kinds, then of the rest (every REST_EVERY-th
+        write the other way round); not one whose object is being written (it waits for that
+        write to end)."""
+        self._taken += 1
+        order = self._queued if self._taken % REST_EVERY else self._queued[::-1]
+        for queued in order:
+            for key in queued:
+                if key not in self._writing:
+                    return key, queued.pop(key)
+        return None
+
+    async def _drain(self) -> None:
+        while (item := self._next()) is not None:
+            key, write = item
+            self._writing.add(key)
+            try:
+                await self._write(*write)
+            finally:
+                self._writing.discard(key)
+
+    def _drop_queued(self) -> None:
+        """Not leading: what was queued is a past term's to write."""
+        for queued in self._queued:
+            queued.clear()
+
+    def _latest(self, kind: kinds.Kind, name: str, namespace: str | None) -> dict[str, Any] | None:
+        """The freshest copy held of an object (a write that landed since its pass moved it on)."""
+        obj = self.cache.objects[kind.name].get(f"{namespace}/{name}" if namespace else name)
+        return self._view(obj) if obj is not None else None
+
     async def _write(
         self,
         kind: kinds.Kind,
@@ -208,7 +283,9 @@ class QueueStatusPublisher:
         current: dict[str, Any],
     ) -> None:
         try:
-            result = await self.writer.update_status(kind, name, namespace, compute, current)
+            result = await self.writer.update_status(
+                kind, name, namespace, compute, latest=lambda: self._latest(kind, name, namespace) or current
+            )
         except Exception as exc:  # a status for people must never stop scheduling
             log.warning("status of %s %s not written: %r", kind.name, name, exc)
             self._due.set()  # next interval: the queues may have settled, with nothing to cycle

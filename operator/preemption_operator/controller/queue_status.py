@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -13,19 +13,22 @@ from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..engine.configurable import usability
 from ..engine.fair_sharing import dominant_resource_share, weighted_share_status
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
+from ..engine.workload import WorkloadInfo
 from ..engine.workload_status import get_condition, own_copy, set_condition
 from .linter import FLAP_CODES, LintResult
 from .metrics import QueueFigures
 
 
-def _flavor_usage(cq: ClusterQueueInfo, with_borrowed: bool) -> list[dict[str, Any]]:
+def _flavor_usage(
+    cq: ClusterQueueInfo, with_borrowed: bool, unwritten: Sequence[WorkloadInfo] = ()
+) -> list[dict[str, Any]]:
     out = []
     for group in cq.resource_groups:
         for flavor in group.flavors:
             resources = []
             for resource in group.covered_resources:
                 fr = (flavor, resource)
-                used = cq.node.usage.get(fr, 0)
+                used = cq.node.usage.get(fr, 0) - sum(wl.usage.get(fr, 0) for wl in unwritten)
                 entry: dict[str, Any] = {"name": resource, "total": format_amount(resource, used)}
                 if with_borrowed:
                     entry["borrowed"] = format_amount(resource, max(0, used - cq.node.nominal(fr)))
@@ -70,18 +73,22 @@ def cluster_queue_status(
     unreadable: Mapping[str, str] | None = None,
     share: float | None = None,
     fair_sharing: bool = False,
+    unwritten: Sequence[WorkloadInfo] = (),
 ) -> dict[str, Any]:
     """`share`: the queue's precise weighted share with fair sharing on (None: off);
-    `fair_sharing`: whether the operator runs with it."""
+    `fair_sharing`: whether the operator runs with it; `unwritten`: admissions into it decided
+    and not written yet. The status says what the API holds: those are left out until written
+    (shown sooner, the queue would report quota its workloads do not hold yet)."""
     status = own_copy(current)
-    admitted = len(cq.workloads)
+    admitted = len(cq.workloads) - len(unwritten)
+    usage = _flavor_usage(cq, with_borrowed=True, unwritten=unwritten)
     status.update(
         {
             "pendingWorkloads": pending,
             "reservingWorkloads": admitted,
             "admittedWorkloads": admitted,
-            "flavorsReservation": _flavor_usage(cq, with_borrowed=True),
-            "flavorsUsage": _flavor_usage(cq, with_borrowed=True),
+            "flavorsReservation": usage,
+            "flavorsUsage": copy.deepcopy(usage),
         }
     )
     active = "True" if cq.active else "False"
@@ -116,8 +123,8 @@ def weighted_shares(snapshot: Snapshot) -> tuple[dict[str, float], dict[str, flo
     """Precise weighted shares of every ClusterQueue and cohort (empty with fair sharing off)."""
     if not snapshot.fair_sharing.enabled:
         return {}, {}
-    queues = {name: dominant_resource_share(cq.node).precise for name, cq in snapshot.cluster_queues.items()}
-    cohorts = {name: dominant_resource_share(node).precise for name, node in snapshot.cohorts.items()}
+    queues = {name: dominant_resource_share(cq.node).precise for name, cq in snapshot.held_cluster_queues.items()}
+    cohorts = {name: dominant_resource_share(node).precise for name, node in snapshot.held_cohorts.items()}
     return queues, cohorts
 
 
@@ -130,7 +137,7 @@ def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, i
             pending[(wl.namespace, wl.queue_name)] += 1
     for wl, _, _ in snapshot.unqueued:
         pending[(wl.namespace, wl.queue_name)] += 1
-    for cq in snapshot.cluster_queues.values():
+    for cq in snapshot.held_cluster_queues.values():
         for wl in cq.workloads.values():
             admitted[(wl.namespace, wl.queue_name)] += 1
     return {key: (pending[key], admitted[key]) for key in set(pending) | set(admitted)}
@@ -263,8 +270,8 @@ def lint_condition(name: str, lint: LintResult) -> tuple[str, str, str]:
 
 def config_users(snapshot: Snapshot) -> dict[str, list[str]]:
     users: dict[str, list[str]] = {}
-    for name in sorted(snapshot.cluster_queues):
-        config = snapshot.cluster_queues[name].annotations.get(PREEMPTION_CONFIG_ANNOTATION)
+    for name, cq in sorted(snapshot.held_cluster_queues.items()):
+        config = cq.annotations.get(PREEMPTION_CONFIG_ANNOTATION)
         if config:
             users.setdefault(config, []).append(name)
     return users
@@ -281,7 +288,7 @@ def queue_figures(snapshot: Snapshot, parked: Mapping[str, set[str]]) -> list[Qu
     """Kueue's per-ClusterQueue gauges, from one snapshot; `parked`: the workloads each queue
     keeps aside until something changes (Kueue's inadmissible)."""
     out = []
-    for name, cq in sorted(snapshot.cluster_queues.items()):
+    for name, cq in sorted(snapshot.held_cluster_queues.items()):
         queue = snapshot.pending.get(name, ())
         pending = len(queue)
         held = parked.get(name, set())

@@ -125,6 +125,9 @@ class Cache:
         """Workloads as scheduling sees them: observed, or assumed where a write is in flight."""
         self._observed: dict[str, WorkloadInfo] = {}
         self._assumed: dict[str, _Assumption] = {}
+        self._unwritten: dict[str, dict[str, WorkloadInfo]] = {}
+        """Per ClusterQueue, admissions assumed and not written yet (the API shows no quota held)."""
+        self._unwritten_queue: dict[str, str] = {}
         self._unreadable: dict[str, str] = {}
         """Workloads whose spec cannot be read, by key, with the problem: they keep the quota their
         recorded admission holds, and are never scheduled or chosen as victims."""
@@ -359,6 +362,27 @@ class Cache:
         """Workloads whose admission is being written (they are not drained until it is)."""
         return frozenset(k for k, a in self._assumed.items() if a.admitted is not None and not a.eviction)
 
+    def unwritten_admissions(self, cluster_queue: str) -> list[WorkloadInfo]:
+        """Admissions into `cluster_queue` decided and not written yet: the cycles count their
+        quota as taken, the API does not show it yet (their workloads are observed holding none)."""
+        return list(self._unwritten.get(cluster_queue, {}).values())
+
+    def _index_unwritten(self, key: str) -> None:
+        queue = self._unwritten_queue.pop(key, None)
+        if queue is not None:
+            held = self._unwritten[queue]
+            del held[key]
+            if not held:
+                del self._unwritten[queue]
+        assumption = self._assumed.get(key)
+        if assumption is None or assumption.eviction or assumption.admitted is None:
+            return
+        queue = assumption.admitted.cluster_queue
+        observed = self._observed.get(key)
+        if queue is not None and (observed is None or observed.cluster_queue is None):
+            self._unwritten.setdefault(queue, {})[key] = assumption.admitted
+            self._unwritten_queue[key] = queue
+
     @property
     def unreadable(self) -> dict[str, str]:
         return dict(self._unreadable)
@@ -467,6 +491,7 @@ class Cache:
         return observed
 
     def _reindex(self, key: str) -> None:
+        self._index_unwritten(key)
         self._remove_workload(key)
         info = self._effective(key)
         if info is not None:

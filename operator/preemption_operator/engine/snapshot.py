@@ -228,6 +228,17 @@ class Snapshot:
     def cohorts(self) -> Mapping[str, QuotaNode]:
         return _View(self.trees._base_cohorts, self.trees.cohort)
 
+    @property
+    def held_cluster_queues(self) -> Mapping[str, ClusterQueueInfo]:
+        """The cache's own ClusterQueues, not cloned: for readers of a fresh snapshot that change
+        nothing (statuses, gauges). What a pass decides is not in them."""
+        return self.trees._base_queues
+
+    @property
+    def held_cohorts(self) -> Mapping[str, QuotaNode]:
+        """The cache's own cohorts, not cloned (see `held_cluster_queues`)."""
+        return self.trees._base_cohorts
+
     def cluster_queue(self, name: str | None) -> ClusterQueueInfo | None:
         return self.cluster_queues.get(name) if name else None
 
