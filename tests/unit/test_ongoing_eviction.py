@@ -10,6 +10,7 @@ evicted workload in jobframework/reconciler.go), with no `Preempted` action, Eve
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -132,15 +133,18 @@ def test_an_eviction_for_another_reason_is_not_requeued() -> None:
     assert (requeued["status"], requeued["reason"], requeued["message"]) == ("False", "PodsReadyTimeout", EARLIER)
 
 
+@pytest.mark.looptime
 async def test_the_operator_posts_no_event_and_counts_nothing() -> None:
     """The operator writes the same change: the quota comes back, with no Event and no metric
-    (the eviction was counted when it was made)."""
+    (the eviction was counted when it was made). The preemptor, still waiting once its pending
+    reason's deferral is over, gets that reason and its Warning."""
     import copy
 
     from prometheus_client import generate_latest
 
     from preemption_operator.controller.metrics import Metrics
     from preemption_operator.controller.scheduling import Scheduling
+    from preemption_operator.controller.write_queue import DEFER_SECONDS
     from preemption_operator.engine.cache import Cache
     from preemption_operator.k8s.writer import StatusWriter
     from unit.fake_api import FakeApi
@@ -159,6 +163,9 @@ async def test_the_operator_posts_no_event_and_counts_nothing() -> None:
     for body in list(api.objects.values()):
         s.feeder.ingest(body["kind"], copy.deepcopy(body))
     s.loop.cycle()
+    await s.decisions.idle()
+    assert ("in", "WaitingForPreemptedWorkloads") not in recorded  # not yet: it may not last
+    await asyncio.sleep(DEFER_SECONDS + 0.5)
     await s.decisions.idle()
     going = api.objects["/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/going"]
     assert "admission" not in going["status"]

@@ -6,6 +6,10 @@ batch (one cycle's decisions): its evictions are written first, and its admissio
 all were (an admission may use quota a drained workload gave back; if an eviction fails, those
 admissions are dropped and decided again). Evictions and admissions go before pending reasons;
 a pending reason waiting to be written is replaced by a newer one for the same workload.
+
+A preemptor's "Pending the preemption of N workload(s)" waits DEFER_SECONDS before it is queued:
+most preemptors are admitted sooner, as their victims go, and the write (with its Event) would
+tell of a state already over. One whose victims take longer gets it then.
 """
 
 from __future__ import annotations
@@ -16,10 +20,18 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..engine.changes import StatusChange
+from ..engine.changes import PENDING, StatusChange
+from ..engine.scheduler import WAITING_FOR_PREEMPTED
 from ..k8s.writer import Outcome, WriteResult
 
 log = logging.getLogger(__name__)
+
+DEFER_SECONDS = 2.0
+
+
+def deferred(change: StatusChange) -> bool:
+    """A pending reason written only if it lasts (see the module's doc)."""
+    return change.action == PENDING and change.reason == WAITING_FOR_PREEMPTED
 
 
 @dataclass(eq=False)
@@ -55,6 +67,11 @@ class WriteQueue:
         self._drained = asyncio.Event()
         """Set each time a write ends: `below` looks again."""
         self._workers: list[asyncio.Task[None]] = []
+        self.defer_seconds = DEFER_SECONDS
+        self._later: dict[str, tuple[float, StatusChange, Batch]] = {}
+        """Deferred pending reasons by workload, with when they are due (the first one's time:
+        a newer one of the same kind keeps it)."""
+        self._timer: asyncio.TimerHandle | None = None
 
     # -- what the loop uses
 
@@ -69,6 +86,7 @@ class WriteQueue:
         for change in changes:
             if change.releases_quota or change.holds_quota:
                 self._pending.pop(change.key, None)  # a queued pending reason for it is outdated
+                self._later.pop(change.key, None)
         for change in releases:
             self._urgent.append((change, batch))
         for change in changes:
@@ -83,9 +101,36 @@ class WriteQueue:
                     self._takes[change.key] = batch
                 else:
                     self._urgent.append((change, batch))
+            elif not change.releases_quota and deferred(change) and self.defer_seconds > 0:
+                self._pending.pop(change.key, None)
+                held = self._later.get(change.key)
+                due = held[0] if held is not None else asyncio.get_running_loop().time() + self.defer_seconds
+                self._later[change.key] = (due, change, batch)
+                self._arm()
             elif not change.releases_quota:
+                self._later.pop(change.key, None)
                 self._pending.pop(change.key, None)
                 self._pending[change.key] = (change, batch)
+        self._signal()
+
+    def _arm(self) -> None:
+        """One timer, for the earliest deferred pending reason."""
+        if self._timer is not None or not self._later:
+            return
+        loop = asyncio.get_running_loop()
+        due = min(d for d, _, _ in self._later.values())
+        self._timer = loop.call_at(due, self._promote)
+
+    def _promote(self) -> None:
+        """Deferred pending reasons that are due join the queue."""
+        self._timer = None
+        now = asyncio.get_running_loop().time()
+        for key, (due, change, batch) in list(self._later.items()):
+            if due <= now:
+                del self._later[key]
+                self._pending.pop(key, None)
+                self._pending[key] = (change, batch)
+        self._arm()
         self._signal()
 
     def _cancel_admission(self, key: str) -> None:
@@ -138,11 +183,16 @@ class WriteQueue:
         decisions are not to be written, even if it leads again later). Writes in flight go on;
         the fence stops their next request."""
         out = [c for c, _ in self._urgent] + [c for c, _ in self._pending.values()]
+        out += [c for _, c, _ in self._later.values()]
         for batch in set(self._takes.values()):
             out.extend(batch.takes)
             batch.takes = []
         self._urgent.clear()
         self._pending.clear()
+        self._later.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._takes.clear()
         self._held = 0
         self._signal()
@@ -152,7 +202,7 @@ class WriteQueue:
         """At shutdown: what is queued is not written and writes in flight are abandoned (their
         assumptions die with the process; the next leader starts from a fresh list). Returns how
         many were not written."""
-        left = self.queued + self._busy
+        left = self.queued + self._busy + len(self._later)
         self.abandon()
         workers, self._workers = self._workers, []
         for task in workers:
