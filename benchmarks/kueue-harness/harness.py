@@ -1190,6 +1190,7 @@ def run_once(
     timeout: str,
     runner_log_level: str | None = None,
     profile: bool = False,
+    quota_watch: bool = True,
     max_rss_gib: float = 8.0,
     config_name: str = "baseline",
     cohorts: int | None = None,
@@ -1250,7 +1251,8 @@ def run_once(
             while proc.poll() is None:
                 tracked.update(_descendants(proc.pid))
                 probe.sample([proc.pid, *tracked])
-                watch.poll()
+                if quota_watch:
+                    watch.poll()
                 rss = _controller_rss_gib(proc.pid)
                 if rss > max_rss_gib and not run.harness_timeout:
                     run.harness_timeout = True
@@ -1925,6 +1927,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runner-log-level", help="the runner's own --zap-log-level (default: Kueue's, very verbose)")
     parser.add_argument(
+        "--no-quota-watch",
+        action="store_true",
+        help="without the harness's own watches of ClusterQueues and Workloads (their row stays empty):"
+        " to see what the watches cost the machine",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="profile the controllers (the runner's --withCPUProfile: pprof for Kueue, cProfile for ours) and"
@@ -2008,6 +2016,7 @@ def main(argv: list[str] | None = None) -> int:
                     timeout=timeouts[scale],
                     runner_log_level=args.runner_log_level,
                     profile=args.profile,
+                    quota_watch=not args.no_quota_watch,
                     max_rss_gib=args.max_rss_gib,
                     config_name=config_name,
                     cohorts=args.cohorts,
