@@ -31,7 +31,7 @@ from preemption_operator.engine.changes import StatusChange
 from preemption_operator.engine.fair_sharing import OFF, FairSharing
 from preemption_operator.k8s.writer import Outcome, StatusWriter
 from preemption_operator.offline.simulate import run as simulate_run
-from unit.fake_api import FakeApi, object_path
+from unit.fake_api import FakeApi, Hold, object_path
 
 Obj = dict[str, Any]
 WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
@@ -381,18 +381,24 @@ def test_a_watch_event_that_changes_only_the_status_is_read_from_its_status(monk
     assert h.cache.infos["default/w1"].boost == 5 and not h.cache.infos["default/w1"].active
 
 
-async def test_a_decision_never_lands_on_a_new_object_of_the_same_name() -> None:
-    """A pod group's Workload is deleted while its admission is being written and made again
-    under the same name (its Pods remade). The old decision's quota was given back when the
-    deletion was seen, and a later cycle used it: the write, retried from a fresh read, must not
-    admit the new Workload with the old decision (the chaos suite's over-admitted cohort)."""
-    objects = scenario([cluster_queue("cq", 2)], pending("group", "cq", 2), pending("other", "cq", 2))
-    h = Harness(objects)
+async def _group_admitted_and_held(**group: Any) -> tuple[Harness, Hold]:
+    """A ClusterQueue of 2 cpu, "group" (2 cpu) admitted by a cycle with its write held on the
+    way, and "other" (2 cpu) waiting: the start of a pod group's Workload made again."""
+    h = Harness(scenario([cluster_queue("cq", 2)], pending("group", "cq", 2, **group), pending("other", "cq", 2)))
     hold = h.api.hold("PATCH", f"{WL}/group/status")
     first = h.loop.cycle()
     assert [a.workload.name for a in first.admitted] == ["group"]
     while hold.waiting == 0:
         await asyncio.sleep(0)
+    return h, hold
+
+
+async def test_a_decision_never_lands_on_a_new_object_of_the_same_name() -> None:
+    """A pod group's Workload is deleted while its admission is being written and made again
+    under the same name (its Pods remade). The old decision's quota was given back when the
+    deletion was seen, and a later cycle used it: the write, retried from a fresh read, must not
+    admit the new Workload with the old decision (the chaos suite's over-admitted cohort)."""
+    h, hold = await _group_admitted_and_held()
     again = copy.deepcopy(h.workload("group"))
     h.api.remove("Workload", "group", "default")
     h.s.feeder.gone("Workload", "default/group")
@@ -1011,13 +1017,7 @@ async def test_a_late_404_for_a_deleted_workload_leaves_the_one_made_again_under
     under the same name, admitted. The old write's 404 comes back after the watch showed the new
     one: it is about the old object only, so the new one keeps its quota in the cache (dropping
     it let the next cycle admit into that quota: the chaos suite's over-admitted cohort)."""
-    objects = scenario([cluster_queue("cq", 2)], pending("group", "cq", 2, priority=10), pending("other", "cq", 2))
-    h = Harness(objects)
-    hold = h.api.hold("PATCH", f"{WL}/group/status")
-    first = h.loop.cycle()
-    assert [a.workload.name for a in first.admitted] == ["group"]
-    while hold.waiting == 0:
-        await asyncio.sleep(0)
+    h, hold = await _group_admitted_and_held(priority=10)
     old = copy.deepcopy(h.workload("group"))
     h.api.remove("Workload", "group", "default")
     h.s.feeder.event(kinds.Workload, "DELETED", old)
