@@ -41,6 +41,11 @@ REST_EVERY = 4
 """While both wait, one write in this many goes to the rest (LocalQueues...), so none starves."""
 
 
+def _key(name: str, namespace: str | None) -> str:
+    """An object's key in the cache."""
+    return f"{namespace}/{name}" if namespace else name
+
+
 class QueueStatusPublisher:
     def __init__(
         self,
@@ -180,7 +185,7 @@ class QueueStatusPublisher:
         # Unchanged ones cost no request: compute first, send only what differs.
         for write in writes:
             new = write[3](write[4])
-            key = (write[0].name, f"{write[2]}/{write[1]}" if write[2] else write[1])
+            key = (write[0].name, _key(write[1], write[2]))
             queued = self._queued[0 if write[0].name in FIRST else 1]
             if new is None or (new == (write[4].get("status") or {}) and key not in self._writing):
                 # A write queued by an earlier pass has nothing left to do. (One on its way may
@@ -271,7 +276,7 @@ class QueueStatusPublisher:
 
     def _latest(self, kind: kinds.Kind, name: str, namespace: str | None) -> dict[str, Any] | None:
         """The freshest copy held of an object (a write that landed since its pass moved it on)."""
-        obj = self.cache.objects[kind.name].get(f"{namespace}/{name}" if namespace else name)
+        obj = self.cache.objects[kind.name].get(_key(name, namespace))
         return self._view(obj) if obj is not None else None
 
     async def _write(
@@ -293,8 +298,7 @@ class QueueStatusPublisher:
         if result.outcome in (Outcome.FAILED, Outcome.UNKNOWN):
             self._due.set()
         if result.outcome is Outcome.GONE:
-            key = f"{namespace}/{name}" if namespace else name
-            self.feeder.gone(kind.name, key, (current.get("metadata") or {}).get("uid"))
+            self.feeder.gone(kind.name, _key(name, namespace), (current.get("metadata") or {}).get("uid"))
         elif result.body is not None:
             self.feeder.ingest(kind.name, result.body, result.based_on)
         elif result.outcome is Outcome.FAILED:

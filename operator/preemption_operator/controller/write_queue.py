@@ -67,7 +67,6 @@ class WriteQueue:
         self._drained = asyncio.Event()
         """Set each time a write ends: `below` looks again."""
         self._workers: list[asyncio.Task[None]] = []
-        self.defer_seconds = DEFER_SECONDS
         self._later: dict[str, tuple[float, StatusChange, Batch]] = {}
         """Deferred pending reasons by workload, with when they are due (the first one's time:
         a newer one of the same kind keeps it)."""
@@ -101,17 +100,21 @@ class WriteQueue:
                     self._takes[change.key] = batch
                 else:
                     self._urgent.append((change, batch))
-            elif not change.releases_quota and deferred(change) and self.defer_seconds > 0:
+            elif deferred(change):
                 self._pending.pop(change.key, None)
                 held = self._later.get(change.key)
-                due = held[0] if held is not None else asyncio.get_running_loop().time() + self.defer_seconds
+                due = held[0] if held is not None else asyncio.get_running_loop().time() + DEFER_SECONDS
                 self._later[change.key] = (due, change, batch)
                 self._arm()
             elif not change.releases_quota:
-                self._later.pop(change.key, None)
-                self._pending.pop(change.key, None)
-                self._pending[change.key] = (change, batch)
+                self._queue_pending(change, batch)
         self._signal()
+
+    def _queue_pending(self, change: StatusChange, batch: Batch) -> None:
+        """A pending reason joins the queue at its end, replacing one waiting for its workload."""
+        self._later.pop(change.key, None)
+        self._pending.pop(change.key, None)
+        self._pending[change.key] = (change, batch)
 
     def _arm(self) -> None:
         """One timer, for the earliest deferred pending reason."""
@@ -125,11 +128,9 @@ class WriteQueue:
         """Deferred pending reasons that are due join the queue."""
         self._timer = None
         now = asyncio.get_running_loop().time()
-        for key, (due, change, batch) in list(self._later.items()):
+        for due, change, batch in list(self._later.values()):
             if due <= now:
-                del self._later[key]
-                self._pending.pop(key, None)
-                self._pending[key] = (change, batch)
+                self._queue_pending(change, batch)
         self._arm()
         self._signal()
 
