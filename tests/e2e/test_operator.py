@@ -95,6 +95,14 @@ def test_within_cluster_queue_priority(scenario: Scenario, operators: OperatorPo
         return True
 
     wait_until(gauges, what="Kueue's queue gauges", diagnostics=op.tail)
+
+    # The API server names our writes' field manager after our User-Agent ("unknown" without one).
+    shown = scenario.kubectl(
+        "get", "workload", "incoming", "-n", scenario.namespace, "-o", "json", "--show-managed-fields"
+    )
+    fields = json.loads(shown.stdout)["metadata"]["managedFields"]
+    managers = {f["manager"] for f in fields if f.get("subresource") == "status"}
+    assert managers == {"preemption-operator"}, managers
     assert op.stop() == 0, op.tail()
     assert "Traceback" not in op.log(), op.tail()
 
