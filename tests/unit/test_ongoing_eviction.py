@@ -144,7 +144,7 @@ async def test_the_operator_posts_no_event_and_counts_nothing() -> None:
 
     from preemption_operator.controller.metrics import Metrics
     from preemption_operator.controller.scheduling import Scheduling
-    from preemption_operator.controller.write_queue import DEFER_SECONDS
+    from preemption_operator.controller.write_queue import PREEMPTOR_DEFER_SECONDS
     from preemption_operator.engine.cache import Cache
     from preemption_operator.k8s.writer import StatusWriter
     from unit.fake_api import FakeApi
@@ -163,9 +163,9 @@ async def test_the_operator_posts_no_event_and_counts_nothing() -> None:
     for body in list(api.objects.values()):
         s.feeder.ingest(body["kind"], copy.deepcopy(body))
     s.loop.cycle()
-    await s.decisions.idle()
+    await s.decisions.idle(deferred=False)
     assert ("in", "WaitingForPreemptedWorkloads") not in recorded  # not yet: it may not last
-    await asyncio.sleep(DEFER_SECONDS + 0.5)
+    await asyncio.sleep(PREEMPTOR_DEFER_SECONDS + 0.5)
     await s.decisions.idle()
     going = api.objects["/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/going"]
     assert "admission" not in going["status"]

@@ -777,7 +777,7 @@ async def test_a_clusterqueue_status_shows_an_admission_once_it_is_written() -> 
 async def test_a_preemptor_admitted_as_its_victim_goes_gets_no_pending_write() -> None:
     """Issue #28 (the operator benchmark): each preemptor's "Pending the preemption of 1
     workload(s)" cost a status write and a Warning, told of a state over a moment later (its
-    victim gone, it was admitted). That reason now waits DEFER_SECONDS: unwritten if it did not
+    victim gone, it was admitted). That reason now waits PREEMPTOR_DEFER_SECONDS: unwritten if it did not
     last (the other test of the ongoing eviction shows one that lasts written after the wait)."""
     objects = scenario(
         [cluster_queue("cq", 2, within="LowerPriority")],
@@ -785,12 +785,13 @@ async def test_a_preemptor_admitted_as_its_victim_goes_gets_no_pending_write() -
         pending("high", "cq", 2, priority=10),
     )
     h = Harness(objects)
-    first = await h.step()
+    first = h.loop.cycle()
+    await h.s.decisions.idle(deferred=False)  # the eviction written, the pending reason waiting
     assert [p.victim.name for p in first.preempted] == ["low"]
     assert [p.reason for p in first.pending] == ["WaitingForPreemptedWorkloads"]
     second = await h.step()
     assert [a.workload.name for a in second.admitted] == ["high"]
-    await asyncio.sleep(write_queue_module.DEFER_SECONDS + 1)
+    await asyncio.sleep(write_queue_module.PREEMPTOR_DEFER_SECONDS + 1)
     await h.s.decisions.idle()
     assert h.api.count("PATCH", f"{WL}/high/status") == 1  # its admission only
     assert [r[1] for r in h.events.recorded if r[0] == "high"] == ["PreemptedWorkload", "QuotaReserved", "Admitted"]

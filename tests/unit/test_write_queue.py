@@ -1,6 +1,7 @@
 """The write queue on its own: writes never hold up the next cycle, keep the order that matters
 (a batch's evictions before its admissions; evictions and admissions before pending reasons),
-coalesce pending reasons per workload, and stop at once."""
+coalesce pending reasons per workload, and stop at once. Tests of how pending reasons queue run
+without the deferral (`defer_seconds=0`); the deferral has its own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from builders import NOW, admitted, cache_of, cluster_queue, cohort, one_cycle, pending, scenario
-from preemption_operator.controller.write_queue import WriteQueue
+from preemption_operator.controller.write_queue import DEFER_SECONDS, WriteQueue
 from preemption_operator.engine import changes
 from preemption_operator.engine.changes import StatusChange, same_in_substance, status_changes
 from preemption_operator.engine.scheduler import (
@@ -90,7 +91,8 @@ async def test_an_eviction_drops_an_admission_of_its_workload_not_sent_yet() -> 
     first = drained_and_admitted()
     queue.submit(first)
     await asyncio.sleep(0)
-    assert queue.in_flight == 1 and queue.queued == 2  # old's eviction sent; new's admission held
+    # old's eviction sent; new's admission held; late's pending reason waits DEFER_SECONDS.
+    assert queue.in_flight == 1 and queue.queued == 1
     eviction = changes.eviction(Eviction(first[1].workload, "Deactivated", "The workload is deactivated"), NOW)
     queue.submit([eviction])
     assert dropped == [("Admitted", "new")]
@@ -103,7 +105,7 @@ async def test_an_eviction_drops_an_admission_of_its_workload_not_sent_yet() -> 
 async def test_submitting_never_waits_for_writes() -> None:
     writer = Writer()
     writer.gate.clear()
-    queue = WriteQueue(writer.write, lambda c: None, parallelism=2)
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=2, defer_seconds=0)
     queue.submit(drained_and_admitted())  # returns at once although nothing can be written
     await asyncio.sleep(0)
     # The eviction and the pending reason are on their way; the admission waits for the eviction.
@@ -117,7 +119,7 @@ async def test_submitting_never_waits_for_writes() -> None:
 async def test_a_newer_pending_reason_replaces_the_queued_one() -> None:
     writer = Writer()
     writer.gate.clear()
-    queue = WriteQueue(writer.write, lambda c: None, parallelism=1)
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1, defer_seconds=0)
     first = drained_and_admitted()
     queue.submit(first)
     await asyncio.sleep(0)
@@ -188,7 +190,7 @@ def test_a_pending_reason_is_rewritten_only_when_it_says_something_new() -> None
 async def test_below_waits_until_the_backlog_shrinks() -> None:
     writer = Writer()
     writer.gate.clear()
-    queue = WriteQueue(writer.write, lambda c: None, parallelism=1)
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1, defer_seconds=0)
     queue.submit(drained_and_admitted())
     await asyncio.sleep(0)
     waiting = asyncio.create_task(queue.below(2))
@@ -203,7 +205,7 @@ async def test_below_waits_until_the_backlog_shrinks() -> None:
 async def test_quota_writes_count_admissions_and_evictions_until_written_not_pending_reasons() -> None:
     writer = Writer()
     writer.gate.clear()
-    queue = WriteQueue(writer.write, lambda c: None, parallelism=1)
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1, defer_seconds=0)
     queue.submit(drained_and_admitted())
     await asyncio.sleep(0)
     # The eviction is in flight, the admission held behind it, the pending reason queued.
@@ -273,3 +275,63 @@ def test_a_race_lost_within_a_cycle_is_not_written_over_the_reason_already_shown
         assert fresh is not None and fresh["conditions"][0]["message"] == message
         other_reason = change.compute(_showing("Pending", "Preempted earlier"))
         assert other_reason is not None and other_reason["conditions"][0]["message"] == message
+
+
+def pending_and_admitted() -> tuple[StatusChange, StatusChange]:
+    """`w`'s pending reason from one cycle and its admission from a later one."""
+    waiting = one_cycle(scenario([cluster_queue("cq", 2)], admitted("old", "cq", 2), pending("w", "cq", 2)))
+    reason = next(c for c in status_changes(waiting, NOW) if c.action == changes.PENDING)
+    fits = one_cycle(scenario([cluster_queue("cq", 2)], pending("w", "cq", 2)))
+    admission = next(c for c in status_changes(fits, NOW) if c.action == changes.ADMITTED)
+    assert reason.workload.name == admission.workload.name == "w"
+    return reason, admission
+
+
+async def test_a_pending_reason_over_within_the_moment_is_never_written() -> None:
+    """Issue #28: most workloads given a pending reason were admitted a fraction of a second
+    later, and a third of our Workload writes told of a state already over."""
+    writer = Writer()
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1)
+    reason, admission = pending_and_admitted()
+    queue.submit([reason])
+    await asyncio.sleep(DEFER_SECONDS / 2)
+    assert writer.order == [] and queue.queued == 0  # waiting, not queued
+    queue.submit([admission])
+    await queue.idle()
+    await asyncio.sleep(DEFER_SECONDS * 2)
+    assert writer.order == [("Admitted", "w")]
+    await queue.stop()
+
+
+async def test_a_pending_reason_that_lasts_is_written_once_per_moment_however_often_it_changes() -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    times: list[float] = []
+
+    async def write(change: StatusChange) -> WriteResult:
+        times.append(round(loop.time() - start, 1))
+        return WriteResult(Outcome.WRITTEN)
+
+    queue = WriteQueue(write, lambda c: None, parallelism=1)
+    reason, _ = pending_and_admitted()
+    for _ in range(10):  # decided again every 0.3 s (a real one's figures would change)
+        queue.submit([reason])
+        await asyncio.sleep(0.3)
+    await queue.idle()
+    # Each is due DEFER_SECONDS after the first one since the last write; newer ones take its place.
+    assert DEFER_SECONDS == 1.0 and times == [1.0, 2.2, 3.4]
+    await queue.stop()
+
+
+async def test_with_no_deferral_a_pending_reason_is_queued_at_once() -> None:
+    writer = Writer()
+    writer.gate.clear()
+    queue = WriteQueue(writer.write, lambda c: None, parallelism=1, defer_seconds=0)
+    reason, _ = pending_and_admitted()
+    queue.submit([reason])
+    await asyncio.sleep(0)
+    assert queue.in_flight == 1
+    writer.gate.set()
+    await queue.idle()
+    assert writer.order == [("Pending", "w")]
+    await queue.stop()

@@ -80,8 +80,8 @@ class DecisionWriter:
         and evictions are unwritten (backpressure)."""
         await self.queue.below(limit, quota_limit)
 
-    async def idle(self) -> None:
-        await self.queue.idle()
+    async def idle(self, deferred: bool = True) -> None:
+        await self.queue.idle(deferred)
 
     def abandon(self) -> None:
         """Decisions of a term that ended are never written: quota a later leader handed out may

@@ -7,9 +7,12 @@ all were (an admission may use quota a drained workload gave back; if an evictio
 admissions are dropped and decided again). Evictions and admissions go before pending reasons;
 a pending reason waiting to be written is replaced by a newer one for the same workload.
 
-A preemptor's "Pending the preemption of N workload(s)" waits DEFER_SECONDS before it is queued:
-most preemptors are admitted sooner, as their victims go, and the write (with its Event) would
-tell of a state already over. One whose victims take longer gets it then.
+A pending reason is queued only once it has lasted a moment (`defer_seconds`): most workloads
+that get one are admitted soon after (in Kueue's harness at 1/3 scale, half within 0.3 s), and the
+write would tell of a state already over. A newer reason for the same workload takes the older
+one's place and keeps its due time, so one that keeps changing is written at most once per
+moment. A preemptor's "Pending the preemption of N workload(s)" waits longer
+(PREEMPTOR_DEFER_SECONDS): its victims must be written, stopped and released first.
 """
 
 from __future__ import annotations
@@ -26,12 +29,17 @@ from ..k8s.writer import Outcome, WriteResult
 
 log = logging.getLogger(__name__)
 
-DEFER_SECONDS = 2.0
+DEFER_SECONDS = 1.0
+PREEMPTOR_DEFER_SECONDS = 2.0
 
 
-def deferred(change: StatusChange) -> bool:
-    """A pending reason written only if it lasts (see the module's doc)."""
-    return change.action == PENDING and change.reason == WAITING_FOR_PREEMPTED
+def deferral(change: StatusChange, defer_seconds: float) -> float:
+    """How long a pending reason waits before it is queued (see the module's doc)."""
+    if change.action != PENDING:
+        return 0.0
+    if change.reason == WAITING_FOR_PREEMPTED:
+        return max(defer_seconds, PREEMPTOR_DEFER_SECONDS) if defer_seconds else 0.0
+    return defer_seconds
 
 
 @dataclass(eq=False)
@@ -48,10 +56,12 @@ Drop = Callable[[StatusChange], None]
 
 
 class WriteQueue:
-    def __init__(self, write: Write, drop: Drop, parallelism: int = 8) -> None:
+    def __init__(self, write: Write, drop: Drop, parallelism: int = 8, defer_seconds: float = DEFER_SECONDS) -> None:
         self._write = write
         self._drop = drop
         self.parallelism = parallelism
+        self.defer_seconds = defer_seconds
+        """0: pending reasons are queued at once."""
         self._urgent: deque[tuple[StatusChange, Batch]] = deque()
         self._pending: OrderedDict[str, tuple[StatusChange, Batch]] = OrderedDict()
         self._ready = asyncio.Event()
@@ -100,10 +110,10 @@ class WriteQueue:
                     self._takes[change.key] = batch
                 else:
                     self._urgent.append((change, batch))
-            elif deferred(change):
+            elif (wait := deferral(change, self.defer_seconds)) > 0:
                 self._pending.pop(change.key, None)
                 held = self._later.get(change.key)
-                due = held[0] if held is not None else asyncio.get_running_loop().time() + DEFER_SECONDS
+                due = held[0] if held is not None else asyncio.get_running_loop().time() + wait
                 self._later[change.key] = (due, change, batch)
                 self._arm()
             elif not change.releases_quota:
@@ -170,9 +180,9 @@ class WriteQueue:
             self._drained.clear()
             await self._drained.wait()
 
-    async def idle(self) -> None:
-        """Until nothing is queued or being written."""
-        while self.queued or self._busy:
+    async def idle(self, deferred: bool = True) -> None:
+        """Until nothing is queued, deferred (unless `deferred` is False) or being written."""
+        while self.queued or self._busy or (deferred and self._later):
             self._idle.clear()
             await self._idle.wait()
 
