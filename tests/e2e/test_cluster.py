@@ -917,8 +917,10 @@ def test_the_jobset_and_pod_group_walkthrough_runs_as_its_readme_says(
         assert ours.get("Stopped") == message and ours.get("Preempted") == message, events
         assert ours.get("Started") == "Admitted by clusterQueue ml", events
         assert {"CreatedWorkload", "FinishedWorkload"} <= set(ours), events
+        # The preemption's suspension is always told; the one at creation only if the JobSet
+        # controller saw the JobSet before it was admitted, which is a race.
         theirs = [e["Reason"] for e in events if e["From"] == "jobset"]
-        assert theirs.count("SuspendedJobs") >= 2 and "AllJobsCompleted" in theirs, events
+        assert "SuspendedJobs" in theirs and "AllJobsCompleted" in theirs, events
     finally:
         stop.set()
         if watcher.is_alive():
