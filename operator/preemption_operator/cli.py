@@ -137,6 +137,61 @@ def _fair_sharing(enabled: bool, strategies: str | None) -> FairSharing:
         sys.exit(2)
 
 
+CONFIG = click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Kueue's Configuration file (config.kueue.x-k8s.io/v1beta2 or v1beta1), read as Kueue reads it: the "
+    "fields that map to this operator are applied (a flag given on the command line wins), each field not "
+    "applied is named in a warning, and a file Kueue would refuse exits 2.",
+)
+
+
+def _kueue_config(path: Path | None) -> Any:
+    """The Configuration file's settings (None without --config); exit 2 naming the fields."""
+    if path is None:
+        return None
+    from .controller import configuration
+
+    try:
+        return configuration.load(path)
+    except configuration.ConfigurationError as exc:
+        click.echo(f"error: --config {exc}", err=True)
+        sys.exit(2)
+
+
+def _given(name: str) -> bool:
+    """Whether the option was given (command line or environment), not left to its default."""
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source(name)
+    return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def _sharing_of(settings: Any, enabled: bool, strategies: str | None) -> FairSharing:
+    """Fair sharing from the flags when either is given, else from the Configuration file."""
+    if settings is None or _given("fair_sharing") or _given("fair_sharing_strategies"):
+        return _fair_sharing(enabled, strategies)
+    if settings.fair_sharing is None:
+        return _fair_sharing(False, None)
+    return _fair_sharing(True, ",".join(settings.fair_sharing))
+
+
+def _copy_of(settings: Any, label_keys_to_copy: str) -> tuple[str, ...]:
+    if settings is None or settings.label_keys_to_copy is None or _given("label_keys_to_copy"):
+        return _names(label_keys_to_copy)
+    return tuple(settings.label_keys_to_copy)
+
+
+def _warn_offline(settings: Any) -> None:
+    """What the file sets that would change Kueue's decisions and is not modelled here."""
+    for item in settings.ignored if settings is not None else ():
+        if item.decisions:
+            click.echo(f"warning: --config {settings.source}: {item}", err=True)
+
+
 @cli.command()
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address for /metrics, /healthz, /readyz.")
 @click.option("--metrics-port", type=int, default=8080, show_default=True, help="Port for /metrics, /healthz, /readyz.")
@@ -215,6 +270,7 @@ def _fair_sharing(enabled: bool, strategies: str | None) -> FairSharing:
 )
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Debug logging.")
+@CONFIG
 @click.option(
     "--cpu-profile",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -245,6 +301,7 @@ def run(
     feature_gates: str,
     log_format: str,
     verbose: bool,
+    config_file: Path | None,
     cpu_profile: Path | None,
 ) -> None:
     """Run the operator against the cluster of the current kubeconfig (or in-cluster config)."""
@@ -259,31 +316,58 @@ def run(
     from .k8s.api import load_config
 
     logs.configure(log_format, verbose)
+    settings = _kueue_config(config_file)
+
+    def pick(name: str, flag: Any, attribute: str | None = None) -> Any:
+        """The flag when given, else the file's value when it sets one, else the flag's default."""
+        value = None if settings is None or _given(name) else getattr(settings, attribute or name)
+        return flag if value is None else value
+
     try:
+        gates = _flag("--feature-gates", parse_feature_gates, feature_gates)
+        if settings is not None and settings.feature_gates is not None:
+            if gates:
+                raise ValueError(
+                    f"--config {settings.source}: featureGates: feature gates for CLI and configuration cannot both "
+                    "specified"
+                )
+            gates = dict(settings.feature_gates)
+        selector = _namespace_selector(managed_jobs_namespace_selector)
+        if selector is None and settings is not None and settings.managed_jobs_namespace_selector is not None:
+            selector = _checked_namespace_selector(
+                settings.managed_jobs_namespace_selector,
+                f"--config {settings.source}: managedJobsNamespaceSelector",
+                settings.namespace,
+            )
+        named = None if integrations is None else _names(integrations)
+        if settings is not None and not _given("integrations"):
+            named = settings.integrations
         options = operator.OperatorOptions(
-            metrics_host=metrics_host,
-            metrics_port=metrics_port,
-            lease_namespace=lease_namespace,
-            lease_name=lease_name,
-            leader_election=not no_leader_election,
-            lease_seconds=lease_seconds,
+            metrics_host=pick("metrics_host", metrics_host),
+            metrics_port=pick("metrics_port", metrics_port),
+            lease_namespace=pick("lease_namespace", lease_namespace),
+            lease_name=pick("lease_name", lease_name),
+            leader_election=not no_leader_election
+            if settings is None or settings.leader_election is None or _given("no_leader_election")
+            else settings.leader_election,
+            lease_seconds=pick("lease_seconds", lease_seconds),
             liveness_seconds=liveness_seconds,
-            qps=kube_api_qps,
-            burst=kube_api_burst,
-            integrations=None if integrations is None else _names(integrations),
-            managed_jobs_namespace_selector=_namespace_selector(managed_jobs_namespace_selector),
-            label_keys_to_copy=_names(label_keys_to_copy),
+            qps=pick("kube_api_qps", kube_api_qps, "qps"),
+            burst=pick("kube_api_burst", kube_api_burst, "burst"),
+            integrations=named,
+            managed_jobs_namespace_selector=selector,
+            label_keys_to_copy=_copy_of(settings, label_keys_to_copy),
             webhooks=None
             if no_webhooks or (webhook_url is None and not operator.in_cluster())
             else WebhookSettings(
                 namespace=operator.own_namespace(),
-                port=webhook_port,
-                host=webhook_host,
+                port=pick("webhook_port", webhook_port),
+                host=pick("webhook_host", webhook_host),
                 service=webhook_service,
                 url=webhook_url,
             ),
-            fair_sharing=_fair_sharing(fair_sharing, fair_sharing_strategies),
-            feature_gates=_flag("--feature-gates", parse_feature_gates, feature_gates),
+            fair_sharing=_sharing_of(settings, fair_sharing, fair_sharing_strategies),
+            feature_gates=gates,
             faults=Faults.from_env(),
         )
         job_framework.enabled(options.integrations)
@@ -291,6 +375,13 @@ def run(
     except (ConfigError, FaultSpecError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    if settings is not None:
+        import logging
+
+        log = logging.getLogger("preemption_operator.controller.configuration")
+        log.info("read Kueue's Configuration from %s (%s)", settings.source, settings.version)
+        for item in settings.ignored:
+            log.warning("--config %s: %s", settings.source, item)
     operator.run(config, options, cpu_profile=cpu_profile)
 
 
@@ -299,14 +390,24 @@ def _namespace_selector(text: str | None) -> Any:
     checks its configuration; ValueError naming the flag."""
     if text is None:
         return None
-    from .controller import integrations, operator
     from .engine import selectors
 
     try:
         selector = selectors.parse(text)
-        integrations.namespace_selector(selector, operator.own_namespace())
     except ValueError as exc:
         raise ValueError(f"--managed-jobs-namespace-selector: {exc}") from None
+    return _checked_namespace_selector(selector, "--managed-jobs-namespace-selector")
+
+
+def _checked_namespace_selector(selector: Any, name: str, namespace: str | None = None) -> Any:
+    """The selector, checked as Kueue checks its configuration (it must leave kube-system and the
+    operator's namespace out); ValueError naming `name`."""
+    from .controller import integrations, operator
+
+    try:
+        integrations.namespace_selector(selector, namespace or operator.own_namespace())
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
     return selector
 
 
@@ -352,6 +453,7 @@ FROM_CLUSTER = click.option(
 @FROM_CLUSTER
 @LABEL_KEYS_TO_COPY
 @fair_sharing_options
+@CONFIG
 def simulate(
     paths: tuple[Path, ...],
     output: str,
@@ -362,6 +464,7 @@ def simulate(
     label_keys_to_copy: str,
     fair_sharing: bool,
     fair_sharing_strategies: str | None,
+    config_file: Path | None,
 ) -> None:
     """Run scheduling cycles over Kubernetes YAML (files, folders, or - for standard input) until
     nothing changes.
@@ -371,9 +474,11 @@ def simulate(
     from .offline import report
     from .offline import simulate as simulation
 
-    sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
+    settings = _kueue_config(config_file)
+    sharing = _sharing_of(settings, fair_sharing, fair_sharing_strategies)
+    _warn_offline(settings)
     skipped: list[str] = []
-    objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled, _names(label_keys_to_copy))
+    objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
     result = simulation.run(objects, now, max_cycles, arriving, progress=_progress(), fair_sharing=sharing)
     if sys.stderr.isatty():
@@ -413,6 +518,7 @@ def _progress() -> Any:
 @FROM_CLUSTER
 @LABEL_KEYS_TO_COPY
 @fair_sharing_options
+@CONFIG
 def lint(
     paths: tuple[Path, ...],
     output: str,
@@ -422,6 +528,7 @@ def lint(
     label_keys_to_copy: str,
     fair_sharing: bool,
     fair_sharing_strategies: str | None,
+    config_file: Path | None,
 ) -> None:
     """Check a preemption setup (queues, cohorts, flavors, PreemptionConfigs, priority classes):
     workloads that can evict each other forever (with a witness, or a proof that none can),
@@ -432,8 +539,10 @@ def lint(
 
     from . import lint as linting
 
-    sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
-    objects, arriving = _load(paths, [], from_cluster, copy=_names(label_keys_to_copy))
+    settings = _kueue_config(config_file)
+    sharing = _sharing_of(settings, fair_sharing, fair_sharing_strategies)
+    _warn_offline(settings)
+    objects, arriving = _load(paths, [], from_cluster, copy=_copy_of(settings, label_keys_to_copy))
     report = linting.lint([*objects, *arriving], witness, fair_sharing=sharing)
     if output == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -503,6 +612,7 @@ def _load(
 )
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
 @fair_sharing_options
+@CONFIG
 def explain(
     paths: tuple[Path, ...],
     workload: str,
@@ -513,6 +623,7 @@ def explain(
     max_cycles: int,
     fair_sharing: bool,
     fair_sharing_strategies: str | None,
+    config_file: Path | None,
 ) -> None:
     """Explain one workload: its conditions, every decision about it, and for each victim search
     it took part in, what became of each candidate and why."""
@@ -521,8 +632,10 @@ def explain(
     from .offline import report
     from .offline import simulate as simulation
 
-    sharing = _fair_sharing(fair_sharing, fair_sharing_strategies)
-    objects, arriving = _load(paths, [], from_cluster, sharing.enabled, _names(label_keys_to_copy))
+    settings = _kueue_config(config_file)
+    sharing = _sharing_of(settings, fair_sharing, fair_sharing_strategies)
+    _warn_offline(settings)
+    objects, arriving = _load(paths, [], from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
     result = simulation.run(objects, now, max_cycles, arriving, fair_sharing=sharing)
     data = result.to_dict()

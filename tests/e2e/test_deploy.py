@@ -162,6 +162,7 @@ def test_kustomize_renders(deployed: ControlPlane) -> None:
             "Deployment/preemption-operator",
             "Service/preemption-operator-metrics",
             "Service/preemption-operator-webhook",
+            "ConfigMap/preemption-operator-manager-config",
         ]
     )
     for obj in objects:

@@ -83,13 +83,25 @@ def test_values_change_what_they_name(helm: Path) -> None:
             "replicas=3,image.tag=v1,webhooks.enabled=false",
             "--set-json",
             'extraArgs=["--kube-api-qps=50"]',
+            "--set",
+            "managerConfig.controllerManagerConfigYaml=kind: Configuration",
         )
     )
     deployment = rendered[("Deployment", "preemption-operator")]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert deployment["spec"]["replicas"] == 3
     assert container["image"] == "preemption-operator:v1"
-    assert container["args"] == ["run", "--log-format=json", "--no-webhooks", "--kube-api-qps=50"]
+    assert container["args"] == [
+        "run",
+        "--log-format=json",
+        "--config=/etc/preemption-operator/controller_manager_config.yaml",
+        "--metrics-port=8080",
+        "--webhook-port=9443",
+        "--no-webhooks",
+        "--kube-api-qps=50",
+    ]
+    config = rendered[("ConfigMap", "preemption-operator-manager-config")]
+    assert config["data"] == {"controller_manager_config.yaml": "kind: Configuration\n"}
     binding = rendered[("ClusterRoleBinding", "preemption-operator")]
     assert binding["subjects"][0]["namespace"] == "ops"
 
