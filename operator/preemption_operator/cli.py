@@ -185,6 +185,11 @@ def _copy_of(settings: Any, label_keys_to_copy: str) -> tuple[str, ...]:
     return tuple(settings.label_keys_to_copy)
 
 
+def _ready_of(settings: Any) -> Any:
+    """waitForPodsReady from the Configuration file (None without one: off)."""
+    return None if settings is None else settings.wait_for_pods_ready
+
+
 def _warn_offline(settings: Any) -> None:
     """What the file sets that would change Kueue's decisions and is not modelled here."""
     for item in settings.ignored if settings is not None else ():
@@ -367,6 +372,9 @@ def run(
                 url=webhook_url,
             ),
             fair_sharing=_sharing_of(settings, fair_sharing, fair_sharing_strategies),
+            wait_for_pods_ready=None
+            if settings is None or gates.get("DisableWaitForPodsReady")
+            else settings.wait_for_pods_ready,
             feature_gates=gates,
             faults=Faults.from_env(),
         )
@@ -480,7 +488,9 @@ def simulate(
     skipped: list[str] = []
     objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
-    result = simulation.run(objects, now, max_cycles, arriving, progress=_progress(), fair_sharing=sharing)
+    result = simulation.run(
+        objects, now, max_cycles, arriving, progress=_progress(), fair_sharing=sharing, pods_ready=_ready_of(settings)
+    )
     if sys.stderr.isatty():
         click.echo("\r\033[K", err=True, nl=False)  # the progress line, if one was shown
     result.warnings[:0] = skipped
@@ -637,7 +647,7 @@ def explain(
     _warn_offline(settings)
     objects, arriving = _load(paths, [], from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
-    result = simulation.run(objects, now, max_cycles, arriving, fair_sharing=sharing)
+    result = simulation.run(objects, now, max_cycles, arriving, fair_sharing=sharing, pods_ready=_ready_of(settings))
     data = result.to_dict()
     known = sorted(f"{w['namespace']}/{w['name']}" for w in data["workloads"])
     if workload not in known:

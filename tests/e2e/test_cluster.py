@@ -1434,3 +1434,136 @@ def test_a_leaderworkerset_is_one_group_per_replica_admitted_preempted_and_made_
         return True
 
     wait_until(gone, timeout=90, what="the LeaderWorkerSet's Pods and Workloads gone", diagnostics=logs)
+
+
+# -- waitForPodsReady (issue 30, item 2) ---------------------------------------------------------------
+
+
+def pods_ready_config(tmp_path: Path, *, block: bool = False, limit: int | None = None) -> str:
+    """`run --config` with Kueue's waitForPodsReady: a 6 s timeout, backoff 2 s then 4 s."""
+    strategy = {"backoffBaseSeconds": 2, "backoffMaxSeconds": 4}
+    if limit is not None:
+        strategy["backoffLimitCount"] = limit
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "waitForPodsReady": {"timeout": "6s", "blockAdmission": block, "requeuingStrategy": strategy},
+    }
+    path = tmp_path / "kueue-config.yaml"
+    path.write_text(json.dumps(config))
+    return f"--config={path}"
+
+
+def unschedulable(job_obj: dict[str, Any]) -> dict[str, Any]:
+    """Its pods select a node label no node has: kube-scheduler never binds them."""
+    job_obj["spec"]["template"]["spec"]["nodeSelector"] = {"example.com/nowhere": "true"}
+    return job_obj
+
+
+def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_deactivated_at_the_limit(
+    sc: Scenario, operators: OperatorPool, tmp_path: Path
+) -> None:
+    """Kueue's waitForPodsReady on pods kube-scheduler cannot place: 6 s after admission the Job is
+    evicted (PodsReadyTimeout, its pods deleted, the Job suspended), requeued after its backoff and
+    admitted again; a ready Job in the same queue is never evicted; at backoffLimitCount the
+    Workload is deactivated with Kueue's message."""
+    ns = sc.namespace
+    _, lq = sc.queue("main", 8)
+    batch_flavor(sc)
+    op = operators.start(extra_args=[pods_ready_config(tmp_path, limit=2)])
+    sc.apply(
+        unschedulable(batch_job("stuck", ns, lq, cpu="1", parallelism=2)),
+        batch_job("fine", ns, lq, cpu="1", parallelism=2, pod_annotations={COMPLETE_AFTER: "600s"}),
+    )
+
+    def started() -> dict[str, Any]:
+        wl = workload_of(sc, "fine")
+        ready = condition(wl, "PodsReady") or {}
+        assert (ready.get("status"), ready.get("reason"), ready.get("message")) == (
+            "True",
+            "Started",
+            "All pods reached readiness and the workload is running",
+        ), wl["status"].get("conditions")
+        return wl
+
+    wait_until(started, timeout=60, what="fine's PodsReady=True", diagnostics=op.tail)
+
+    def timed_out(count: int) -> dict[str, Any]:
+        wl = workload_of(sc, "stuck")
+        assert (wl["status"].get("requeueState") or {}).get("count") == count, wl["status"]
+        return wl
+
+    wl = wait_until(lambda: timed_out(1), timeout=60, what="stuck's first timeout", diagnostics=op.tail)
+    key = f"{ns}/{wl['metadata']['name']}"
+    evicted = condition(wl, "Evicted") or {}
+    assert (evicted.get("reason"), evicted.get("message")) == (
+        "PodsReadyTimeout",
+        f"Exceeded the PodsReady timeout {key}",
+    )
+    wait_until(lambda: suspended(job(sc, "stuck")), what="stuck suspended", diagnostics=op.tail)
+
+    def requeued_and_admitted_again() -> bool:
+        wl = workload_of(sc, "stuck")
+        requeued = condition(wl, "Requeued") or {}
+        assert (requeued.get("status"), requeued.get("reason")) == ("True", "BackoffFinished"), wl["status"]
+        assert is_true(wl, "Admitted") and not is_true(wl, "Evicted"), wl["status"]["conditions"]
+        return True
+
+    wait_until(requeued_and_admitted_again, timeout=60, what="stuck requeued and admitted", diagnostics=op.tail)
+    wait_until(lambda: timed_out(2), timeout=60, what="stuck's second timeout", diagnostics=op.tail)
+
+    def deactivated() -> dict[str, Any]:
+        wl = workload_of(sc, "stuck")
+        assert wl["spec"].get("active") is False, wl["spec"]
+        evicted = condition(wl, "Evicted") or {}
+        assert (evicted.get("reason"), evicted.get("message")) == (
+            "Deactivated",
+            "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+        ), wl["status"]["conditions"]
+        return wl
+
+    wl = wait_until(deactivated, timeout=60, what="stuck deactivated at its limit", diagnostics=op.tail)
+    assert {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 2} in wl["status"][
+        "schedulingStats"
+    ]["evictions"]
+    assert is_true(workload_of(sc, "fine"), "Admitted") and not is_true(workload_of(sc, "fine"), "Evicted")
+    samples = op.samples()
+    evictions = {
+        (s.labels.get("reason"), s.labels.get("underlying_cause")): s.value
+        for s in samples
+        if s.name == "kueue_evicted_workloads_total"
+    }
+    assert evictions.get(("PodsReadyTimeout", "WaitForStart")) == 2, evictions
+    assert op.log().count("preemption_operator.controller.decisions: deactivated ") == 1, op.tail()
+
+
+def test_block_admission_holds_the_next_job_until_the_admitted_ones_pods_are_ready(
+    sc: Scenario, operators: OperatorPool, tmp_path: Path
+) -> None:
+    """With blockAdmission, a Job admitted first whose pods cannot start holds every other Job at
+    WaitingForPodsReady; once it is timed out and evicted, the next one is admitted."""
+    ns = sc.namespace
+    _, lq = sc.queue("main", 8)
+    batch_flavor(sc)
+    op = operators.start(extra_args=[pods_ready_config(tmp_path, block=True)])
+    sc.apply(unschedulable(batch_job("first", ns, lq, cpu="1")))
+    wait_until(lambda: is_true(workload_of(sc, "first"), "Admitted"), what="first admitted", diagnostics=op.tail)
+    sc.apply(batch_job("second", ns, lq, cpu="1", pod_annotations={COMPLETE_AFTER: "600s"}))
+
+    def held() -> bool:
+        reserved = condition(workload_of(sc, "second"), "QuotaReserved") or {}
+        assert (reserved.get("status"), reserved.get("reason"), reserved.get("message")) == (
+            "False",
+            "WaitingForPodsReady",
+            "waiting for all admitted workloads to be in PodsReady condition",
+        ), reserved
+        return True
+
+    wait_until(held, what="second held at WaitingForPodsReady", diagnostics=op.tail)
+    wait_until(
+        lambda: is_true(workload_of(sc, "second"), "Admitted"),
+        timeout=60,
+        what="second admitted once first timed out",
+        diagnostics=op.tail,
+    )
+    assert (condition(workload_of(sc, "first"), "Evicted") or {}).get("reason") == "PodsReadyTimeout"

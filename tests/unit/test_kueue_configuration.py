@@ -5,6 +5,7 @@ as overrides, and every field not applied named once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from preemption_operator.cli import cli
 from preemption_operator.controller import configuration, operator
 from preemption_operator.controller.configuration import ConfigurationError, parse
 from preemption_operator.engine import selectors
+from preemption_operator.engine.pods_ready import WaitForPodsReady
 
 from .test_fair_preemption import B_CASES
 
@@ -46,13 +48,32 @@ def test_the_docs_example_is_read_and_mapped() -> None:
         "integrations.frameworks[2]: ray.io/rayjob is not integrated here: its jobs are not queued",
         "health: not applied: /healthz and /readyz are served on the metrics address",
         "controller: not applied: one scheduling loop serves every kind",
-        "waitForPodsReady: not applied yet: admitted workloads are not evicted for pods not ready",
     ]
+    assert settings.wait_for_pods_ready == WaitForPodsReady(
+        timeout=timedelta(minutes=5),
+        recovery_timeout=timedelta(minutes=3),
+        block_admission=False,
+        requeuing_timestamp="Eviction",
+        backoff_limit_count=None,
+        backoff_base_seconds=60,
+        backoff_max_seconds=3600,
+    )
 
 
 def test_without_frameworks_kueues_default_is_batch_job_only() -> None:
     assert parse(HEAD).integrations == ("batch/job",)
     assert parse(HEAD).fair_sharing is None
+
+
+def test_v1beta2_turns_wait_for_pods_ready_on_with_kueues_defaults() -> None:
+    """Kueue v0.19.2's defaulting adds waitForPodsReady to every v1beta2 Configuration (30 min,
+    the recovery timeout the same, backoff 60 s to 3600 s, requeued forever); "0s" leaves the
+    timeout at its default and turns the recovery timeout off; the DisableWaitForPodsReady gate
+    turns it all off."""
+    assert parse(HEAD).wait_for_pods_ready == WaitForPodsReady()
+    zero = parse(HEAD + "waitForPodsReady:\n  timeout: 0s\n  recoveryTimeout: 0s\n  blockAdmission: true\n")
+    assert zero.wait_for_pods_ready == WaitForPodsReady(recovery_timeout=None, block_admission=True)
+    assert parse(HEAD + "featureGates:\n  DisableWaitForPodsReady: true\n").wait_for_pods_ready is None
 
 
 @pytest.mark.parametrize(
@@ -134,9 +155,11 @@ def test_v1beta1_turns_features_on_by_enable_and_defaults_the_strategies() -> No
     v1beta1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
     on = parse(v1beta1 + "fairSharing:\n  enable: true\nwaitForPodsReady:\n  enable: true\n  timeout: 1m\n")
     assert on.fair_sharing == ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
-    assert [i.path for i in on.ignored] == ["waitForPodsReady"]
+    assert on.wait_for_pods_ready == WaitForPodsReady(
+        timeout=timedelta(minutes=1), recovery_timeout=timedelta(minutes=1)
+    )
     off = parse(v1beta1 + "fairSharing:\n  enable: false\nwaitForPodsReady:\n  timeout: 1m\n")
-    assert off.fair_sharing is None and off.ignored == ()
+    assert off.fair_sharing is None and off.wait_for_pods_ready is None and off.ignored == ()
     with pytest.raises(ConfigurationError, match=r"visibilityServer: unknown field \(in .*v1beta1\)"):
         parse(v1beta1 + "visibilityServer:\n  bindPort: 8082\n")
 
@@ -246,7 +269,8 @@ def test_run_logs_each_field_not_applied(tmp_path: Path, started: list[operator.
     result = _run(tmp_path, DOCS_EXAMPLE, "--no-webhooks")
     warnings = [line for line in result.output.splitlines() if "WARNING" in line]
     assert len(warnings) == len(parse(DOCS_EXAMPLE).ignored)
-    assert any("waitForPodsReady: not applied yet" in line for line in warnings)
+    assert any("controller: not applied" in line for line in warnings)
+    assert started[0].wait_for_pods_ready == parse(DOCS_EXAMPLE).wait_for_pods_ready
 
 
 # -- the offline commands ------------------------------------------------------------------------------
@@ -257,8 +281,11 @@ def test_simulate_takes_fair_sharing_from_the_file(tmp_path: Path) -> None:
     from the queue with the highest share; classic preemption finds no one (`in` would borrow)."""
     objects, expected = B_CASES["B21"]
     config = tmp_path / "kueue.yaml"
+    # (waitForPodsReady off: these Workloads have no pods to be ready, and were admitted long ago.)
     config.write_text(
-        HEAD + "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
+        HEAD
+        + "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
+        + "featureGates:\n  DisableWaitForPodsReady: true\n"
     )
 
     def victims(flags: list[str]) -> set[str]:
@@ -274,11 +301,7 @@ def test_the_offline_commands_warn_only_of_what_changes_decisions(tmp_path: Path
     config.write_text(DOCS_EXAMPLE)
     result = CliRunner().invoke(cli, ["lint", str(tmp_path / "none.yaml"), "--config", str(config)])
     warned = [line for line in result.output.splitlines() if line.startswith("warning: --config")]
-    assert [w.split(": ", 3)[2] for w in warned] == [
-        "integrations.frameworks[1]",
-        "integrations.frameworks[2]",
-        "waitForPodsReady",
-    ]
+    assert [w.split(": ", 3)[2] for w in warned] == ["integrations.frameworks[1]", "integrations.frameworks[2]"]
 
 
 def test_the_shipped_configuration_is_read_without_warnings() -> None:

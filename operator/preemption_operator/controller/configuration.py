@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +18,7 @@ from pydantic import AfterValidator, Strict, ValidationError
 from ..api.duration import DurationError, parse_nanoseconds
 from ..api.meta import KubeModel, LabelSelector, problem
 from ..api.objects import describe
+from ..engine.pods_ready import WaitForPodsReady as WaitForPodsReadySettings
 from ..jobs import framework
 from .feature_gates import KUEUE_GATES
 
@@ -321,6 +323,10 @@ class KueueSettings:
     feature_gates: Mapping[str, bool] | None = None
     qps: float | None = None
     burst: int | None = None
+    wait_for_pods_ready: WaitForPodsReadySettings | None = None
+    """On, with Kueue's defaults for what the file leaves out (v1beta2: always, as Kueue's
+    defaulting adds the section, unless the DisableWaitForPodsReady gate is on; v1beta1: with
+    `enable: true`); None: off."""
     leader_election: bool | None = None
     lease_seconds: int | None = None
     lease_name: str | None = None
@@ -482,7 +488,9 @@ def _settings(config: Configuration, body: Mapping[str, Any], source: str, versi
             values["burst"] = config.client_connection.burst
 
     _controller_manager(config, values, errors, ignore)
-    _wait_for_pods_ready(config, version, errors, ignored)
+    values["wait_for_pods_ready"] = _wait_for_pods_ready(config, version, errors)
+    if (config.feature_gates or {}).get("DisableWaitForPodsReady"):
+        values["wait_for_pods_ready"] = None
 
     decisions = "not applied: this operator does not implement it"
     ignore(("admissionFairSharing",), "not applied: heads are ordered by priority and age, not by usage", True)
@@ -552,29 +560,53 @@ def _controller_manager(config: Configuration, values: dict[str, Any], errors: l
     ignore(("webhook", "certDir"), "not applied: the certificate is made and kept in a private temporary folder")
 
 
-def _wait_for_pods_ready(config: Configuration, version: str, errors: list[str], ignored: list[Ignored]) -> None:
-    """Kueue's checks of waitForPodsReady; it is not applied yet."""
+def _wait_for_pods_ready(config: Configuration, version: str, errors: list[str]) -> WaitForPodsReadySettings | None:
+    """Kueue's waitForPodsReady, checked as Kueue checks it. In v1beta2 it is on unless the
+    DisableWaitForPodsReady gate is (Kueue's defaulting adds the section with a 30 min timeout);
+    in v1beta1 only with `enable: true`."""
     ready = config.wait_for_pods_ready
-    if ready is None or (version == "v1beta1" and not ready.enable):
-        return
+    if version == "v1beta1" and (ready is None or not ready.enable):
+        return None
+    ready = ready or WaitForPodsReady()
     at = "waitForPodsReady"
-    if ready.timeout is not None and nanoseconds(ready.timeout) < 0:
-        errors.append(f'{at}.timeout: Invalid value: "{ready.timeout}": {_MUST_NOT_BE_NEGATIVE}')
-    if ready.recovery_timeout is not None and nanoseconds(ready.recovery_timeout) < 0:
-        errors.append(f'{at}.recoveryTimeout: Invalid value: "{ready.recovery_timeout}": {_MUST_NOT_BE_NEGATIVE}')
-    strategy = ready.requeuing_strategy
-    if strategy is not None:
-        if strategy.timestamp is not None and strategy.timestamp not in ("Creation", "Eviction"):
-            errors.append(
-                f'{at}.requeuingStrategy.timestamp: Unsupported value: "{strategy.timestamp}": '
-                'supported values: "Creation", "Eviction"'
-            )
-        for name in ("backoff_limit_count", "backoff_base_seconds", "backoff_max_seconds"):
-            value = getattr(strategy, name)
-            if value is not None and value < 0:
-                wire = re.sub(r"_(\w)", lambda m: m[1].upper(), name)
-                errors.append(f"{at}.requeuingStrategy.{wire}: Invalid value: {value}: {_MUST_NOT_BE_NEGATIVE}")
-    ignored.append(Ignored(at, "not applied yet: admitted workloads are not evicted for pods not ready", True))
+    defaults = WaitForPodsReadySettings()
+    timeout = defaults.timeout
+    if ready.timeout is not None:
+        nanos = nanoseconds(ready.timeout)
+        if nanos < 0:
+            errors.append(f'{at}.timeout: Invalid value: "{ready.timeout}": {_MUST_NOT_BE_NEGATIVE}')
+        elif nanos > 0:  # 0 is Kueue's "unset": the default
+            timeout = timedelta(microseconds=nanos // 1000)
+    recovery: timedelta | None = timeout
+    if ready.recovery_timeout is not None:
+        nanos = nanoseconds(ready.recovery_timeout)
+        if nanos < 0:
+            errors.append(f'{at}.recoveryTimeout: Invalid value: "{ready.recovery_timeout}": {_MUST_NOT_BE_NEGATIVE}')
+        recovery = timedelta(microseconds=nanos // 1000) if nanos > 0 else None
+    strategy = ready.requeuing_strategy or RequeuingStrategy()
+    if strategy.timestamp is not None and strategy.timestamp not in ("Creation", "Eviction"):
+        errors.append(
+            f'{at}.requeuingStrategy.timestamp: Unsupported value: "{strategy.timestamp}": '
+            'supported values: "Creation", "Eviction"'
+        )
+    for name in ("backoff_limit_count", "backoff_base_seconds", "backoff_max_seconds"):
+        value = getattr(strategy, name)
+        if value is not None and value < 0:
+            wire = re.sub(r"_(\w)", lambda m: m[1].upper(), name)
+            errors.append(f"{at}.requeuingStrategy.{wire}: Invalid value: {value}: {_MUST_NOT_BE_NEGATIVE}")
+    return WaitForPodsReadySettings(
+        timeout=timeout,
+        recovery_timeout=recovery,
+        block_admission=bool(ready.block_admission),
+        requeuing_timestamp=strategy.timestamp or defaults.requeuing_timestamp,
+        backoff_limit_count=strategy.backoff_limit_count,
+        backoff_base_seconds=defaults.backoff_base_seconds
+        if not strategy.backoff_base_seconds
+        else strategy.backoff_base_seconds,
+        backoff_max_seconds=defaults.backoff_max_seconds
+        if not strategy.backoff_max_seconds
+        else strategy.backoff_max_seconds,
+    )
 
 
 def _checks(config: Configuration, errors: list[str]) -> None:

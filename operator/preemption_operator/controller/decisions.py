@@ -39,6 +39,10 @@ VERIFY_START = 0.5  # first look at a workload whose write may or may not have t
 VERIFY_MAX = 10.0
 
 
+DEACTIVATE_ATTEMPTS = 8
+"""Tries of spec.active=false for a workload marked DeactivationTarget."""
+
+
 class DecisionWriter:
     def __init__(
         self,
@@ -146,6 +150,8 @@ class DecisionWriter:
             return result
         if result.body is not None:
             self.feeder.ingest("Workload", result.body, result.based_on)  # before forgetting: no gap without the quota
+        if change.deactivate and result.outcome in (Outcome.WRITTEN, Outcome.UNCHANGED):
+            await self._deactivate(change)  # while still assumed: no pass decides it again meanwhile
         if change.holds_quota or change.releases_quota:
             self.cache.forget(wl.key, change)  # only its own: a later decision may be assumed now
             if result.outcome is not Outcome.WRITTEN:
@@ -163,6 +169,31 @@ class DecisionWriter:
             else:
                 log.debug("%s of %s not sent: the lease deadline has passed", change.action, wl.key)
         return result
+
+    async def _deactivate(self, change: StatusChange) -> None:
+        """spec.active=false after the DeactivationTarget mark (Kueue's workload controller does
+        the same); the uid in the patch makes it apply to that object only. Tried again with a
+        growing pause until it is written, the object is gone or this replica no longer leads:
+        the mark keeps the engine from deciding it again."""
+        wl = change.workload
+        patch = {"metadata": {"uid": wl.obj.metadata.uid}, "spec": {"active": False}}
+        pause = VERIFY_START
+        for _ in range(DEACTIVATE_ATTEMPTS):
+            if not self.writer.fence():
+                return
+            try:
+                body = await self.writer.api.patch_merge(kinds.Workload.path(wl.name, wl.namespace), patch)
+            except ApiError as exc:
+                if exc.code in (404, 409):  # gone, or another object under that name now
+                    return
+                log.warning("deactivating %s failed: %s", wl.key, exc)
+                await asyncio.sleep(pause)
+                pause = min(VERIFY_MAX, pause * 2)
+                continue
+            self.feeder.ingest("Workload", body)
+            log.info("deactivated %s: %s", wl.key, change.record.get("message", ""))
+            return
+        log.warning("gave up deactivating %s after %d attempts", wl.key, DEACTIVATE_ATTEMPTS)
 
     def _failed(self, result: WriteResult) -> None:
         self.failed_writes += 1
@@ -224,7 +255,9 @@ class DecisionWriter:
             preemptor = change.preemptor.key if change.preemptor is not None else ""
             log.info("preempted %s for %s: %s", change.key, preemptor, change.record.get("message", ""))
         elif change.action == EVICTED:  # not RELEASED: that eviction was counted when it was made
-            self.metrics.evicted_workload(change.cluster_queue, change.reason, "", wl.priority_class_name)
+            self.metrics.evicted_workload(
+                change.cluster_queue, change.reason, change.underlying_cause, wl.priority_class_name
+            )
 
     def _event(self, note: EventNote, body: dict[str, Any], change: StatusChange) -> None:
         if note.about == "clusterQueue":

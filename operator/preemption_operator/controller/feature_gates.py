@@ -120,6 +120,9 @@ ALWAYS_ON: Mapping[str, str] = {
 ALWAYS_OFF: Mapping[str, str] = {
     "FlavorFungibilityPreserveScanProgress": "every flavor search starts at the first flavor",
 }
+APPLIED: frozenset[str] = frozenset({"DisableWaitForPodsReady"})
+"""Gates that switch something here, as in Kueue (DisableWaitForPodsReady turns waitForPodsReady
+off whatever the Configuration file says)."""
 
 
 _BOOLS = {v: True for v in ("1", "t", "T", "TRUE", "true", "True")} | {
@@ -153,6 +156,6 @@ def gate_warnings(gates: Mapping[str, bool]) -> list[str]:
             out.append(f"feature gate {name}=false has no effect: {ALWAYS_ON[name]}")
         elif name in ALWAYS_OFF and enabled:
             out.append(f"feature gate {name}=true has no effect: {ALWAYS_OFF[name]}")
-        elif name not in ALWAYS_ON and name not in ALWAYS_OFF:
+        elif name not in ALWAYS_ON and name not in ALWAYS_OFF and name not in APPLIED:
             out.append(f"feature gate {name} has no effect here: this operator does not implement it")
     return out

@@ -25,6 +25,7 @@ from ..api import kinds
 from ..api.meta import LabelSelector
 from ..engine.cache import Cache
 from ..engine.fair_sharing import OFF, FairSharing
+from ..engine.pods_ready import WaitForPodsReady
 from ..jobs import framework as job_framework
 from ..jobs.reconciler import Settings
 from ..k8s.api import KubeApi
@@ -89,6 +90,8 @@ class OperatorOptions:
     webhooks: WebhookSettings | None = None
     """None: no admission webhooks (queued jobs must be created suspended)."""
     fair_sharing: FairSharing = OFF
+    wait_for_pods_ready: WaitForPodsReady | None = None
+    """Kueue's waitForPodsReady (None: off): PodsReady conditions, timeouts, requeuing backoff."""
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     """Kueue's feature gates as given (they switch nothing here; see feature_gates.py)."""
     faults: Faults = field(default_factory=Faults)
@@ -120,7 +123,7 @@ class Operator:
             limiter=options.limiter(),
             throttled=metrics.client_throttled.inc,
         )
-        self.cache = Cache(options.fair_sharing)
+        self.cache = Cache(options.fair_sharing, options.wait_for_pods_ready)
         identity = default_identity()
         self.elector: LeaderElector | None = None
         if options.leader_election:
@@ -161,7 +164,10 @@ class Operator:
                 writer,
                 self.recorder,
                 self.leading,
-                settings=Settings(label_keys_to_copy=options.label_keys_to_copy),
+                settings=Settings(
+                    label_keys_to_copy=options.label_keys_to_copy,
+                    wait_for_pods_ready=options.wait_for_pods_ready is not None,
+                ),
                 integrations=self.integrations,
                 scheduled=lambda: self.scheduling.loop.term_cycles > 0,
                 closing=self.closing,

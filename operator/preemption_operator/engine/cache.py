@@ -18,16 +18,18 @@ from typing import TYPE_CHECKING, Any
 from ..api import kinds, v1beta2
 from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
+from . import pods_ready
 from .fair_sharing import OFF, FairSharing, parse_weight
 from .limits import LimitBook, Pair, PastPreemption, past_preemption, remember
 from .notices import Notice
+from .pods_ready import WaitForPodsReady
 from .protection import annotation_problems, class_problems
 from .queues import QueueManager
 from .quota import QuotaNode, ResourceQuota, compute_subtree
 from .selectors import NOTHING, SelectorError, build
 from .snapshot import ClusterQueueInfo, ResourceGroupInfo, Snapshot, Trees
 from .tas_state import TasState, node_ready
-from .workload import PriorityClassInfo, WorkloadInfo, build_info
+from .workload import PriorityClassInfo, WorkloadInfo, build_info, is_true
 
 if TYPE_CHECKING:
     from .changes import StatusChange
@@ -116,8 +118,19 @@ class Cache:
     """Parsed, indexed cluster state: what the API server says (observed) plus the decisions whose
     writes are in flight (assumed). Not thread-safe: one writer at a time."""
 
-    def __init__(self, fair_sharing: FairSharing = OFF) -> None:
+    def __init__(self, fair_sharing: FairSharing = OFF, pods_ready: WaitForPodsReady | None = None) -> None:
         self.fair_sharing = fair_sharing
+        self.pods_ready = pods_ready
+        """Kueue's waitForPodsReady (None: off): admitted workloads whose pods are not ready are
+        indexed with their deadlines."""
+        self._not_ready: dict[str, tuple[str, datetime]] = {}
+        """Admitted workloads waiting for their pods, with the timeout's cause and deadline."""
+        self._unready: set[str] = set()
+        """Workloads holding quota without PodsReady=True (what blockAdmission waits for)."""
+        self._marked: set[str] = set()
+        """Active workloads marked DeactivationTarget: to be made inactive."""
+        self._backoff: dict[str, datetime | None] = {}
+        """Pending workloads in their requeuing backoff (not queued), with their requeueAt."""
         """The fair-sharing switch: every snapshot carries it, and when on, the quota nodes keep
         their borrowed amounts (the DRS numerator) current as usage changes."""
         self.objects: dict[str, dict[str, Any]] = {kind.name: {} for kind in kinds.MODELS}
@@ -542,6 +555,20 @@ class Cache:
         self.infos[info.key] = info
         if info.finished:
             return
+        if info.cluster_queue is not None and self.pods_ready is not None:
+            if not is_true(info.obj, pods_ready.PODS_READY):
+                self._unready.add(info.key)
+            # One marked for deactivation already waits for spec.active=false, not for a timeout.
+            marked = is_true(info.obj, pods_ready.DEACTIVATION_TARGET)
+            eligible = info.active and not info.evicted and not marked
+            due = pods_ready.deadline(info.obj, self.pods_ready) if eligible else None
+            if due is not None:
+                self._not_ready[info.key] = due
+        if info.active and is_true(info.obj, pods_ready.DEACTIVATION_TARGET):
+            self._marked.add(info.key)
+        if info.cluster_queue is None and info.active and pods_ready.backing_off(info.obj):
+            self._backoff[info.key] = pods_ready.requeue_at(info.obj)
+            return
         if info.cluster_queue is not None:
             if not info.active and info.key not in self._unreadable:
                 self.queues.deactivated.add(info.key)
@@ -561,6 +588,12 @@ class Cache:
         info = self.infos.pop(key, None)
         if info is None:
             return
+        self._not_ready.pop(key, None)
+        self._unready.discard(key)
+        self._marked.discard(key)
+        if key in self._backoff:
+            del self._backoff[key]
+            return  # in its backoff: never queued
         self.queues.deactivated.discard(key)
         if self._tas is not None:
             self._tas.discard(info.key)
@@ -719,6 +752,22 @@ class Cache:
             tree.cluster_queues, tree.draining, local_queues, self.infos, self.evicting | self.admitting
         )
         limits = self.limits(now)
+        in_flight = self.evicting | self.admitting
+        timed_out: list[tuple[WorkloadInfo, str]] = []
+        backoffs: list[WorkloadInfo] = []
+        wake_at: datetime | None = None
+        for key, (cause, deadline) in sorted(self._not_ready.items()):
+            if key in in_flight:
+                continue
+            if deadline <= now:
+                timed_out.append((self.infos[key], cause))
+            elif wake_at is None or deadline < wake_at:
+                wake_at = deadline
+        for key, requeue_at in sorted(self._backoff.items()):
+            if requeue_at is None or requeue_at <= now:
+                backoffs.append(self.infos[key])
+            elif wake_at is None or requeue_at < wake_at:
+                wake_at = requeue_at
         return Snapshot(
             now=now,
             trees=trees,
@@ -736,6 +785,12 @@ class Cache:
             limits=limits,
             keys=routed.keys,
             shapes=routed.shapes,
+            pods_ready=self.pods_ready,
+            timed_out=timed_out,
+            marked=[self.infos[key] for key in sorted(self._marked) if key not in in_flight],
+            backoffs=backoffs,
+            wake_at=wake_at,
+            unready=frozenset(self._unready),
         )
 
 

@@ -16,10 +16,20 @@ from typing import Any
 
 from . import workload_status as wl_status
 from .limits import PastPreemption
-from .scheduler import NO_LONGER_FITS, OVERLAPPING_TARGETS, Admission, CycleResult, Eviction, Pending, Preemption
+from .scheduler import (
+    NO_LONGER_FITS,
+    OVERLAPPING_TARGETS,
+    Admission,
+    CycleResult,
+    Deactivation,
+    Eviction,
+    Pending,
+    Preemption,
+)
 from .workload import WorkloadInfo
 
 ADMITTED, PREEMPTED, EVICTED, PENDING = "Admitted", "Preempted", "Evicted", "Pending"
+DEACTIVATED, REQUEUED = "Deactivated", "Requeued"
 _FIGURES = re.compile(r"(?<![\w-])[0-9]+(\.[0-9]+)?[a-zA-Z]{0,2}(?![\w-])")
 """A quantity or count standing on its own (not part of a name such as cq-1)."""
 THROTTLED = "PreemptionThrottled"
@@ -60,11 +70,15 @@ class StatusChange:
     """Whether the change gives the workload quota (an admission): assumed before it is written."""
     past: PastPreemption | None = None
     """A preemption: as PreemptionLimit windows count it while its write is in flight."""
+    deactivate: bool = False
+    """Once the status is written, the workload is made inactive (spec.active=false), as Kueue's
+    workload controller does with a DeactivationTarget."""
 
     @property
     def releases_quota(self) -> bool:
-        """An eviction: the quota is given back only once it is written."""
-        return self.action in (PREEMPTED, EVICTED, RELEASED)
+        """An eviction: the quota is given back only once it is written. (A deactivation leads to
+        one: assumed alike, so no pass decides it again while it is written.)"""
+        return self.action in (PREEMPTED, EVICTED, RELEASED, DEACTIVATED)
 
     @property
     def key(self) -> str:
@@ -125,24 +139,71 @@ def eviction(e: Eviction, now: datetime, job_stops: bool = False) -> StatusChang
             return None  # activated again meanwhile
         if job_stops and _evicting(status):
             return None  # its job is stopping already
+        if e.requeue is not None:  # a PodsReady timeout
+            ready = wl_status.get_condition(status, "PodsReady") or {}
+            if _evicting(status) or ready.get("status") == "True" or not _active(current):
+                return None  # evicted otherwise, or its pods became ready, meanwhile
         return wl_status.drained(status, e, now, _generation(current), release=not job_stops)
 
     wl = e.workload
+    record = {
+        "action": EVICTED,
+        "workload": wl.key,
+        "clusterQueue": wl.cluster_queue,
+        "reason": e.reason,
+        "message": e.message,
+    }
+    if e.underlying_cause:
+        record["underlyingCause"] = e.underlying_cause
+    if e.requeue is not None:
+        record["requeueAt"] = wl_status.rfc3339(e.requeue[1])
     return StatusChange(
         EVICTED,
         wl,
         compute,
-        {
-            "action": EVICTED,
-            "workload": wl.key,
-            "clusterQueue": wl.cluster_queue,
-            "reason": e.reason,
-            "message": e.message,
-        },
+        record,
         (EventNote("workload", "Normal", f"EvictedDueTo{e.reason}", e.message),),
         cluster_queue=wl.cluster_queue or "",
         reason=e.reason,
+        underlying_cause=e.underlying_cause,
     )
+
+
+def deactivation(d: Deactivation, now: datetime) -> StatusChange:
+    """Kueue's DeactivationTarget, then spec.active=false: the eviction follows as a deactivated
+    workload's (`eviction`, reason Deactivated)."""
+
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status, _, finished = _conditions(current)
+        if finished or not _active(current):
+            return None
+        target = wl_status.get_condition(status, "DeactivationTarget") or {}
+        if target.get("status") == "True":
+            return None  # marked already: only the spec is left to write
+        return wl_status.deactivation_target(status, d.reason, d.message, now, _generation(current))
+
+    wl = d.workload
+    return StatusChange(
+        DEACTIVATED,
+        wl,
+        compute,
+        {"action": DEACTIVATED, "workload": wl.key, "reason": d.reason, "message": d.message},
+        cluster_queue=wl.cluster_queue or "",
+        reason=d.reason,
+        deactivate=True,
+    )
+
+
+def requeue(wl: WorkloadInfo, now: datetime) -> StatusChange:
+    """A workload's requeuing backoff is over: it is queued again."""
+
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status, reserved, finished = _conditions(current)
+        if reserved or finished:
+            return None
+        return wl_status.backoff_finished(status, now, _generation(current))
+
+    return StatusChange(REQUEUED, wl, compute, {"action": REQUEUED, "workload": wl.key})
 
 
 def _completion(p: Preemption, now: datetime) -> StatusChange:
@@ -332,6 +393,8 @@ def status_changes(
     return [
         *(admission(a, now) for a in result.admitted if a.workload.key in victims),
         *(eviction(e, now, job_stops(e.workload)) for e in result.evicted),
+        *(deactivation(d, now) for d in result.deactivated),
+        *(requeue(wl, now) for wl in result.requeued),
         *(change for change in preemptions if change is not None),
         *(admission(a, now) for a in result.admitted if a.workload.key not in victims),
         *(pending(p, now) for p in result.pending),

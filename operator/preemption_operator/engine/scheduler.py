@@ -17,7 +17,7 @@ from itertools import filterfalse
 
 from ..api.meta import format_time
 from ..api.quantity import format_amount
-from . import protection
+from . import pods_ready, protection
 from .candidates import CandidateRecord, ExtraCandidates, Target, limit_pair
 from .flavors import Assignment, Granular, Mode, Possibility, assign_flavors
 from .notices import Notice
@@ -71,7 +71,23 @@ class Preemption:
 
 @dataclass(frozen=True)
 class Eviction:
-    """An eviction that is not a preemption: the workload was deactivated or its queue drained."""
+    """An eviction that is not a preemption: the workload was deactivated, its queue drained, or
+    its pods were not ready in time (waitForPodsReady)."""
+
+    workload: WorkloadInfo
+    reason: str
+    message: str
+    underlying_cause: str = ""
+    """Kueue's underlyingCause: WaitForStart or WaitForRecovery for a PodsReady timeout, the
+    deactivation's reason for a workload deactivated by Kueue."""
+    requeue: tuple[int, datetime] | None = None
+    """A PodsReady timeout: its requeueState (count, requeueAt) from now on."""
+
+
+@dataclass(frozen=True)
+class Deactivation:
+    """A workload Kueue deactivates (its requeuing limit reached): marked DeactivationTarget,
+    then made inactive; its eviction follows as a deactivated workload's."""
 
     workload: WorkloadInfo
     reason: str
@@ -111,6 +127,9 @@ class CycleResult:
     preempted: list[Preemption] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
     evicted: list[Eviction] = field(default_factory=list)
+    deactivated: list[Deactivation] = field(default_factory=list)
+    requeued: list[WorkloadInfo] = field(default_factory=list)
+    """Pending workloads whose requeuing backoff is over (Kueue's BackoffFinished)."""
     explanations: list[Explanation] = field(default_factory=list)
     retry_at: datetime | None = None
     """The earliest time a decision may change with nothing else changing (a preemption delay ends)."""
@@ -122,7 +141,7 @@ class CycleResult:
 
     @property
     def changed(self) -> bool:
-        return bool(self.admitted or self.preempted or self.evicted)
+        return bool(self.admitted or self.preempted or self.evicted or self.deactivated or self.requeued)
 
 
 def _keep_last_pending(result: CycleResult) -> None:
@@ -232,6 +251,8 @@ class _Round:
     """Victims of this round's preemptions (Kueue's preemptedWorkloads of the cycle)."""
     progressed: set[str] = field(default_factory=set)
     """ClusterQueues whose head was admitted or parked: their next head goes next round."""
+    blocked: bool = False
+    """waitForPodsReady's blockAdmission stopped the cycle (Kueue's scheduler waits there)."""
 
 
 def _acting(entry: _Entry) -> bool:
@@ -560,7 +581,13 @@ class Scheduler:
         for wl, reason, message in snapshot.drains:
             # Their quota is free for this cycle's decisions already.
             snapshot.remove_workload(wl)
-            result.evicted.append(Eviction(wl, reason, message))
+            target = wl.condition(pods_ready.DEACTIVATION_TARGET) if reason == "Deactivated" else None
+            if target is not None and target.status == "True":
+                # Deactivated by Kueue (its requeuing limit): the eviction says why.
+                result.evicted.append(Eviction(wl, reason, f"{message} due to {target.message}", target.reason))
+            else:
+                result.evicted.append(Eviction(wl, reason, message))
+        self._pods_ready(snapshot, result)
         order = self._tournament if snapshot.fair_sharing.enabled else self._sorted
         queues: set[str] | None = None
         for number in range(self.rounds):
@@ -580,13 +607,50 @@ class Scheduler:
             entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
             for entry in order(entries, snapshot, state):
                 self._recheck_and_process(entry, snapshot, state, result, round_)
-            if number + 1 == self.rounds:
+                if round_.blocked:
+                    break
+            if number + 1 == self.rounds or round_.blocked:
                 break
             snapshot.next_round(round_.victims)
             queues = round_.progressed | self._queues_in(snapshot, round_.touched)
         if self.rounds > 1:
             _keep_last_pending(result)
         return result
+
+    @staticmethod
+    def _pods_ready(snapshot: Snapshot, result: CycleResult) -> None:
+        """waitForPodsReady's decisions, as Kueue's workload controller makes them: a workload
+        whose pods were not ready in time is evicted and requeued after a backoff (deactivated
+        once it was requeued backoffLimitCount times); one whose backoff is over is queued again."""
+        settings = snapshot.pods_ready
+        for wl, cause in snapshot.timed_out if settings is not None else ():
+            assert settings is not None
+            count = pods_ready.requeue_count(wl.obj) + 1
+            if settings.backoff_limit_count is not None and count > settings.backoff_limit_count:
+                result.deactivated.append(
+                    Deactivation(wl, pods_ready.REQUEUING_LIMIT_EXCEEDED, pods_ready.REQUEUING_LIMIT_MESSAGE)
+                )
+                continue  # it keeps its quota until it is evicted as deactivated
+            snapshot.remove_workload(wl)
+            requeue_at = snapshot.now + pods_ready.backoff(count, settings)
+            message = pods_ready.timeout_message(wl.key)
+            result.evicted.append(Eviction(wl, pods_ready.TIMEOUT_REASON, message, cause, (count, requeue_at)))
+        for wl in snapshot.marked:
+            target = wl.condition(pods_ready.DEACTIVATION_TARGET)
+            assert target is not None
+            result.deactivated.append(Deactivation(wl, target.reason, target.message))
+        result.requeued.extend(snapshot.backoffs)
+        if snapshot.wake_at is not None and (result.retry_at is None or snapshot.wake_at < result.retry_at):
+            result.retry_at = snapshot.wake_at
+
+    @staticmethod
+    def _blocked(snapshot: Snapshot) -> bool:
+        """waitForPodsReady's blockAdmission: a workload holds quota without its pods ready (one
+        admitted in this pass too), so nothing more is admitted."""
+        settings = snapshot.pods_ready
+        if settings is None or not settings.block_admission:
+            return False
+        return snapshot.admitted_this_pass or not snapshot.unready <= snapshot.removed
 
     def _recheck_and_process(
         self, entry: _Entry, snapshot: Snapshot, state: QueueState, result: CycleResult, round_: _Round
@@ -739,6 +803,13 @@ class Scheduler:
         if entry.wake_at is not None and (result.retry_at is None or entry.wake_at < result.retry_at):
             result.retry_at = entry.wake_at
         mode = assignment.mode
+        if mode == Mode.FIT and self._blocked(snapshot):
+            # Kueue's scheduler sets this and waits until every admitted workload's pods are ready.
+            result.pending.append(
+                Pending(wl, cq.name, pods_ready.WAITING_FOR_PODS_READY, pods_ready.WAITING_FOR_PODS_READY_MESSAGE)
+            )
+            round_.blocked = True
+            return False
         if mode == Mode.FIT:
             nodes = assignment.node_usage()
             snapshot.assume(wl, cq, assignment.usage, nodes)

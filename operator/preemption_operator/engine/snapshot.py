@@ -16,6 +16,7 @@ from ..api.v1beta2 import ClusterQueuePreemption, FungibilityPolicy, QueueingStr
 from .fair_sharing import OFF, FairSharing
 from .limits import LimitBook
 from .placement import NodeUsage
+from .pods_ready import WaitForPodsReady
 from .quota import FlavorResource, QuotaNode
 from .selectors import Selector
 from .tas_state import TasState
@@ -193,6 +194,18 @@ class Snapshot:
     queue manager's, current for this pass: read them, never keep them)."""
     keys: dict[str, list[str]] = field(default_factory=dict)
     """The keys of `pending`, in the same order (see `pending_keys`)."""
+    pods_ready: WaitForPodsReady | None = None
+    """Kueue's waitForPodsReady (None: off)."""
+    timed_out: list[tuple[WorkloadInfo, str]] = field(default_factory=list)
+    """Admitted workloads whose pods were not ready in time, with the underlying cause."""
+    marked: list[WorkloadInfo] = field(default_factory=list)
+    """Active workloads marked DeactivationTarget (Kueue makes them inactive)."""
+    backoffs: list[WorkloadInfo] = field(default_factory=list)
+    """Pending workloads whose requeuing backoff is over: they may be queued again."""
+    wake_at: datetime | None = None
+    """The next time a timeout passes or a backoff ends."""
+    unready: frozenset[str] = frozenset()
+    """Workloads holding quota without PodsReady=True (waitForPodsReady only)."""
     _removed: set[str] = field(default_factory=set)
     _admitted: set[str] = field(default_factory=set)
     """Admitted in this pass (any round): no longer pending."""
@@ -243,6 +256,15 @@ class Snapshot:
         return self.cluster_queues.get(name) if name else None
 
     # -- simulation --------------------------------------------------------------------------
+
+    @property
+    def admitted_this_pass(self) -> bool:
+        return bool(self._admitted)
+
+    @property
+    def removed(self) -> frozenset[str] | set[str]:
+        """Workloads whose usage this pass took out (victims, drained, timed out)."""
+        return self._removed
 
     def remove_workload(self, wl: WorkloadInfo) -> None:
         """Takes an admitted workload's usage out (a simulated preemption)."""

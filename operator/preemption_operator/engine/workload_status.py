@@ -12,6 +12,14 @@ from typing import Any
 
 from ..api.meta import format_time
 from .candidates import CONFIGURABLE_PREEMPTION, preemption_message
+from .pods_ready import (
+    BACKOFF_FINISHED,
+    BACKOFF_FINISHED_MESSAGE,
+    BACKOFF_REASONS,
+    DEACTIVATION_TARGET,
+    REACTIVATED,
+    REACTIVATED_MESSAGE,
+)
 from .protection import LAST_RESORT_SUFFIX
 from .scheduler import LIMIT_BLOCKED_PREFIX, Admission, Eviction, Pending, Preemption
 
@@ -150,7 +158,14 @@ def drained(
     stop (`release`) it gives its quota back at once. A deactivated workload is not requeued."""
     out = own_copy(status)
     _prepare_eviction(out, decision.reason, decision.message, now, generation)
-    _count_eviction(out, decision.reason, "")
+    _count_eviction(out, decision.reason, decision.underlying_cause)
+    if decision.requeue is not None:
+        count, requeue_at = decision.requeue
+        out["requeueState"] = {"count": count, "requeueAt": rfc3339(requeue_at)}
+    if decision.reason == "Deactivated":
+        # Kueue's deactivation ends what led to it: the target mark and the requeuing count.
+        out["conditions"] = [c for c in out.get("conditions") or [] if c.get("type") != DEACTIVATION_TARGET]
+        out.pop("requeueState", None)
     if not release:
         return out
     out = released(out, decision.message, now, generation)
@@ -158,7 +173,38 @@ def drained(
         set_condition(out, "Requeued", "False", "Deactivated", decision.message, now, generation)
         set_condition(out, "QuotaReserved", "False", "Deactivated", decision.message, now, generation)
     else:
-        set_condition(out, "Requeued", "True", decision.reason, decision.message, now, generation)
+        requeued = "False" if decision.reason in BACKOFF_REASONS else "True"
+        set_condition(out, "Requeued", requeued, decision.reason, decision.message, now, generation)
+    return out
+
+
+def deactivation_target(
+    status: dict[str, Any] | None, reason: str, message: str, now: datetime, generation: int | None
+) -> dict[str, Any]:
+    """Kueue's mark on a workload it is about to deactivate (its requeuing limit reached)."""
+    out = own_copy(status)
+    set_condition(out, DEACTIVATION_TARGET, "True", reason, message, now, generation)
+    return out
+
+
+def backoff_finished(status: dict[str, Any] | None, now: datetime, generation: int | None) -> dict[str, Any]:
+    """A workload queued again (Kueue's workload controller): Requeued=True, BackoffFinished when
+    it was False for a backoff, Reactivated when it was deactivated; requeueAt cleared (its count
+    kept)."""
+    out = own_copy(status)
+    requeued = get_condition(out, "Requeued")
+    if requeued is not None and requeued.get("status") == "False":
+        if requeued.get("reason") in BACKOFF_REASONS:
+            set_condition(out, "Requeued", "True", BACKOFF_FINISHED, BACKOFF_FINISHED_MESSAGE, now, generation)
+        elif requeued.get("reason") == "Deactivated":
+            set_condition(out, "Requeued", "True", REACTIVATED, REACTIVATED_MESSAGE, now, generation)
+    state = out.get("requeueState")
+    if isinstance(state, dict) and "requeueAt" in state:
+        rest = {k: v for k, v in state.items() if k != "requeueAt"}
+        if rest:
+            out["requeueState"] = rest
+        else:
+            out.pop("requeueState")
     return out
 
 

@@ -108,6 +108,13 @@ class BatchJob:
         # until they are gone, and their quota must not be handed out before that.
         return whole(self._status.get("active"), 0) > 0 or whole(self._status.get("terminating"), 0) > 0
 
+    def pods_ready(self) -> bool:
+        """Ready and succeeded pods (those the Job controller has not counted yet too) cover its
+        pod count, as Kueue's Job.PodsReady counts them."""
+        uncounted = (self._status.get("uncountedTerminatedPods") or {}).get("succeeded") or []
+        ready = whole(self._status.get("ready"), 0) + whole(self._status.get("succeeded"), 0) + len(uncounted)
+        return ready >= self.pods_count()
+
     def finished(self) -> Finished | None:
         for condition in self._status.get("conditions") or []:
             if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):

@@ -110,6 +110,10 @@ class GenericJob(Protocol):
 
     def finished(self) -> Finished | None: ...
 
+    def pods_ready(self) -> bool:
+        """Whether all its pods are ready or have succeeded (Kueue's GenericJob.PodsReady): what
+        the Workload's PodsReady condition says under waitForPodsReady."""
+
     def stopping(self) -> bool:
         """Whether `stop` has more to do (it was interrupted half-way, or never ran)."""
 

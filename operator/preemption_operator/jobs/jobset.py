@@ -116,6 +116,14 @@ class JobSet:
         the child Jobs themselves, Integration.children, also tell of pods still terminating)."""
         return any(whole(s.get("active"), 0) > 0 for s in self._status.get("replicatedJobsStatus") or [])
 
+    def pods_ready(self) -> bool:
+        """Every replica of every replicated job is ready or succeeded, as the JobSet's status
+        counts them (Kueue's JobSet.PodsReady)."""
+        wanted = sum(replicas(rj) for rj in _replicated_jobs(self.obj))
+        statuses = self._status.get("replicatedJobsStatus") or []
+        ready = sum(whole(s.get("ready"), 0) + whole(s.get("succeeded"), 0) for s in statuses)
+        return wanted == ready
+
     def finished(self) -> Finished | None:
         for condition in self._status.get("conditions") or []:
             if condition.get("status") == "True" and condition.get("type") in ("Completed", "Failed"):

@@ -189,6 +189,12 @@ def role_of(pod: Mapping[str, Any]) -> str:
     return str(_annotations(pod).get(ROLE_HASH) or role_hash(_spec(pod)))
 
 
+def _ready(pod: Mapping[str, Any]) -> bool:
+    """The Pod's Ready condition is True."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, Mapping))
+
+
 def total_count(pod: Mapping[str, Any]) -> int:
     """The group's size as the Pod says it; ValueError with Kueue's message when it cannot."""
     value = _annotations(pod).get(TOTAL_COUNT)
@@ -403,6 +409,17 @@ class Pods:
         """A Pod of it is bound and not finished: its quota is still in use (stricter than Kueue,
         which counts Running Pods of groups only)."""
         return any(may_run(pod) for pod in self.pods)
+
+    def pods_ready(self) -> bool:
+        """The Pod is Ready; for a group, all of its total count exist and each is Ready (Kueue's
+        Pod.PodsReady: a succeeded Pod is no longer Ready, so a group part-way done is not)."""
+        if not self.group:
+            return _ready(self.obj)
+        try:
+            total = total_count(self.obj)
+        except ValueError:
+            return False
+        return len(self.pods) >= total and all(_ready(pod) for pod in self.pods)
 
     def finished(self) -> Finished | None:
         if self.serving:

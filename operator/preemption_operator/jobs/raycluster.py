@@ -176,6 +176,10 @@ class RayCluster:
             return True
         return self._status.get("state") == "ready"
 
+    def pods_ready(self) -> bool:
+        """KubeRay says the cluster is ready (Kueue's RayCluster.PodsReady)."""
+        return self._status.get("state") == "ready"
+
     def finished(self) -> Finished | None:
         return None  # a RayCluster runs until it is deleted
 

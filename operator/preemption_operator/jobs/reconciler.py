@@ -105,6 +105,55 @@ class Settings:
     label_keys_to_copy: tuple[str, ...] = ()
     """Job labels copied to its Workload (Kueue's labelKeysToCopy): what PreemptionConfig
     selectors may match on."""
+    wait_for_pods_ready: bool = False
+    """Kueue's waitForPodsReady is on: the Workload's PodsReady condition follows the job's pods."""
+
+
+# Kueue's PodsReady condition (jobframework's generatePodsReadyCondition), reasons and messages.
+PODS_READY = "PodsReady"
+WAIT_FOR_START = "WaitForStart"
+WAIT_FOR_RECOVERY = "WaitForRecovery"
+STARTED = "Started"
+RECOVERED = "Recovered"
+NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
+RECOVERY_MESSAGE = "At least one pod has failed, waiting for recovery"
+READY_MESSAGE = "All pods reached readiness and the workload is running"
+
+
+def pods_ready_condition(job: GenericJob, status: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(status, reason, message) of the PodsReady condition the Workload should have: False
+    until it is admitted and all its pods are ready, True once they are, False waiting for
+    recovery when a pod of a started workload is no longer ready."""
+    if not _condition(status, "Admitted"):
+        return "False", WAIT_FOR_START, NOT_READY_MESSAGE
+    current = wl_status.get_condition(dict(status), PODS_READY)
+    reason = (current or {}).get("reason")
+    if job.pods_ready():
+        return "True", RECOVERED if reason in (WAIT_FOR_RECOVERY, RECOVERED) else STARTED, READY_MESSAGE
+    if current is not None and (current.get("status") == "True" or reason == WAIT_FOR_RECOVERY):
+        return "False", WAIT_FOR_RECOVERY, RECOVERY_MESSAGE
+    return "False", WAIT_FOR_START, NOT_READY_MESSAGE
+
+
+def _pods_ready(
+    value: str, reason: str, message: str, now: datetime
+) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """The PodsReady condition set, unless the Workload has it already (same status and reason)."""
+
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status = dict(current.get("status") or {})
+        existing = wl_status.get_condition(status, PODS_READY) or {}
+        if (existing.get("status"), existing.get("reason")) == (value, reason):
+            return None
+        generation = (current.get("metadata") or {}).get("generation")
+        out = dict(status)
+        out["conditions"] = [dict(c) for c in status.get("conditions") or []]
+        wl_status.set_condition(
+            out, PODS_READY, value, reason, message, now, generation if isinstance(generation, int) else None
+        )
+        return out
+
+    return compute
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> bool:
@@ -375,6 +424,11 @@ def plan(
     reclaimable = composable.reclaimable(workload) if composable is not None else None
     if reclaimable is not None and reclaimable != list(status.get("reclaimablePods") or []):
         return WriteWorkloadStatus(_reclaimable(reclaimable), "reclaimable pods")
+    if settings.wait_for_pods_ready:
+        value, reason, message = pods_ready_condition(job, status)
+        existing = wl_status.get_condition(dict(status), PODS_READY) or {}
+        if (existing.get("status"), existing.get("reason")) != (value, reason):
+            return WriteWorkloadStatus(_pods_ready(value, reason, message, now), "pods ready")
     admitted = reserved and _condition(status, "Admitted")
     if job.is_suspended() or (admitted and composable is not None and composable.waiting()):
         if admitted:

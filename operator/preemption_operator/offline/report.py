@@ -179,10 +179,15 @@ def explain(data: dict[str, Any], workload: str) -> str:
             )
         elif action["action"] == "Admitted":
             lines.append(f"  [{action['cycle']}] admitted in {action['clusterQueue']}")
+        elif action["action"] == "Requeued":
+            lines.append(f"  [{action['cycle']}] back in its queue (its requeuing backoff is over)")
         else:
-            lines.append(
-                f"  [{action['cycle']}] {action['action']} ({action.get('reason', '')}): {action.get('message', '')}"
-            )
+            line = f"  [{action['cycle']}] {action['action']} ({action.get('reason', '')}): {action.get('message', '')}"
+            if action.get("underlyingCause"):
+                line += f" [{action['underlyingCause']}]"
+            if action.get("requeueAt"):
+                line += f"; requeued no sooner than {action['requeueAt']}"
+            lines.append(line)
     for search in record["searches"]:
         lines.append("")
         if search["role"] == "preemptor":

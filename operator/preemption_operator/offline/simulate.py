@@ -19,6 +19,7 @@ from ..engine import CycleResult, Engine, QueueState, changes
 from ..engine import workload_status as wl_status
 from ..engine.cache import Cache
 from ..engine.fair_sharing import OFF, FairSharing
+from ..engine.pods_ready import WaitForPodsReady
 from ..engine.scheduler import Explanation
 from ..engine.workload import WorkloadInfo
 
@@ -67,9 +68,11 @@ class Simulation:
         }
 
 
-def _with_status(info: WorkloadInfo, new_status: dict[str, Any]) -> Workload:
+def _with_status(info: WorkloadInfo, new_status: dict[str, Any], deactivate: bool = False) -> Workload:
     body = info.obj.model_dump(by_alias=True, exclude_unset=True, mode="json")
     body["status"] = new_status
+    if deactivate:
+        body.setdefault("spec", {})["active"] = False
     return Workload.model_validate(body)
 
 
@@ -114,15 +117,17 @@ def run(
     arriving: list[Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
     fair_sharing: FairSharing = OFF,
+    pods_ready: WaitForPodsReady | None = None,
 ) -> Simulation:
     """Cycles until nothing changes. `arriving` objects are added after that, and cycles run
     again: the running workloads first, then the ones that arrive (as the examples are applied to
     a cluster). A first phase that decided nothing is not reported. `progress` is told the cycle
-    and the actions so far, every PROGRESS_SECONDS. `fair_sharing`: Kueue's fair-sharing switch."""
+    and the actions so far, every PROGRESS_SECONDS. `fair_sharing`: Kueue's fair-sharing switch;
+    `pods_ready`: Kueue's waitForPodsReady (None: off)."""
     sim = Simulation()
     objects = _not_yet(objects, now, sim)
     arriving = _not_yet(arriving or [], now, sim)
-    cache = Cache(fair_sharing)
+    cache = Cache(fair_sharing, pods_ready)
     cache.load(objects)
     engine = Engine(complete=True)
     state = QueueState()
@@ -195,9 +200,11 @@ def _apply(cache: Cache, sim: Simulation, cycle: int, result: CycleResult, now: 
     for change in changes.status_changes(result, now):
         info = cache.infos[change.key]
         new = change.compute(info.obj.to_wire())
-        if new is None:
+        if new is None and change.deactivate and info.active:
+            new = info.obj.status_view().get("status") or {}  # marked already: only the spec is left
+        elif new is None:
             continue
-        cache.upsert(_with_status(info, new))
+        cache.upsert(_with_status(info, new, change.deactivate))
         if change.action == changes.RELEASED:
             continue  # an eviction already under way: no new action (see the explanation)
         record = {"cycle": cycle, **change.record}
