@@ -452,3 +452,36 @@ def test_explain_and_simulate_show_the_timeout_with_the_configuration_file(tmp_p
     ) in out.output
     early = CliRunner().invoke(cli, ["simulate", str(setup), "--config", str(config), "--now", "2026-12-01T09:05:00Z"])
     assert "PodsReadyTimeout" not in early.output  # five minutes in: not yet
+
+
+@pytest.mark.parametrize(("timestamp", "first"), [("Eviction", "young"), ("Creation", "old")])
+def test_a_timed_out_workload_queues_by_its_eviction_time_unless_the_strategy_says_creation(
+    timestamp: str, first: str
+) -> None:
+    """Kueue's GetQueueOrderTimestamp: with requeuingStrategy.timestamp Eviction (the default) a
+    workload evicted by a PodsReady timeout queues by its eviction time, behind one created
+    after it but before that eviction; with Creation it keeps its place."""
+    old = pending("old", "cq", 1, created=T0).obj()
+    old["status"] = {
+        "conditions": [
+            {
+                "type": "Evicted",
+                "status": "True",
+                "reason": "PodsReadyTimeout",
+                "message": "Exceeded the PodsReady timeout default/old",
+                "lastTransitionTime": _at(NOW - MINUTE),
+            },
+            {
+                "type": "Requeued",
+                "status": "True",
+                "reason": "BackoffFinished",
+                "message": "The workload backoff was finished",
+                "lastTransitionTime": _at(NOW - MINUTE),
+            },
+        ]
+    }
+    young = pending("young", "cq", 1, created=T0 + timedelta(hours=1))
+    settings = WaitForPodsReady(requeuing_timestamp=timestamp)
+    sim = _run(parse(scenario([cluster_queue("cq", 1)], old, young)), NOW, settings)
+    admitted_first = [a["workload"] for a in sim.to_dict()["actions"] if a["action"] == "Admitted"]
+    assert admitted_first == [f"default/{first}"]

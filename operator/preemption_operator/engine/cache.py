@@ -123,6 +123,8 @@ class Cache:
         self.pods_ready = pods_ready
         """Kueue's waitForPodsReady (None: off): admitted workloads whose pods are not ready are
         indexed with their deadlines."""
+        self._by_creation = pods_ready is not None and pods_ready.requeuing_timestamp == "Creation"
+        """requeuingStrategy.timestamp: Creation (a timed-out workload keeps its creation's place)."""
         self._not_ready: dict[str, tuple[str, datetime]] = {}
         """Admitted workloads waiting for their pods, with the timeout's cause and deadline."""
         self._unready: set[str] = set()
@@ -206,7 +208,7 @@ class Cache:
             self._unreadable.pop(key, None)
             self.objects[kind][key] = obj
             self._note_past(key, obj)
-            self._set_observed(key, build_info(obj, self._priority_classes, self._observed.get(key)))
+            self._set_observed(key, build_info(obj, self._priority_classes, self._observed.get(key), self._by_creation))
             return Change.RELEVANT
         previous = self.objects[kind].get(key)
         self.objects[kind][key] = obj
@@ -231,7 +233,7 @@ class Cache:
         self._unreadable[key] = problem
         self.objects["Workload"][key] = obj
         self._note_past(key, obj)
-        self._set_observed(key, build_info(obj, self._priority_classes))
+        self._set_observed(key, build_info(obj, self._priority_classes, None, self._by_creation))
         return Change.RELEVANT
 
     def _check(self, kind: str, key: str, obj: Any) -> None:
@@ -319,7 +321,9 @@ class Cache:
         decision (see `forget`)."""
         key = _key(admitted.metadata)
         if key in self._observed:
-            self._assumed[key] = _Assumption(build_info(admitted, self._priority_classes, self._observed[key]), token)
+            self._assumed[key] = _Assumption(
+                build_info(admitted, self._priority_classes, self._observed[key], self._by_creation), token
+            )
             self._reindex(key)
 
     def assume_eviction(self, key: str, token: object = None) -> None:
@@ -521,7 +525,7 @@ class Cache:
             for wl_key in sorted(self._by_class.get((kind, name), set())):
                 obj = self.objects["Workload"].get(wl_key)
                 if obj is not None and wl_key not in self._unreadable:
-                    self._set_observed(wl_key, build_info(obj, self._priority_classes))
+                    self._set_observed(wl_key, build_info(obj, self._priority_classes, None, self._by_creation))
         elif kind in ("ClusterQueue", "Cohort"):
             self._tree = None
         elif kind == "ResourceFlavor":

@@ -24,7 +24,7 @@ def policy_allows(ctx: Context, wl: WorkloadInfo) -> tuple[bool, str]:
             return True, ""
         return False, f"priority {candidate} is not lower than {incoming} ({field_name}: LowerPriority)"
     if policy == "LowerOrNewerEqualPriority":
-        if candidate < incoming or (candidate == incoming and ctx.preemptor.created < wl.created):
+        if candidate < incoming or (candidate == incoming and ctx.preemptor.order_time < wl.order_time):
             return True, ""
         return False, f"priority {candidate} is neither lower than {incoming} nor equal and newer ({field_name})"
     return False, f"{field_name} is Never"

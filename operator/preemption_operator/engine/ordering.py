@@ -27,16 +27,17 @@ def candidate_key(wl: WorkloadInfo, preemptor_cq: str, now: datetime) -> tuple[i
 
 
 def queue_order(wl: WorkloadInfo) -> tuple[int, datetime, str]:
-    """Higher effective priority first, then older first (Kueue's queue-order timestamp is the
-    creation time); the key breaks ties so the order is total."""
-    return (-wl.priority, wl.created, wl.key)
+    """Higher effective priority first, then older first (Kueue's queue-order timestamp: the
+    creation time, or an eviction's for PodsReady timeouts and admission checks); the key breaks
+    ties so the order is total."""
+    return (-wl.priority, wl.order_time, wl.key)
 
 
 def entry_order(wl: WorkloadInfo, waiting: bool, borrowing: int) -> tuple[bool, int, int, datetime, str]:
     """The heads of a cycle: a preemptor already waiting for its victims first (so the quota they
     free is its own), then by Kueue's borrowing level (quota from nearer in the cohort tree first,
     none borrowed best), higher priority, older."""
-    return (not waiting, borrowing, -wl.priority, wl.created, wl.key)
+    return (not waiting, borrowing, -wl.priority, wl.order_time, wl.key)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def tournament(contenders: Sequence[Contender]) -> int:
             return order < 0
         if x.wl.priority != y.wl.priority:
             return x.wl.priority > y.wl.priority
-        return x.wl.created < y.wl.created
+        return x.wl.order_time < y.wl.order_time
 
     def winner(cohort: QuotaNode) -> int | None:
         nominees = [w for w in (winner(child) for child in cohort.child_cohorts) if w is not None]

@@ -113,6 +113,15 @@ class WorkloadInfo:
     owner: tuple[str, str] | None = None
     """(apiVersion, kind) of the controller owner reference, or of a group Workload's members: the
     job that runs this workload."""
+    queued_at: datetime | None = None
+    """Kueue's queue-order timestamp when it is not the creation time: the eviction's, for a
+    workload evicted by a PodsReady timeout (requeuingStrategy.timestamp: Eviction) or an
+    admission check."""
+
+    @property
+    def order_time(self) -> datetime:
+        """Where it stands in its queue among equal priorities (Kueue's GetQueueOrderTimestamp)."""
+        return self.queued_at or self.created
 
     @property
     def priority(self) -> int:
@@ -215,10 +224,13 @@ def build_info(
     obj: Workload,
     priority_classes: Mapping[tuple[str, str], PriorityClassInfo],
     previous: WorkloadInfo | None = None,
+    requeue_by_creation: bool = False,
 ) -> WorkloadInfo:
     """Parses a Workload. `priority_classes` maps (kind, name) to the class, for both
     WorkloadPriorityClass and PriorityClass. `previous`: the info of an earlier version; when
-    this one shares its spec (a status write), the pods' requests are taken from it."""
+    this one shares its spec (a status write), the pods' requests are taken from it.
+    `requeue_by_creation`: waitForPodsReady's requeuingStrategy.timestamp is Creation (a
+    workload evicted by a PodsReady timeout keeps its place by creation time)."""
     meta = obj.metadata
     labels = dict(meta.labels or {})
     annotations = dict(meta.annotations or {})
@@ -283,6 +295,11 @@ def build_info(
         admitted = tuple(psa_list)
 
     created = meta.creation_timestamp or datetime.fromtimestamp(0, UTC)
+    evicted = find_condition(obj, "Evicted")
+    by_eviction = ("AdmissionCheck",) if requeue_by_creation else ("AdmissionCheck", "PodsReadyTimeout")
+    queued_at = None
+    if evicted is not None and evicted.status == "True" and evicted.reason in by_eviction:
+        queued_at = evicted.last_transition_time
     # A group's Workload is run by its members (a pod group's Pods), none of them its controller.
     controller = meta.controller() or meta.group_owner()
     return WorkloadInfo(
@@ -308,6 +325,7 @@ def build_info(
         evicted=is_true(obj, "Evicted"),
         accumulated_execution_seconds=(obj.status.accumulated_past_execution_time_seconds or 0) if obj.status else 0,
         owner=controller,
+        queued_at=queued_at,
     )
 
 
