@@ -321,3 +321,47 @@ def test_a_preemptor_is_ordered_by_its_borrowing_once_its_victims_are_gone() -> 
 
     assert level(4, None) == 0
     assert level(2, "LowerPriority") == 1
+
+
+# -- a preemptor without victims holds its queue's capacity (Kueue v0.19.2's
+# reserveCapacityForUnreclaimablePreempt) -------------------------------------------------------
+
+
+def lending_queue(reclaim: str) -> list[Obj]:
+    """Kueue's scheduler_test.go cases "capacity (not) blocked when lending clusterqueue ...":
+    cluster-queue-a (Kueue's ClusterQueueA) has 2 (here cpu), a1 (1) admitted and a2 (2) pending, which can preempt no one
+    (withinClusterQueue Never); cluster-queue-b nothing and b1 (1) pending, which would borrow."""
+    return scenario(
+        [
+            cluster_queue("cluster-queue-a", 2, cohort="root", reclaim=reclaim),
+            cluster_queue("cluster-queue-b", 0, cohort="root"),
+        ],
+        admitted("a1-admitted", "cluster-queue-a", 1),
+        pending("a2-pending", "cluster-queue-a", 2),
+        pending("b1-pending", "cluster-queue-b", 1, created=NOW),
+    )
+
+
+A2_MESSAGE = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1 more needed"
+)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_capacity_not_blocked_when_lending_clusterqueue_can_reclaim(path: str) -> None:
+    """Kueue: "capacity not blocked when lending clusterqueue can reclaim (ReclaimWithinCohort=Any)"."""
+    got = first_cycle(lending_queue("Any"), path)
+    assert got.cluster_queues == {"b1-pending": "cluster-queue-b"}
+    assert got.pending["a2-pending"] == ("WaitingForQuota", A2_MESSAGE)
+
+
+@pytest.mark.parametrize("reclaim", ["LowerPriority", "Never"])
+@pytest.mark.parametrize("path", PATHS)
+def test_capacity_blocked_when_lending_clusterqueue_not_guaranteed_to_reclaim(path: str, reclaim: str) -> None:
+    """Kueue: "capacity blocked when lending clusterqueue not guaranteed to reclaim
+    (ReclaimWithinCohort=LowerPriority)" and "(... =Never)": a2 keeps cluster-queue-a's free cpu
+    for the rest of the cycle, so b1 no longer fits."""
+    got = first_cycle(lending_queue(reclaim), path)
+    assert got.cluster_queues == {}
+    assert got.pending["a2-pending"] == ("WaitingForQuota", A2_MESSAGE)
+    assert got.pending["b1-pending"] == ("WaitingForQuota", "Workload no longer fits after processing another workload")

@@ -255,6 +255,24 @@ class _Round:
     """waitForPodsReady's blockAdmission stopped the cycle (Kueue's scheduler waits there)."""
 
 
+def _to_reserve(assignment: Assignment, cq: ClusterQueueInfo) -> dict[FlavorResource, int]:
+    """What a preemptor that found no victims holds back (Kueue's quotaResourcesToReserve): up to
+    its borrowing limit when it would borrow, else up to its nominal quota, never more than it
+    asks for."""
+    node = cq.node
+    reserved: dict[FlavorResource, int] = {}
+    for fr, amount in assignment.usage.items():
+        quota = node.quotas.get(fr)
+        nominal = quota.nominal if quota is not None else 0
+        used = node.usage.get(fr, 0)
+        if assignment.borrowing > 0:
+            limit = quota.borrowing_limit if quota is not None else None
+            reserved[fr] = amount if limit is None else max(0, min(amount, nominal + limit - used))
+        else:
+            reserved[fr] = max(0, min(amount, nominal - used))
+    return reserved
+
+
 def _acting(entry: _Entry) -> bool:
     """Whether processing the entry changes the snapshot: it is admitted, or preempts."""
     return entry.assignment.mode is Mode.FIT or bool(
@@ -866,7 +884,7 @@ class Scheduler:
             )
             return False
         # It cannot preempt (any more): it no longer heads its queue ahead of the others.
-        state.waiting.pop(wl.key, None)
+        was_preemptor = state.waiting.pop(wl.key, None) is not None
         if entry.delayed_until is not None:
             # Not parked: it must come back when the delay is over.
             result.explanations.append(Explanation(wl.key, cq.name, message, [], [entry.delay_note]))
@@ -910,6 +928,11 @@ class Scheduler:
         if mode == Mode.PREEMPT:
             reason = TOPOLOGY_PLACEMENT_FAILED if assignment.topology_failed else WAITING_FOR_QUOTA
             message += _blockers(entry.records)
+            if cq.preemption.reclaim_within_cohort != "Any" or was_preemptor:
+                # Kueue's reserveCapacityForUnreclaimablePreempt: a queue that cannot always take
+                # its quota back keeps it from the rest of the cohort for the rest of the cycle.
+                snapshot.reserve(wl, cq, _to_reserve(assignment, cq))
+                round_.touched.add(tree)
         else:
             reason = _pending_reason(assignment)
         result.pending.append(Pending(wl, cq.name, reason, message))
