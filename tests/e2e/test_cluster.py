@@ -1416,11 +1416,18 @@ def test_a_leaderworkerset_is_one_group_per_replica_admitted_preempted_and_made_
     )  # fmt: skip
     reasons = {e.get("reason") for e in json.loads(events.stdout)["items"]}
     assert {"Preempted", "EvictedDueToPreempted"} <= reasons, reasons
+
     # The preempted replica's Workload was owned by its Pods only (its LeaderWorkerSet's UID is on
     # none of them): once they are gone it is collected, and their replacements make it anew.
     # Kueue's, owned by the LeaderWorkerSet, stays (with its Preempted condition).
-    after = sc.workloads()
-    assert after[names[preempted_index]]["metadata"]["uid"] != uids[preempted_index]
+    # The garbage collector removes it once its Pods are gone, which may come after the
+    # replacements are seen gated.
+    def made_anew() -> dict[str, dict[str, Any]]:
+        after = sc.workloads()
+        assert after.get(names[preempted_index], {}).get("metadata", {}).get("uid") not in (None, uids[preempted_index])
+        return after
+
+    after = wait_until(made_anew, timeout=60, what="the preempted replica's Workload made anew", diagnostics=logs)
     assert after[names[str(1 - int(preempted_index))]]["metadata"]["uid"] == uids[str(1 - int(preempted_index))]
     wait_until(all_running, timeout=120, what="both replicas running again after the Job", diagnostics=logs)
     assert is_true(workload_of(sc, "urgent"), "Finished")
