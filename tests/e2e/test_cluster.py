@@ -1417,17 +1417,24 @@ def test_a_leaderworkerset_is_one_group_per_replica_admitted_preempted_and_made_
     reasons = {e.get("reason") for e in json.loads(events.stdout)["items"]}
     assert {"Preempted", "EvictedDueToPreempted"} <= reasons, reasons
 
-    # The preempted replica's Workload was owned by its Pods only (its LeaderWorkerSet's UID is on
-    # none of them): once they are gone it is collected, and their replacements make it anew.
-    # Kueue's, owned by the LeaderWorkerSet, stays (with its Preempted condition).
-    # The garbage collector removes it once its Pods are gone, which may come after the
-    # replacements are seen gated.
-    def made_anew() -> dict[str, dict[str, Any]]:
+    # The preempted replica's Workload is owned by its Pods only (its LeaderWorkerSet's UID is on
+    # none of them). Kueue's, owned by the LeaderWorkerSet, stays (with its Preempted condition).
+    # Its Workload is owned by the replica's Pods: the replacements own it, whether the garbage
+    # collector removed the old one first (it is made anew) or the replacements were added to it
+    # as owners before that (a race between the collector and the LeaderWorkerSet controller).
+    def owned_by_the_replacements() -> dict[str, dict[str, Any]]:
         after = sc.workloads()
-        assert after.get(names[preempted_index], {}).get("metadata", {}).get("uid") not in (None, uids[preempted_index])
+        owners = {ref["uid"] for ref in after[names[preempted_index]]["metadata"].get("ownerReferences") or []}
+        current = {p["metadata"]["uid"] for p in by_group().get(preempted_index, [])}
+        assert current and current <= owners, (sorted(current), sorted(owners))
         return after
 
-    after = wait_until(made_anew, timeout=60, what="the preempted replica's Workload made anew", diagnostics=logs)
+    after = wait_until(
+        owned_by_the_replacements,
+        timeout=60,
+        what="the preempted replica's Workload owned by its new Pods",
+        diagnostics=logs,
+    )
     assert after[names[str(1 - int(preempted_index))]]["metadata"]["uid"] == uids[str(1 - int(preempted_index))]
     wait_until(all_running, timeout=120, what="both replicas running again after the Job", diagnostics=logs)
     assert is_true(workload_of(sc, "urgent"), "Finished")
