@@ -18,6 +18,7 @@ from pydantic import AfterValidator, Strict, ValidationError
 from ..api.duration import DurationError, parse_nanoseconds
 from ..api.meta import KubeModel, LabelSelector, problem
 from ..api.objects import describe
+from ..engine.fair_sharing import VALID_STRATEGY_SETS
 from ..engine.pods_ready import WaitForPodsReady as WaitForPodsReadySettings
 from ..jobs import framework
 from .feature_gates import KUEUE_GATES
@@ -51,12 +52,6 @@ KUEUE_FRAMEWORKS: tuple[str, ...] = (
 
 DEFAULT_FRAMEWORKS = ("batch/job",)
 """What Kueue manages when the file names no framework."""
-
-VALID_STRATEGY_SETS = (
-    ("LessThanOrEqualToFinalShare",),
-    ("LessThanInitialShare",),
-    ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
-)
 
 _MUST_NOT_BE_NEGATIVE = "must be greater than or equal to 0"
 
@@ -246,7 +241,7 @@ class QueueVisibility(KubeModel):
 
 
 class Configuration(KubeModel):
-    """Kueue's Configuration, both versions' fields; `only_in_version` names the ones a version lacks."""
+    """Kueue's Configuration, both versions' fields; `_ONLY_IN` names the ones a version lacks."""
 
     api_version: str
     kind: str

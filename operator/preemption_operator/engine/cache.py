@@ -120,6 +120,8 @@ class Cache:
 
     def __init__(self, fair_sharing: FairSharing = OFF, pods_ready: WaitForPodsReady | None = None) -> None:
         self.fair_sharing = fair_sharing
+        """The fair-sharing switch: every snapshot carries it, and when on, the quota nodes keep
+        their borrowed amounts (the DRS numerator) current as usage changes."""
         self.pods_ready = pods_ready
         """Kueue's waitForPodsReady (None: off): admitted workloads whose pods are not ready are
         indexed with their deadlines."""
@@ -133,8 +135,6 @@ class Cache:
         """Active workloads marked DeactivationTarget: to be made inactive."""
         self._backoff: dict[str, datetime | None] = {}
         """Pending workloads in their requeuing backoff (not queued), with their requeueAt."""
-        """The fair-sharing switch: every snapshot carries it, and when on, the quota nodes keep
-        their borrowed amounts (the DRS numerator) current as usage changes."""
         self.objects: dict[str, dict[str, Any]] = {kind.name: {} for kind in kinds.MODELS}
         self.infos: dict[str, WorkloadInfo] = {}
         """Workloads as scheduling sees them: observed, or assumed where a write is in flight."""
@@ -559,17 +559,17 @@ class Cache:
         self.infos[info.key] = info
         if info.finished:
             return
+        marked = info.active and is_true(info.obj, pods_ready.DEACTIVATION_TARGET)
+        if marked:
+            self._marked.add(info.key)
         if info.cluster_queue is not None and self.pods_ready is not None:
             if not is_true(info.obj, pods_ready.PODS_READY):
                 self._unready.add(info.key)
             # One marked for deactivation already waits for spec.active=false, not for a timeout.
-            marked = is_true(info.obj, pods_ready.DEACTIVATION_TARGET)
             eligible = info.active and not info.evicted and not marked
             due = pods_ready.deadline(info.obj, self.pods_ready) if eligible else None
             if due is not None:
                 self._not_ready[info.key] = due
-        if info.active and is_true(info.obj, pods_ready.DEACTIVATION_TARGET):
-            self._marked.add(info.key)
         if info.cluster_queue is None and info.active and pods_ready.backing_off(info.obj):
             self._backoff[info.key] = pods_ready.requeue_at(info.obj)
             return
@@ -751,12 +751,11 @@ class Cache:
         namespaces = self._namespaces
         local_queues = self.objects["LocalQueue"]
         routed = self.queues.route(local_queues, tree.cluster_queues, namespaces)
-        # Neither an eviction nor an admission being written is drained until its write is done.
-        drains = self.queues.drains(
-            tree.cluster_queues, tree.draining, local_queues, self.infos, self.evicting | self.admitting
-        )
-        limits = self.limits(now)
+        # Neither an eviction nor an admission being written is drained (or timed out) until its
+        # write is done.
         in_flight = self.evicting | self.admitting
+        drains = self.queues.drains(tree.cluster_queues, tree.draining, local_queues, self.infos, in_flight)
+        limits = self.limits(now)
         timed_out: list[tuple[WorkloadInfo, str]] = []
         backoffs: list[WorkloadInfo] = []
         wake_at: datetime | None = None

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine import workload_status as wl_status
+from ..engine.pods_ready import PODS_READY, WAIT_FOR_RECOVERY, WAIT_FOR_START
 from ..engine.topology_assignment import decode_assignment
 from . import podsets
 from .framework import (
@@ -109,10 +110,8 @@ class Settings:
     """Kueue's waitForPodsReady is on: the Workload's PodsReady condition follows the job's pods."""
 
 
-# Kueue's PodsReady condition (jobframework's generatePodsReadyCondition), reasons and messages.
-PODS_READY = "PodsReady"
-WAIT_FOR_START = "WaitForStart"
-WAIT_FOR_RECOVERY = "WaitForRecovery"
+# Kueue's PodsReady condition (jobframework's generatePodsReadyCondition): the reasons the
+# engine's timeouts do not read, and the messages.
 STARTED = "Started"
 RECOVERED = "Recovered"
 NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
@@ -146,8 +145,7 @@ def _pods_ready(
         if (existing.get("status"), existing.get("reason")) == (value, reason):
             return None
         generation = (current.get("metadata") or {}).get("generation")
-        out = dict(status)
-        out["conditions"] = [dict(c) for c in status.get("conditions") or []]
+        out = wl_status.own_copy(status)
         wl_status.set_condition(
             out, PODS_READY, value, reason, message, now, generation if isinstance(generation, int) else None
         )
