@@ -1399,6 +1399,32 @@ CEL_CASES: dict[str, CelCase] = {
         passing=[B([]), B([{"key": "k", "effect": "NoSchedule"}, {"key": "k", "value": "v", "effect": "NoExecute"}, {"key": "j", "effect": "PreferNoSchedule"}])],
         breaking=[B([{"key": "k", "effect": "Sometimes"}]), B([{"key": "k", "effect": "NoSchedule"}, {"key": "k", "effect": "noschedule"}])],
     ),
+    # ---- Workload status: a check's podSetUpdates tolerations (Kueue's rules for them)
+    "self.all(x, !has(x.key) ? x.operator == 'Exists' : true)": CelCase(
+        "operator must be Exists when 'key' is empty, which means 'match all values and all keys'",
+        passing=[B([]), B([{"operator": "Exists"}]), B([{"key": "k", "operator": "Equal", "value": "v"}])],
+        breaking=[B([{"operator": "Equal"}]), B([{"key": "k"}, {"value": "v", "operator": "Equal"}])],
+    ),
+    "self.all(x, has(x.tolerationSeconds) ? x.effect == 'NoExecute' : true)": CelCase(
+        "effect must be 'NoExecute' when 'tolerationSeconds' is set",
+        passing=[B([{"key": "k", "effect": "NoExecute", "tolerationSeconds": 5}]), B([{"key": "k", "effect": "NoSchedule"}])],
+        breaking=[B([{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]), B([{"key": "k", "effect": "PreferNoSchedule", "tolerationSeconds": 5}])],
+    ),
+    "self.all(x, !has(x.operator) || x.operator in ['Equal', 'Exists'])": CelCase(
+        "supported toleration values: 'Equal'(default), 'Exists'",
+        passing=[B([{"key": "k"}, {"key": "j", "operator": "Exists"}, {"key": "i", "operator": "Equal"}])],
+        breaking=[B([{"key": "k", "operator": "In"}]), B([{"key": "k", "operator": "exists"}])],
+    ),
+    "self.all(x, has(x.operator) && x.operator == 'Exists' ? !has(x.value) : true)": CelCase(
+        "a value must be empty when 'operator' is 'Exists'",
+        passing=[B([{"key": "k", "operator": "Exists"}]), B([{"key": "k", "value": "v"}])],
+        breaking=[B([{"key": "k", "operator": "Exists", "value": "v"}])],
+    ),
+    "self.all(x, !has(x.effect) || x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])": CelCase(
+        "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
+        passing=[B([{"key": "k"}, {"key": "k", "effect": "PreferNoSchedule"}])],
+        breaking=[B([{"key": "k", "effect": "Sometimes"}])],
+    ),
     # ---- Topology
     "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0": CelCase(
         "must be unique",
@@ -1502,6 +1528,11 @@ CEL_CASES_AT: dict[tuple[str, str, str], CelCase] = {
         "field is immutable",
         passing=[B("cq-a", "cq-a")],
         breaking=[B("cq-b", "cq-a"), B("cq-a.x", "cq-a")],
+    ),
+    ("AdmissionCheck", ".spec.controllerName", "self == oldSelf"): CelCase(
+        "field is immutable",
+        passing=[B("example.com/gate", "example.com/gate")],
+        breaking=[B("example.com/other", "example.com/gate")],
     ),
     ("Topology", ".spec.levels", "self == oldSelf"): CelCase(
         "field is immutable",

@@ -52,6 +52,7 @@ WorkloadPriorityClass = Kind.of(v1beta2.WorkloadPriorityClass)
 ResourceFlavor = Kind.of(v1beta2.ResourceFlavor)
 Topology = Kind.of(v1beta2.Topology)
 Cohort = Kind.of(v1beta2.Cohort)
+AdmissionCheck = Kind.of(v1beta2.AdmissionCheck)
 ClusterQueue = Kind.of(v1beta2.ClusterQueue)
 LocalQueue = Kind.of(v1beta2.LocalQueue)
 PreemptionConfig = Kind.of(v1alpha1.PreemptionConfig)
@@ -68,6 +69,7 @@ MODELS: dict[Kind, type[Any]] = {
     ResourceFlavor: v1beta2.ResourceFlavor,
     Topology: v1beta2.Topology,
     Cohort: v1beta2.Cohort,
+    AdmissionCheck: v1beta2.AdmissionCheck,
     ClusterQueue: v1beta2.ClusterQueue,
     LocalQueue: v1beta2.LocalQueue,
     PreemptionConfig: v1alpha1.PreemptionConfig,
@@ -96,7 +98,7 @@ SETUP: tuple[str, ...] = tuple(
 when it changes (workloads never do)."""
 BY_NAME: dict[str, Kind] = {k.name: k for k in (*MODELS, Event, Lease)}
 BY_GROUP: dict[tuple[str, str], Kind] = {(k.group, k.name): k for k in MODELS}
-NOT_READ: tuple[str, ...] = ("AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig")
+NOT_READ: tuple[str, ...] = ("MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig")
 """Kinds of Kueue's group the engine does not read: input may hold them (they are left out)."""
 GROUP_KINDS: tuple[str, ...] = tuple(sorted((*(k.name for k in MODELS if k.group == GROUP), *NOT_READ)))
 """Every kind of the kueue.x-k8s.io group (Kueue's, PreemptionConfig and PreemptionLimit): another is a typo."""

@@ -8,8 +8,11 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from pydantic import Field, Strict, model_validator
 
 from .meta import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
     LABEL_KEY_PATTERN,
     LIST_ATOMIC,
+    LIST_SET,
     Conditions,
     CRDInfo,
     DNSName,
@@ -162,6 +165,22 @@ class FairSharingStatus(KubeModel):
     """The dominant resource share rounded up (9223372036854775807: a zero weight that borrows)."""
 
 
+CheckName = Annotated[str, Field(min_length=1, max_length=316)]
+"""Kueue's AdmissionCheckReference."""
+
+
+class AdmissionCheckStrategyRule(KubeModel):
+    name: CheckName
+    on_flavors: Annotated[list[DNSName] | None, Field(max_length=64, json_schema_extra=LIST_SET)] = None
+    """The flavors it runs for; unset or empty: every flavor of the ClusterQueue."""
+
+
+class AdmissionChecksStrategy(KubeModel):
+    admission_checks: Annotated[
+        list[AdmissionCheckStrategyRule], Field(min_length=1, max_length=64, json_schema_extra=list_map("name"))
+    ]
+
+
 class ClusterQueueSpec(
     KubeModel,
     json_schema_extra=cel(
@@ -181,7 +200,8 @@ class ClusterQueueSpec(
     preemption: ClusterQueuePreemption = crd_default({}, default_factory=ClusterQueuePreemption)
     stop_policy: StopPolicy = crd_default("None")
     fair_sharing: FairSharing | None = None
-    admission_checks_strategy: Opaque | None = None
+    admission_checks_strategy: AdmissionChecksStrategy | None = None
+    """Which AdmissionChecks a workload admitted here must pass, per flavor it was given."""
     admission_scope: Opaque | None = None
 
 
@@ -271,6 +291,48 @@ class Cohort(TopLevel):
 
     spec: CohortSpec = Field(default_factory=CohortSpec)
     status: CohortStatus | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# AdmissionCheck
+# ---------------------------------------------------------------------------------------------
+
+
+class AdmissionCheckParametersReference(KubeModel):
+    api_group: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+    kind: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$")]
+    name: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+
+
+class AdmissionCheckSpec(KubeModel):
+    controller_name: Annotated[
+        str, Field(min_length=1, max_length=253, json_schema_extra=cel(("self == oldSelf", "field is immutable")))
+    ]
+    """The controller that sets this check's state on workloads (not necessarily a Pod's name)."""
+    parameters: AdmissionCheckParametersReference | None = None
+
+
+class AdmissionCheckStatus(KubeModel):
+    conditions: Conditions = None
+    """`Active`: its controller is ready to evaluate workloads; a ClusterQueue naming a check that
+    is not Active admits nothing."""
+
+
+class AdmissionCheck(TopLevel):
+    """A gate between quota reservation and admission, run by a controller of its own (cluster
+    autoscaling's ProvisioningRequest, MultiKueue, or a third party's)."""
+
+    crd: ClassVar[CRDInfo] = CRDInfo(
+        kind="AdmissionCheck",
+        plural="admissionchecks",
+        singular="admissioncheck",
+        scope="Cluster",
+        version=VERSION,
+        short_names=("ac",),
+    )
+
+    spec: AdmissionCheckSpec
+    status: AdmissionCheckStatus | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -748,13 +810,68 @@ class ReclaimablePod(KubeModel):
     count: NonNegativeInt32
 
 
+_TOLERATION_RULES = cel(
+    (
+        "self.all(x, !has(x.key) ? x.operator == 'Exists' : true)",
+        "operator must be Exists when 'key' is empty, which means 'match all values and all keys'",
+    ),
+    (
+        "self.all(x, has(x.tolerationSeconds) ? x.effect == 'NoExecute' : true)",
+        "effect must be 'NoExecute' when 'tolerationSeconds' is set",
+    ),
+    (
+        "self.all(x, !has(x.operator) || x.operator in ['Equal', 'Exists'])",
+        "supported toleration values: 'Equal'(default), 'Exists'",
+    ),
+    (
+        "self.all(x, has(x.operator) && x.operator == 'Exists' ? !has(x.value) : true)",
+        "a value must be empty when 'operator' is 'Exists'",
+    ),
+    (
+        f"self.all(x, !has(x.effect) || x.effect in {_TAINT_EFFECTS})",
+        "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
+    ),
+)
+
+
+class PodSetUpdate(KubeModel):
+    """What a check adds to a pod set's pods when its job starts (additions only: a key the pod
+    template or another check sets to another value fails the start)."""
+
+    name: Annotated[str, Field(max_length=63)]
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    node_selector: dict[str, str] | None = None
+    tolerations: Annotated[
+        list[Opaque] | None, Field(max_length=8, json_schema_extra=LIST_ATOMIC | _TOLERATION_RULES)
+    ] = None
+
+
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+
+
+class AdmissionCheckState(KubeModel):
+    """Where one AdmissionCheck stands for the workload (set by the check's controller)."""
+
+    name: CheckName
+    state: CheckState
+    last_transition_time: Time
+    message: Annotated[str, Field(max_length=32768)]
+    requeue_after_seconds: NonNegativeInt32 | None = None
+    """With Retry: how long after lastTransitionTime the workload may be queued again."""
+    retry_count: NonNegativeInt32 | None = None
+    pod_set_updates: Annotated[list[PodSetUpdate] | None, Field(max_length=18, json_schema_extra=LIST_ATOMIC)] = None
+
+
 class WorkloadStatus(KubeModel):
     conditions: Conditions = None
     admission: Admission | None = None
     requeue_state: RequeueState | None = None
     scheduling_stats: SchedulingStats | None = None
     accumulated_past_execution_time_seconds: Int32 | None = None
-    admission_checks: Annotated[list[Opaque] | None, Field(json_schema_extra=LIST_ATOMIC)] = None
+    admission_checks: Annotated[
+        list[AdmissionCheckState] | None, Field(max_length=8, json_schema_extra=list_map("name"))
+    ] = None
     reclaimable_pods: Annotated[
         list[ReclaimablePod] | None, Field(max_length=18, json_schema_extra=list_map("name"))
     ] = None

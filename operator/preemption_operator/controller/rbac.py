@@ -34,6 +34,7 @@ OPERATOR_RULES = (
         GROUP,
         (
             "workloads",
+            "admissionchecks",
             "clusterqueues",
             "localqueues",
             "preemptionconfigs",

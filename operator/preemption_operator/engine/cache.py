@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..api import kinds, v1beta2
 from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
-from . import pods_ready
+from . import admission_checks, pods_ready
 from .fair_sharing import OFF, FairSharing, parse_weight
 from .limits import LimitBook, Pair, PastPreemption, past_preemption, remember
 from .notices import Notice
@@ -107,6 +107,8 @@ def _relevant(kind: str, obj: Any) -> tuple[Any, ...]:
         return (obj.value, meta.annotations)
     if kind == "Node":
         return (meta.labels, obj.spec, obj.status.allocatable, node_ready(obj))
+    if kind == "AdmissionCheck":
+        return (obj.spec, admission_checks.is_active(obj))
     return (meta.labels, meta.annotations, obj.spec)
 
 
@@ -135,6 +137,9 @@ class Cache:
         """Active workloads marked DeactivationTarget: to be made inactive."""
         self._backoff: dict[str, datetime | None] = {}
         """Pending workloads in their requeuing backoff (not queued), with their requeueAt."""
+        self._awaiting: set[str] = set()
+        """Active workloads holding quota that are not Admitted or list AdmissionChecks: what
+        their checks call for is looked at in each snapshot."""
         self.objects: dict[str, dict[str, Any]] = {kind.name: {} for kind in kinds.MODELS}
         self.infos: dict[str, WorkloadInfo] = {}
         """Workloads as scheduling sees them: observed, or assumed where a write is in flight."""
@@ -526,7 +531,7 @@ class Cache:
                 obj = self.objects["Workload"].get(wl_key)
                 if obj is not None and wl_key not in self._unreadable:
                     self._set_observed(wl_key, build_info(obj, self._priority_classes, None, self._by_creation))
-        elif kind in ("ClusterQueue", "Cohort"):
+        elif kind in ("ClusterQueue", "Cohort", "AdmissionCheck"):
             self._tree = None
         elif kind == "ResourceFlavor":
             self._tree = None
@@ -570,6 +575,13 @@ class Cache:
             due = pods_ready.deadline(info.obj, self.pods_ready) if eligible else None
             if due is not None:
                 self._not_ready[info.key] = due
+        if (
+            info.cluster_queue is not None
+            and info.active
+            and not info.evicted
+            and (admission_checks.states(info.obj) or not is_true(info.obj, "Admitted"))
+        ):
+            self._awaiting.add(info.key)
         if info.cluster_queue is None and info.active and pods_ready.backing_off(info.obj):
             self._backoff[info.key] = pods_ready.requeue_at(info.obj)
             return
@@ -595,6 +607,7 @@ class Cache:
         self._not_ready.pop(key, None)
         self._unready.discard(key)
         self._marked.discard(key)
+        self._awaiting.discard(key)
         if key in self._backoff:
             del self._backoff[key]
             return  # in its backoff: never queued
@@ -669,6 +682,8 @@ class Cache:
                 causes.append(("Stopped", "is stopped"))
             if missing:
                 causes.append(("FlavorNotFound", f"references missing ResourceFlavor(s): {','.join(missing)}"))
+            checks = admission_checks.of_cluster_queue(obj)
+            causes.extend(admission_checks.problems(checks, self.objects["AdmissionCheck"]))
             if causes:
                 active, reason = False, causes[0][0]
                 message = f"Can't admit new workloads: {', '.join(text for _, text in causes)}."
@@ -685,6 +700,7 @@ class Cache:
                 when_can_borrow=obj.spec.flavor_fungibility.when_can_borrow,
                 when_can_preempt=obj.spec.flavor_fungibility.when_can_preempt,
                 preference=obj.spec.flavor_fungibility.preference,
+                admission_checks=checks,
                 active=active,
                 inactive_reason=reason,
                 inactive_message=message,
@@ -771,6 +787,15 @@ class Cache:
                 backoffs.append(self.infos[key])
             elif wake_at is None or requeue_at < wake_at:
                 wake_at = requeue_at
+        checks: list[tuple[WorkloadInfo, admission_checks.Verdict]] = []
+        for key in sorted(self._awaiting - in_flight):
+            info = self.infos[key]
+            cq = tree.cluster_queues.get(info.cluster_queue or "")
+            if cq is None or not (cq.admission_checks or admission_checks.states(info.obj)):
+                continue  # a queue without checks admits at once
+            found = admission_checks.verdict(info.obj, cq.admission_checks, cq.flavors, now)
+            if found is not None:
+                checks.append((info, found))
         return Snapshot(
             now=now,
             trees=trees,
@@ -794,6 +819,7 @@ class Cache:
             backoffs=backoffs,
             wake_at=wake_at,
             unready=frozenset(self._unready),
+            checks=checks,
         )
 
 

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from . import admission_checks
 from . import workload_status as wl_status
 from .limits import PastPreemption
 from .scheduler import (
     NO_LONGER_FITS,
     OVERLAPPING_TARGETS,
     Admission,
+    ChecksUpdate,
     CycleResult,
     Deactivation,
     Eviction,
@@ -30,6 +32,7 @@ from .workload import WorkloadInfo
 
 ADMITTED, PREEMPTED, EVICTED, PENDING = "Admitted", "Preempted", "Evicted", "Pending"
 DEACTIVATED, REQUEUED = "Deactivated", "Requeued"
+CHECKS_SYNCED, CHECKS_READY = "AdmissionChecksSynced", "AdmissionChecksReady"
 _FIGURES = re.compile(r"(?<![\w-])[0-9]+(\.[0-9]+)?[a-zA-Z]{0,2}(?![\w-])")
 """A quantity or count standing on its own (not part of a name such as cq-1)."""
 THROTTLED = "PreemptionThrottled"
@@ -139,7 +142,11 @@ def eviction(e: Eviction, now: datetime, job_stops: bool = False) -> StatusChang
             return None  # activated again meanwhile
         if job_stops and _evicting(status):
             return None  # its job is stopping already
-        if e.requeue is not None:  # a PodsReady timeout
+        if e.reason == admission_checks.REASON:
+            checks = status.get("admissionChecks") or []
+            if _evicting(status) or not any(c.get("state") == admission_checks.RETRY for c in checks):
+                return None  # evicted otherwise, or the check is no longer in Retry, meanwhile
+        elif e.requeue is not None:  # a PodsReady timeout
             ready = wl_status.get_condition(status, "PodsReady") or {}
             if _evicting(status) or ready.get("status") == "True" or not _active(current):
                 return None  # evicted otherwise, or its pods became ready, meanwhile
@@ -183,11 +190,15 @@ def deactivation(d: Deactivation, now: datetime) -> StatusChange:
         return wl_status.deactivation_target(status, d.reason, d.message, now, _generation(current))
 
     wl = d.workload
+    events: tuple[EventNote, ...] = ()
+    if d.reason == admission_checks.REASON:
+        events = (EventNote("workload", "Warning", admission_checks.REJECTED_EVENT, f"Deactivated due to {d.message}"),)
     return StatusChange(
         DEACTIVATED,
         wl,
         compute,
         {"action": DEACTIVATED, "workload": wl.key, "reason": d.reason, "message": d.message},
+        events,
         cluster_queue=wl.cluster_queue or "",
         reason=d.reason,
         deactivate=True,
@@ -204,6 +215,44 @@ def requeue(wl: WorkloadInfo, now: datetime) -> StatusChange:
         return wl_status.backoff_finished(status, now, _generation(current))
 
     return StatusChange(REQUEUED, wl, compute, {"action": REQUEUED, "workload": wl.key})
+
+
+def checks(c: ChecksUpdate, now: datetime) -> StatusChange:
+    """A workload's AdmissionChecks list synced with its queue's, or, all Ready, its admission."""
+    wl = c.workload
+
+    def compute(current: dict[str, Any]) -> dict[str, Any] | None:
+        status, reserved, finished = _conditions(current)
+        if not reserved or finished or _evicting(status):
+            return None
+        if c.required is not None:
+            written = {x.get("name") for x in status.get("admissionChecks") or []}
+            return wl_status.checks_synced(status, c.required, now) if written != c.required else None
+        admitted = wl_status.get_condition(status, "Admitted") or {}
+        if admitted.get("status") == "True" or not admission_checks.all_ready(status.get("admissionChecks")):
+            return None
+        return wl_status.checks_ready(status, now, _generation(current))
+
+    if c.required is not None:
+        record = {"action": CHECKS_SYNCED, "workload": wl.key, "admissionChecks": sorted(c.required)}
+        return StatusChange(CHECKS_SYNCED, wl, compute, record, cluster_queue=wl.cluster_queue or "")
+    reserved = wl.condition("QuotaReserved")
+    waited = max(0, int((now - reserved.last_transition_time).total_seconds())) if reserved is not None else 0
+    return StatusChange(
+        CHECKS_READY,
+        wl,
+        compute,
+        {"action": CHECKS_READY, "workload": wl.key, "clusterQueue": wl.cluster_queue},
+        (
+            EventNote(
+                "workload",
+                "Normal",
+                "Admitted",
+                f"Admitted by ClusterQueue {wl.cluster_queue}, wait time since reservation was {waited}s",
+            ),
+        ),
+        cluster_queue=wl.cluster_queue or "",
+    )
 
 
 def _completion(p: Preemption, now: datetime) -> StatusChange:
@@ -307,25 +356,32 @@ def admission(a: Admission, now: datetime) -> StatusChange:
 
     wl = a.workload
     waited = max(0, int((now - wl.created).total_seconds()))
-    return StatusChange(
-        ADMITTED,
-        wl,
-        compute,
-        {"action": ADMITTED, "workload": wl.key, "clusterQueue": a.cluster_queue},
-        (
-            EventNote(
-                "workload",
-                "Normal",
-                "QuotaReserved",
-                f"Quota reserved in ClusterQueue {a.cluster_queue}, wait time since queued was {waited}s",
-            ),
+    record: dict[str, Any] = {"action": ADMITTED, "workload": wl.key, "clusterQueue": a.cluster_queue}
+    events: tuple[EventNote, ...] = (
+        EventNote(
+            "workload",
+            "Normal",
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {a.cluster_queue}, wait time since queued was {waited}s",
+        ),
+    )
+    if a.checks:
+        record["admissionChecks"] = sorted(a.checks)  # Admitted once they are all Ready
+    else:
+        events += (
             EventNote(
                 "workload",
                 "Normal",
                 "Admitted",
                 f"Admitted by ClusterQueue {a.cluster_queue}, wait time since reservation was 0s",
             ),
-        ),
+        )
+    return StatusChange(
+        ADMITTED,
+        wl,
+        compute,
+        record,
+        events,
         cluster_queue=a.cluster_queue,
         holds_quota=True,
     )
@@ -395,6 +451,7 @@ def status_changes(
         *(eviction(e, now, job_stops(e.workload)) for e in result.evicted),
         *(deactivation(d, now) for d in result.deactivated),
         *(requeue(wl, now) for wl in result.requeued),
+        *(checks(c, now) for c in result.checked),
         *(change for change in preemptions if change is not None),
         *(admission(a, now) for a in result.admitted if a.workload.key not in victims),
         *(pending(p, now) for p in result.pending),

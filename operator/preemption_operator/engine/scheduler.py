@@ -17,7 +17,7 @@ from itertools import filterfalse
 
 from ..api.meta import format_time
 from ..api.quantity import format_amount
-from . import pods_ready, protection
+from . import admission_checks, pods_ready, protection
 from .candidates import CandidateRecord, ExtraCandidates, Target, limit_pair
 from .flavors import Assignment, Granular, Mode, Possibility, assign_flavors
 from .notices import Notice
@@ -51,6 +51,17 @@ class Admission:
     cluster_queue: str
     pod_sets: tuple[dict[str, object], ...]
     """status.admission.podSetAssignments, in wire form."""
+    checks: frozenset[str] = frozenset()
+    """The AdmissionChecks it must pass before it is Admitted (quota reserved until then)."""
+
+
+@dataclass(frozen=True)
+class ChecksUpdate:
+    """A workload holding quota whose AdmissionChecks moved on without evicting it: its list of
+    checks made the one its queue requires (`required`), or, all Ready, it is Admitted (None)."""
+
+    workload: WorkloadInfo
+    required: frozenset[str] | None
 
 
 @dataclass(frozen=True)
@@ -80,8 +91,9 @@ class Eviction:
     underlying_cause: str = ""
     """Kueue's underlyingCause: WaitForStart or WaitForRecovery for a PodsReady timeout, the
     deactivation's reason for a workload deactivated by Kueue."""
-    requeue: tuple[int, datetime] | None = None
-    """A PodsReady timeout: its requeueState (count, requeueAt) from now on."""
+    requeue: tuple[int | None, datetime] | None = None
+    """Its requeueState (count, requeueAt) from now on: after a PodsReady timeout, or a Retry
+    check that asked for a delay (the count left as it is: None)."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,7 @@ class CycleResult:
     deactivated: list[Deactivation] = field(default_factory=list)
     requeued: list[WorkloadInfo] = field(default_factory=list)
     """Pending workloads whose requeuing backoff is over (Kueue's BackoffFinished)."""
+    checked: list[ChecksUpdate] = field(default_factory=list)
     explanations: list[Explanation] = field(default_factory=list)
     retry_at: datetime | None = None
     """The earliest time a decision may change with nothing else changing (a preemption delay ends)."""
@@ -141,7 +154,9 @@ class CycleResult:
 
     @property
     def changed(self) -> bool:
-        return bool(self.admitted or self.preempted or self.evicted or self.deactivated or self.requeued)
+        return bool(
+            self.admitted or self.preempted or self.evicted or self.deactivated or self.requeued or self.checked
+        )
 
 
 def _keep_last_pending(result: CycleResult) -> None:
@@ -606,6 +621,7 @@ class Scheduler:
             else:
                 result.evicted.append(Eviction(wl, reason, message))
         self._pods_ready(snapshot, result)
+        self._admission_checks(snapshot, result)
         order = self._tournament if snapshot.fair_sharing.enabled else self._sorted
         queues: set[str] | None = None
         for number in range(self.rounds):
@@ -660,6 +676,23 @@ class Scheduler:
         result.requeued.extend(snapshot.backoffs)
         if snapshot.wake_at is not None and (result.retry_at is None or snapshot.wake_at < result.retry_at):
             result.retry_at = snapshot.wake_at
+
+    @staticmethod
+    def _admission_checks(snapshot: Snapshot, result: CycleResult) -> None:
+        """What the AdmissionChecks of workloads holding quota call for, as Kueue's workload
+        controller decides it: a Rejected check deactivates (DeactivationTarget first), a Retry
+        check evicts and releases the quota at once (requeued when the check allows), and all
+        Ready admits."""
+        for wl, found in snapshot.checks:
+            if found.kind == admission_checks.REJECT:
+                result.deactivated.append(Deactivation(wl, admission_checks.REASON, found.message))
+            elif found.kind == admission_checks.RETRY_EVICTION:
+                snapshot.remove_workload(wl)
+                requeue = (None, found.requeue_at) if found.requeue_at is not None else None
+                result.evicted.append(Eviction(wl, admission_checks.REASON, found.message, requeue=requeue))
+            else:
+                required = found.required if found.kind == admission_checks.SYNC else None
+                result.checked.append(ChecksUpdate(wl, required))
 
     @staticmethod
     def _blocked(snapshot: Snapshot) -> bool:
@@ -835,7 +868,10 @@ class Scheduler:
             if nodes:
                 round_.touched.add(NODES)
             state.waiting.pop(wl.key, None)
-            result.admitted.append(Admission(wl, cq.name, _pod_set_assignments(assignment)))
+            pod_sets = _pod_set_assignments(assignment)
+            flavors = (f for ps in assignment.pod_sets for f in ps.flavors.values())
+            checks = admission_checks.required(cq.admission_checks, flavors, cq.flavors)
+            result.admitted.append(Admission(wl, cq.name, pod_sets, checks))
             return True
         message = assignment.message()
         if mode == Mode.PREEMPT and entry.targets and entry.closed_gates:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..api.v1beta2 import ClusterQueuePreemption, FungibilityPolicy, QueueingStrategy, ResourceFlavor, StopPolicy
+from .admission_checks import Verdict
 from .fair_sharing import OFF, FairSharing
 from .limits import LimitBook
 from .placement import NodeUsage
@@ -53,6 +54,12 @@ class ClusterQueueInfo:
     preference: str | None = None
     """flavorFungibility.preference: BorrowingOverPreemption (Kueue's default when unset) or
     PreemptionOverBorrowing."""
+    admission_checks: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Its AdmissionChecks, each with the flavors it runs for."""
+
+    @property
+    def flavors(self) -> frozenset[str]:
+        return frozenset(f for group in self.resource_groups for f in group.flavors)
 
     @property
     def preemption_config_name(self) -> str | None:
@@ -206,6 +213,8 @@ class Snapshot:
     """The next time a timeout passes or a backoff ends."""
     unready: frozenset[str] = frozenset()
     """Workloads holding quota without PodsReady=True (waitForPodsReady only)."""
+    checks: list[tuple[WorkloadInfo, Verdict]] = field(default_factory=list)
+    """Workloads holding quota whose AdmissionChecks call for something (see admission_checks)."""
     _removed: set[str] = field(default_factory=set)
     _admitted: set[str] = field(default_factory=set)
     """Admitted in this pass (any round): no longer pending."""

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..api.meta import format_time
+from . import admission_checks
 from .candidates import CONFIGURABLE_PREEMPTION, preemption_message
 from .pods_ready import (
     BACKOFF_FINISHED,
@@ -94,7 +95,14 @@ def admitted(
         now,
         generation,
     )
-    set_condition(out, "Admitted", "True", "Admitted", "The workload is admitted", now, generation)
+    if decision.checks or out.get("admissionChecks"):
+        # Admitted once its checks are all Ready (Kueue's workload controller adds the missing
+        # ones as Pending; here in the same write).
+        out["admissionChecks"] = admission_checks.synced(out.get("admissionChecks"), decision.checks, now)
+        if not out["admissionChecks"]:
+            del out["admissionChecks"]
+    if admission_checks.all_ready(out.get("admissionChecks")):
+        set_condition(out, "Admitted", "True", "Admitted", "The workload is admitted", now, generation)
     for kind in ("Evicted", "Preempted", BLOCKED_ON_GATES, BLOCKED_BY_LIMIT):
         previous = get_condition(out, kind)
         if previous is not None and previous.get("status") == "True":
@@ -161,7 +169,14 @@ def drained(
     _count_eviction(out, decision.reason, decision.underlying_cause)
     if decision.requeue is not None:
         count, requeue_at = decision.requeue
-        out["requeueState"] = {"count": count, "requeueAt": rfc3339(requeue_at)}
+        state = dict(out.get("requeueState") or {})
+        if count is not None:
+            state["count"] = count
+        written = state.get("requeueAt")
+        # Shared by several causes: a later requeueAt is never brought forward (SetRequeueState).
+        if not written or _parsed(str(written)) < requeue_at:
+            state["requeueAt"] = rfc3339(requeue_at)
+        out["requeueState"] = state
     if decision.reason == "Deactivated":
         # Kueue's deactivation ends what led to it: the target mark and the requeuing count.
         out["conditions"] = [c for c in out.get("conditions") or [] if c.get("type") != DEACTIVATION_TARGET]
@@ -208,11 +223,32 @@ def backoff_finished(status: dict[str, Any] | None, now: datetime, generation: i
     return out
 
 
+def checks_synced(status: dict[str, Any] | None, required: frozenset[str], now: datetime) -> dict[str, Any]:
+    """The workload's AdmissionChecks made the ones its queue requires (new ones Pending)."""
+    out = own_copy(status)
+    out["admissionChecks"] = admission_checks.synced(out.get("admissionChecks"), required, now)
+    if not out["admissionChecks"]:
+        del out["admissionChecks"]
+    return out
+
+
+def checks_ready(status: dict[str, Any] | None, now: datetime, generation: int | None) -> dict[str, Any]:
+    """Every AdmissionCheck Ready: the workload holding quota is Admitted."""
+    out = own_copy(status)
+    set_condition(out, "Admitted", "True", "Admitted", "The workload is admitted", now, generation)
+    return out
+
+
+def _parsed(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def _prepare_eviction(status: dict[str, Any], reason: str, message: str, now: datetime, generation: int | None) -> None:
     """Evicted=True, as Kueue's eviction writes it: a BlockedOnPreemptionGates=True ends with the
     eviction's reason, and every preemption gate closes again (a requeued workload must have its
     gates opened anew before it preempts)."""
     set_condition(status, "Evicted", "True", reason, message, now, generation)
+    admission_checks.reset_on_eviction(status, now)
     blocked = get_condition(status, BLOCKED_ON_GATES)
     if blocked is not None and blocked.get("status") == "True":
         set_condition(status, BLOCKED_ON_GATES, "False", reason, message, now, generation)
