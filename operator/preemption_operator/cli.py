@@ -458,6 +458,14 @@ FROM_CLUSTER = click.option(
 )
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
 @click.option("--summary", is_flag=True, help="Counts per cycle and action, and each queue's final state (text).")
+@click.option(
+    "--check-state",
+    "check_state",
+    multiple=True,
+    metavar="NAME=Ready|Retry|Rejected",
+    help="What-if: AdmissionCheck NAME answers this state, once per workload, when a workload holding quota waits "
+    "for it (as its controller would). Repeatable.",
+)
 @FROM_CLUSTER
 @LABEL_KEYS_TO_COPY
 @fair_sharing_options
@@ -468,6 +476,7 @@ def simulate(
     now_text: str | None,
     max_cycles: int,
     summary: bool,
+    check_state: tuple[str, ...],
     from_cluster: bool,
     label_keys_to_copy: str,
     fair_sharing: bool,
@@ -488,13 +497,47 @@ def simulate(
     skipped: list[str] = []
     objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
+    states = _check_states(check_state, objects + arriving)
     result = simulation.run(
-        objects, now, max_cycles, arriving, progress=_progress(), fair_sharing=sharing, pods_ready=_ready_of(settings)
+        objects,
+        now,
+        max_cycles,
+        arriving,
+        progress=_progress(),
+        fair_sharing=sharing,
+        pods_ready=_ready_of(settings),
+        check_states=states,
     )
     if sys.stderr.isatty():
         click.echo("\r\033[K", err=True, nl=False)  # the progress line, if one was shown
     result.warnings[:0] = skipped
     click.echo(report.summary(result) if summary else report.render(result, output), nl=False)
+
+
+CHECK_ANSWERS = ("Ready", "Retry", "Rejected")
+
+
+def _check_states(given: tuple[str, ...], objects: list[Any]) -> dict[str, str]:
+    """--check-state NAME=STATE pairs; exit 2 naming the one that is malformed or names an
+    AdmissionCheck the input does not have."""
+    from .api.v1beta2 import AdmissionCheck
+
+    known = {obj.metadata.name for obj in objects if isinstance(obj, AdmissionCheck)}
+    states: dict[str, str] = {}
+    for text in given:
+        name, sep, state = text.partition("=")
+        if not sep or not name or state not in CHECK_ANSWERS:
+            click.echo(
+                f"error: --check-state: {text!r} is not NAME=STATE with STATE one of {', '.join(CHECK_ANSWERS)}",
+                err=True,
+            )
+            sys.exit(2)
+        if name not in known:
+            found = f"; the input has {', '.join(sorted(known))}" if known else "; the input has none"
+            click.echo(f"error: --check-state: no AdmissionCheck {name!r} in the input{found}", err=True)
+            sys.exit(2)
+        states[name] = state
+    return states
 
 
 def _progress() -> Any:

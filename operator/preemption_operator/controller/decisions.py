@@ -20,7 +20,7 @@ from typing import Any
 from ..api import kinds
 from ..engine import protection
 from ..engine.cache import Cache
-from ..engine.changes import EVICTED, PREEMPTED, THROTTLED, EventNote, StatusChange
+from ..engine.changes import CHECKS_READY, EVICTED, PREEMPTED, THROTTLED, EventNote, StatusChange
 from ..engine.scheduler import LIMIT_BLOCKED_PREFIX
 from ..k8s.api import ApiError
 from ..k8s.events import EventSink
@@ -244,7 +244,13 @@ class DecisionWriter:
         if change.holds_quota:
             log.debug("admitted %s in ClusterQueue %s", change.key, change.cluster_queue)
             waited = max(0.0, (datetime.now(UTC) - protection.pending_since(wl)).total_seconds())
-            self.metrics.admitted_workload(change.cluster_queue, wl.priority_class_name, waited)
+            checked = bool(change.record.get("admissionChecks"))
+            self.metrics.admitted_workload(change.cluster_queue, wl.priority_class_name, waited, checked=checked)
+        elif change.action == CHECKS_READY:
+            waited = max(0.0, (datetime.now(UTC) - protection.pending_since(wl)).total_seconds())
+            reserved = wl.condition("QuotaReserved")
+            since = (datetime.now(UTC) - reserved.last_transition_time).total_seconds() if reserved else 0.0
+            self.metrics.checks_ready(change.cluster_queue, wl.priority_class_name, waited, max(0.0, since))
         elif change.action == PREEMPTED:
             self.metrics.preempted_workload(
                 change.preemptor_cluster_queue, change.reason, change.underlying_cause, change.rule

@@ -207,6 +207,13 @@ class Metrics:
             buckets=wait_buckets,
             registry=r,
         )
+        self.k_checks_wait = Histogram(
+            "kueue_admission_checks_wait_time_seconds",
+            "The time from when a workload got the quota reservation until admission, per 'cluster_queue'",
+            cq,
+            buckets=wait_buckets,
+            registry=r,
+        )
         self.k_evicted = Counter(
             "kueue_evicted_workloads_total",
             "The number of evicted workloads per 'cluster_queue'",
@@ -292,14 +299,29 @@ class Metrics:
             self.lint_findings.labels(code=code).set(counts.get(code, 0))
         self._lint_codes |= set(counts)
 
-    def admitted_workload(self, cluster_queue: str, priority_class: str, waited_seconds: float) -> None:
-        """An admission written (quota reserved and admitted at once: no admission checks here)."""
+    def admitted_workload(
+        self, cluster_queue: str, priority_class: str, waited_seconds: float, *, checked: bool = False
+    ) -> None:
+        """An admission written: quota reserved, and admitted at once unless it waits for its
+        AdmissionChecks (`checked`; see `checks_ready`)."""
+        labels = {"cluster_queue": cluster_queue, "priority_class": priority_class, "replica_role": self.replica_role}
+        self.k_reserved.labels(**labels).inc()
+        self.k_reserved_wait.labels(**labels).observe(waited_seconds)
+        if not checked:
+            self.admitted.labels(cluster_queue=cluster_queue).inc()
+            self.k_admitted.labels(**labels).inc()
+            self.k_admission_wait.labels(**labels).observe(waited_seconds)
+            self.k_checks_wait.labels(**labels).observe(0.0)
+
+    def checks_ready(
+        self, cluster_queue: str, priority_class: str, waited_seconds: float, since_reservation: float
+    ) -> None:
+        """A workload admitted once its AdmissionChecks were all Ready."""
         labels = {"cluster_queue": cluster_queue, "priority_class": priority_class, "replica_role": self.replica_role}
         self.admitted.labels(cluster_queue=cluster_queue).inc()
         self.k_admitted.labels(**labels).inc()
-        self.k_reserved.labels(**labels).inc()
         self.k_admission_wait.labels(**labels).observe(waited_seconds)
-        self.k_reserved_wait.labels(**labels).observe(waited_seconds)
+        self.k_checks_wait.labels(**labels).observe(since_reservation)
 
     def preempted_workload(self, preempting_cluster_queue: str, reason: str, config: str = "", rule: str = "") -> None:
         """A preemption written; `config` and `rule` name the PreemptionConfig rule that chose it."""
@@ -399,6 +421,7 @@ class Metrics:
                 self.k_reserved,
                 self.k_admission_wait,
                 self.k_reserved_wait,
+                self.k_checks_wait,
                 self.k_evicted,
                 self.k_pending,
                 self.k_reserving,

@@ -164,9 +164,9 @@ class QueueStatusPublisher:
             writes.append((kinds.Cohort, name, None, co_status, self._view(cohort)))
         counts = queue_status.local_queue_counts(snapshot)
         for lq in list(self.cache.objects["LocalQueue"].values()):
-            lq_counts = counts.get((lq.namespace, lq.name), (0, 0))
+            lq_counts = counts.get((lq.namespace, lq.name), (0, 0, 0))
 
-            def lq_status(current: dict[str, Any], lq_counts: tuple[int, int] = lq_counts) -> dict[str, Any]:
+            def lq_status(current: dict[str, Any], lq_counts: tuple[int, int, int] = lq_counts) -> dict[str, Any]:
                 return queue_status.local_queue_status(lq_counts, current.get("status"))
 
             writes.append((kinds.LocalQueue, lq.name, lq.namespace, lq_status, self._view(lq)))

@@ -80,12 +80,16 @@ def cluster_queue_status(
     and not written yet. The status says what the API holds: those are left out until written
     (shown sooner, the queue would report quota its workloads do not hold yet)."""
     status = own_copy(current)
-    admitted = len(cq.workloads) - len(unwritten)
+    reserving = len(cq.workloads) - len(unwritten)
+    admitted = reserving
+    if cq.admission_checks:  # those waiting for their checks reserve quota but are not admitted yet
+        skip = {wl.key for wl in unwritten}
+        admitted -= sum(1 for wl in cq.workloads.values() if wl.key not in skip and not _admitted(wl))
     usage = _flavor_usage(cq, with_borrowed=True, unwritten=unwritten)
     status.update(
         {
             "pendingWorkloads": pending,
-            "reservingWorkloads": admitted,
+            "reservingWorkloads": reserving,
             "admittedWorkloads": admitted,
             "flavorsReservation": usage,
             "flavorsUsage": copy.deepcopy(usage),
@@ -128,9 +132,15 @@ def weighted_shares(snapshot: Snapshot) -> tuple[dict[str, float], dict[str, flo
     return queues, cohorts
 
 
-def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, int]]:
-    """(namespace, LocalQueue name) -> (pending, admitted)."""
+def _admitted(wl: WorkloadInfo) -> bool:
+    condition = wl.condition("Admitted")
+    return condition is not None and condition.status == "True"
+
+
+def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(namespace, LocalQueue name) -> (pending, reserving, admitted)."""
     pending: Counter[tuple[str, str]] = Counter()
+    reserving: Counter[tuple[str, str]] = Counter()
     admitted: Counter[tuple[str, str]] = Counter()
     for queue in snapshot.pending.values():
         for wl in queue:
@@ -139,14 +149,17 @@ def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, i
         pending[(wl.namespace, wl.queue_name)] += 1
     for cq in snapshot.held_cluster_queues.values():
         for wl in cq.workloads.values():
-            admitted[(wl.namespace, wl.queue_name)] += 1
-    return {key: (pending[key], admitted[key]) for key in set(pending) | set(admitted)}
+            reserving[(wl.namespace, wl.queue_name)] += 1
+            if not cq.admission_checks or _admitted(wl):
+                admitted[(wl.namespace, wl.queue_name)] += 1
+    keys = set(pending) | set(reserving)
+    return {key: (pending[key], reserving[key], admitted[key]) for key in keys}
 
 
-def local_queue_status(counts: tuple[int, int], current: dict[str, Any] | None) -> dict[str, Any]:
+def local_queue_status(counts: tuple[int, int, int], current: dict[str, Any] | None) -> dict[str, Any]:
     status = own_copy(current)
-    pending, admitted = counts
-    status.update({"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted})
+    pending, reserving, admitted = counts
+    status.update({"pendingWorkloads": pending, "reservingWorkloads": reserving, "admittedWorkloads": admitted})
     return status
 
 

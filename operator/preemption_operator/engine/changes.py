@@ -33,6 +33,9 @@ from .workload import WorkloadInfo
 ADMITTED, PREEMPTED, EVICTED, PENDING = "Admitted", "Preempted", "Evicted", "Pending"
 DEACTIVATED, REQUEUED = "Deactivated", "Requeued"
 CHECKS_SYNCED, CHECKS_READY = "AdmissionChecksSynced", "AdmissionChecksReady"
+QUOTA_RESERVED = "QuotaReserved"
+"""What `simulate` reports for an admission that waits for AdmissionChecks (their all being
+Ready is reported as Admitted)."""
 _FIGURES = re.compile(r"(?<![\w-])[0-9]+(\.[0-9]+)?[a-zA-Z]{0,2}(?![\w-])")
 """A quantity or count standing on its own (not part of a name such as cq-1)."""
 THROTTLED = "PreemptionThrottled"
@@ -242,7 +245,7 @@ def checks(c: ChecksUpdate, now: datetime) -> StatusChange:
         CHECKS_READY,
         wl,
         compute,
-        {"action": CHECKS_READY, "workload": wl.key, "clusterQueue": wl.cluster_queue},
+        {"action": ADMITTED, "workload": wl.key, "clusterQueue": wl.cluster_queue, "admissionChecks": "Ready"},
         (
             EventNote(
                 "workload",
@@ -366,7 +369,8 @@ def admission(a: Admission, now: datetime) -> StatusChange:
         ),
     )
     if a.checks:
-        record["admissionChecks"] = sorted(a.checks)  # Admitted once they are all Ready
+        record["action"] = QUOTA_RESERVED  # Admitted once they are all Ready
+        record["admissionChecks"] = sorted(a.checks)
     else:
         events += (
             EventNote(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..engine import admission_checks
 from ..engine import workload_status as wl_status
 from ..engine.pods_ready import PODS_READY, WAIT_FOR_RECOVERY, WAIT_FOR_START
 from ..engine.topology_assignment import decode_assignment
@@ -253,7 +254,49 @@ def admitted_infos(workload: Mapping[str, Any], flavors: Mapping[str, Flavor]) -
                 node_affinity=affinity,
             )
         )
-    return infos
+    updates = admission_checks.pod_set_updates(workload)
+    return [_updated(info, updates) for info in infos] if updates else infos
+
+
+FAILED_TO_START = "FailedToStart"
+"""The Finished reason of a workload whose job cannot start as admitted (Kueue's
+FailedToStartFinishedReason): its checks' podSetUpdates conflict."""
+
+
+class PodSetUpdateConflict(ValueError):
+    """Checks' podSetUpdates that change what admission (or another check) already set: the job
+    cannot start as admitted (Kueue's ErrInvalidPodSetUpdate, a permanent error)."""
+
+
+def _added(check: str, field_name: str, have: Mapping[str, str], update: Mapping[str, Any]) -> dict[str, str]:
+    add = update.get(field_name) or {}
+    for key in sorted(add):
+        if key in have and have[key] != add[key]:
+            raise PodSetUpdateConflict(
+                f'in admission check "{check}": invalid admission check PodSetUpdate: conflict for '
+                f"{field_name}: conflict for key={key}, value1={have[key]}, value2={add[key]}"
+            )
+    return {**have, **add}
+
+
+def _updated(info: PodSetInfo, updates: list[tuple[str, Mapping[str, Any]]]) -> PodSetInfo:
+    """The pod set's info with its checks' podSetUpdates added, each check's first update for it
+    (Kueue's getPodSetsInfoFromStatus and PodSetInfo.Merge): additions only."""
+    seen: set[str] = set()
+    for check, update in updates:
+        if update.get("name") != info.name or check in seen:
+            continue
+        seen.add(check)
+        tolerations = list(info.tolerations)
+        tolerations += [t for t in update.get("tolerations") or [] if t not in tolerations]
+        info = replace(
+            info,
+            annotations=_added(check, "annotations", info.annotations, update),
+            labels=_added(check, "labels", info.labels, update),
+            node_selector=_added(check, "nodeSelector", info.node_selector, update),
+            tolerations=tuple(tolerations),
+        )
+    return info
 
 
 def original_infos(workload: Mapping[str, Any]) -> list[PodSetInfo]:
@@ -430,7 +473,12 @@ def plan(
     admitted = reserved and _condition(status, "Admitted")
     if job.is_suspended() or (admitted and composable is not None and composable.waiting()):
         if admitted:
-            infos = admitted_infos(workload, flavors)
+            try:
+                infos = admitted_infos(workload, flavors)
+            except PodSetUpdateConflict as exc:
+                # Permanent: retrying cannot help, so the workload ends (Kueue's FailedToStart).
+                event = JobEvent("Warning", FAILED_TO_START, str(exc))
+                return WriteWorkloadStatus(finished(Finished(FAILED_TO_START, str(exc)), now), "failed to start", event)
             if infos is None:
                 return None  # a flavor not seen yet: asked again when it comes
             cluster_queue = (status.get("admission") or {}).get("clusterQueue", "")

@@ -103,6 +103,9 @@ def text(data: dict[str, Any], cycles: int) -> str:
         admitted = conditions.get("Admitted", {}).get("status", "False") == "True"
         reserved = conditions.get("QuotaReserved", {})
         state = "Admitted" if admitted else f"Pending ({reserved.get('reason', 'New')})"
+        if not admitted and reserved.get("status") == "True":
+            checks = ", ".join(f"{c.get('name')}={c.get('state')}" for c in status.get("admissionChecks") or [])
+            state = f"QuotaReserved (checks: {checks})" if checks else "QuotaReserved"
         cq = (status.get("admission") or {}).get("clusterQueue", "-")
         evictions = sum(int(e.get("count", 0)) for e in (status.get("schedulingStats") or {}).get("evictions", []))
         rows.append([f"{wl['namespace']}/{wl['name']}", state, cq, str(evictions)])

@@ -8,14 +8,14 @@ gives the same output.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from ..api.meta import format_time
-from ..api.v1beta2 import Workload
-from ..engine import CycleResult, Engine, QueueState, changes
+from ..api.v1beta2 import AdmissionCheck, Workload
+from ..engine import CycleResult, Engine, QueueState, admission_checks, changes
 from ..engine import workload_status as wl_status
 from ..engine.cache import Cache
 from ..engine.fair_sharing import OFF, FairSharing
@@ -118,26 +118,30 @@ def run(
     progress: Callable[[int, int], None] | None = None,
     fair_sharing: FairSharing = OFF,
     pods_ready: WaitForPodsReady | None = None,
+    check_states: Mapping[str, str] | None = None,
 ) -> Simulation:
     """Cycles until nothing changes. `arriving` objects are added after that, and cycles run
     again: the running workloads first, then the ones that arrive (as the examples are applied to
     a cluster). A first phase that decided nothing is not reported. `progress` is told the cycle
     and the actions so far, every PROGRESS_SECONDS. `fair_sharing`: Kueue's fair-sharing switch;
-    `pods_ready`: Kueue's waitForPodsReady (None: off)."""
+    `pods_ready`: Kueue's waitForPodsReady (None: off). `check_states`: the state each named
+    AdmissionCheck answers, once per workload, when it is Pending for a workload holding quota (as
+    its controller would); unnamed checks stay as the input has them."""
     sim = Simulation()
-    objects = _not_yet(objects, now, sim)
-    arriving = _not_yet(arriving or [], now, sim)
+    objects = _active_checks(_not_yet(objects, now, sim), now, sim)
+    arriving = _active_checks(_not_yet(arriving or [], now, sim), now, sim)
     cache = Cache(fair_sharing, pods_ready)
     cache.load(objects)
     engine = Engine(complete=True)
     state = QueueState()
-    last = _settle(cache, engine, state, sim, now, 1, max_cycles, progress)
+    answer = _Answers(dict(check_states or {}), now)
+    last = _settle(cache, engine, state, sim, now, 1, max_cycles, progress, answer)
     if arriving:
         if not sim.actions and not sim.explanations:
             last = 0
         for obj in arriving:
             cache.upsert(obj)
-        _settle(cache, engine, state, sim, now, last + 1, max_cycles, progress)
+        _settle(cache, engine, state, sim, now, last + 1, max_cycles, progress, answer)
     snapshot = cache.snapshot(now)
     for name, cq in sorted(snapshot.cluster_queues.items()):
         if not cq.active:
@@ -161,6 +165,7 @@ def _settle(
     first: int,
     max_cycles: int,
     progress: Callable[[int, int], None] | None = None,
+    answer: _Answers | None = None,
 ) -> int:
     """Cycles from number `first` until nothing changes; returns the last cycle's number."""
     cycle = first
@@ -169,6 +174,7 @@ def _settle(
         if progress is not None and time.monotonic() - shown >= PROGRESS_SECONDS:
             shown = time.monotonic()
             progress(cycle, len(sim.actions))
+        answered = answer(cache, sim, cycle) if answer is not None else False
         snapshot = cache.snapshot(now)
         parked_before = sum(len(keys) for keys in state.inadmissible.values())
         result = engine.cycle(snapshot, state)
@@ -185,7 +191,7 @@ def _settle(
         if freed:
             state.quota_released(snapshot, freed)
         parked_after = sum(len(keys) for keys in state.inadmissible.values())
-        if not result.changed and not pending_changed and parked_after <= parked_before:
+        if not result.changed and not pending_changed and not answered and parked_after <= parked_before:
             return cycle
     sim.warnings.append(f"stopped after --max-cycles {max_cycles} cycles; the cluster had not settled")
     return cycle
@@ -213,6 +219,59 @@ def _apply(cache: Cache, sim: Simulation, cycle: int, result: CycleResult, now: 
         sim.actions.append(record)
         pending_changed = pending_changed or change.action == changes.PENDING
     return pending_changed
+
+
+def _active_checks(objects: list[Any], now: datetime, sim: Simulation) -> list[Any]:
+    """AdmissionChecks as manifests have them (no status) are taken as Active, as their controllers
+    would set them on a cluster; one whose status says otherwise is kept as it is."""
+    out = []
+    for obj in objects:
+        if isinstance(obj, AdmissionCheck) and not any(
+            c.type == admission_checks.ACTIVE for c in (obj.status.conditions if obj.status else None) or []
+        ):
+            body = obj.model_dump(by_alias=True, exclude_unset=True, mode="json")
+            active = {"type": admission_checks.ACTIVE, "status": "True", "reason": "Active", "message": ""}
+            body["status"] = {"conditions": [{**active, "lastTransitionTime": format_time(now)}]}
+            obj = AdmissionCheck.model_validate(body)
+            sim.warnings.append(
+                f"AdmissionCheck {obj.metadata.name} has no Active condition: taken as active (its controller sets it)"
+            )
+        out.append(obj)
+    return out
+
+
+@dataclass
+class _Answers:
+    """The check controllers of a what-if run: each named check answers its state once for each
+    workload that holds quota and waits for it."""
+
+    states: dict[str, str]
+    now: datetime
+    given: set[tuple[str, str]] = field(default_factory=set)
+
+    def __call__(self, cache: Cache, sim: Simulation, cycle: int) -> bool:
+        if not self.states:
+            return False
+        answered = False
+        for key, info in sorted(cache.infos.items()):
+            if info.cluster_queue is None or info.finished:
+                continue
+            body = info.obj.to_wire()
+            changed = False
+            for check in (body.get("status") or {}).get("admissionChecks") or []:
+                name = check.get("name")
+                state = self.states.get(name)
+                if state is None or check.get("state") != admission_checks.PENDING or (key, name) in self.given:
+                    continue
+                self.given.add((key, name))
+                check.update(state=state, lastTransitionTime=format_time(self.now), message="--check-state")
+                sim.actions.append(
+                    {"cycle": cycle, "action": "CheckAnswered", "workload": key, "admissionCheck": name, "state": state}
+                )
+                changed = answered = True
+            if changed:
+                cache.upsert(Workload.model_validate(body))
+        return answered
 
 
 def _owners(wl: Any) -> list[str]:
