@@ -26,6 +26,8 @@ REJECTED_EVENT = "AdmissionCheckRejected"
 NOT_FOUND = "AdmissionCheckNotFound"
 INACTIVE = "AdmissionCheckInactive"
 ACTIVE = "Active"
+FAILED_MESSAGE = "The workload has failed admission checks"
+"""Why a pending workload with a check in Retry or Rejected is not nominated (Kueue's nominate)."""
 
 Checks = Mapping[str, frozenset[str]]
 """A ClusterQueue's checks: each name with the flavors it runs for."""
@@ -80,6 +82,10 @@ def admitted_flavors(obj: v1beta2.Workload) -> frozenset[str]:
 
 def states(obj: v1beta2.Workload) -> list[v1beta2.AdmissionCheckState]:
     return list((obj.status.admission_checks if obj.status is not None else None) or [])
+
+
+def failed(obj: v1beta2.Workload) -> bool:
+    return any(c.state in (RETRY, REJECTED) for c in states(obj))
 
 
 def message(checks: Iterable[tuple[str, str]], state: str) -> str:

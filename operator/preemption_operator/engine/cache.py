@@ -796,6 +796,13 @@ class Cache:
             found = admission_checks.verdict(info.obj, cq.admission_checks, cq.flavors, now)
             if found is not None:
                 checks.append((info, found))
+        for name, waiting in routed.pending.items():
+            cq = tree.cluster_queues[name]
+            if cq.admission_checks:  # pending ones list the checks that run for every flavor
+                need = admission_checks.required(cq.admission_checks, None, cq.flavors)
+                for info in waiting:
+                    if {c.name for c in admission_checks.states(info.obj)} != need:
+                        checks.append((info, admission_checks.Verdict(admission_checks.SYNC, required=need)))
         return Snapshot(
             now=now,
             trees=trees,

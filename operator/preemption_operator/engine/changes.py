@@ -226,8 +226,8 @@ def checks(c: ChecksUpdate, now: datetime) -> StatusChange:
 
     def compute(current: dict[str, Any]) -> dict[str, Any] | None:
         status, reserved, finished = _conditions(current)
-        if not reserved or finished or _evicting(status):
-            return None
+        if reserved != c.holding or finished or (reserved and _evicting(status)):
+            return None  # admitted, released or evicted meanwhile: the list it needs is another
         if c.required is not None:
             written = {x.get("name") for x in status.get("admissionChecks") or []}
             return wl_status.checks_synced(status, c.required, now) if written != c.required else None
@@ -449,13 +449,15 @@ def status_changes(
     `job_stops` tells which workloads a job integration stops (their quota comes back when the
     job has stopped, not with the eviction); `simulate` has no jobs to stop."""
     victims = {p.victim.key for p in result.preempted}
+    admitted = {a.workload.key for a in result.admitted}
     preemptions = (preemption(p, now, job_stops(p.victim)) for p in result.preempted)
     return [
         *(admission(a, now) for a in result.admitted if a.workload.key in victims),
         *(eviction(e, now, job_stops(e.workload)) for e in result.evicted),
         *(deactivation(d, now) for d in result.deactivated),
         *(requeue(wl, now) for wl in result.requeued),
-        *(checks(c, now) for c in result.checked),
+        # A pending workload admitted in the same pass gets its checks with the admission.
+        *(checks(c, now) for c in result.checked if c.holding or c.workload.key not in admitted),
         *(change for change in preemptions if change is not None),
         *(admission(a, now) for a in result.admitted if a.workload.key not in victims),
         *(pending(p, now) for p in result.pending),

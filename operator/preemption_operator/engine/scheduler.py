@@ -35,6 +35,7 @@ WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 SUSPENDED = "Suspended"
+PENDING_EVALUATION = "PendingEvaluation"
 MISCONFIGURED = "Misconfigured"
 ADMISSION_GATED = "AdmissionGated"
 GATED_MESSAGE = "Workload requires preemption, but it's gated"
@@ -62,6 +63,11 @@ class ChecksUpdate:
 
     workload: WorkloadInfo
     required: frozenset[str] | None
+
+    @property
+    def holding(self) -> bool:
+        """Decided for a workload holding quota (else for a pending one)."""
+        return self.workload.cluster_queue is not None
 
 
 @dataclass(frozen=True)
@@ -586,6 +592,10 @@ class Scheduler:
                 if reason is not None:
                     # Kueue skips a workload of a bulk-moved class straight to inadmissible.
                     self._bypass(wl, name, reason, state, result)
+                    continue
+                if cq.admission_checks and admission_checks.failed(wl.obj):
+                    # Until its check's controller sets it Pending again (Kueue's nominate).
+                    result.pending.append(Pending(wl, name, PENDING_EVALUATION, admission_checks.FAILED_MESSAGE))
                     continue
                 heads.append((wl, cq))
                 break
