@@ -26,6 +26,8 @@ REJECTED_EVENT = "AdmissionCheckRejected"
 NOT_FOUND = "AdmissionCheckNotFound"
 INACTIVE = "AdmissionCheckInactive"
 ACTIVE = "Active"
+UNSATISFIED = "UnsatisfiedAdmissionChecks"
+UNSATISFIED_MESSAGE = "The workload has not all checks ready"
 FAILED_MESSAGE = "The workload has failed admission checks"
 """Why a pending workload with a check in Retry or Rejected is not nominated (Kueue's nominate)."""
 

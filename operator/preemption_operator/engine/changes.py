@@ -172,7 +172,7 @@ def eviction(e: Eviction, now: datetime, job_stops: bool = False) -> StatusChang
         wl,
         compute,
         record,
-        (EventNote("workload", "Normal", f"EvictedDueTo{e.reason}", e.message),),
+        (EventNote("workload", "Normal", f"EvictedDueTo{wl_status.eviction_reason(e)}", e.message),),
         cluster_queue=wl.cluster_queue or "",
         reason=e.reason,
         underlying_cause=e.underlying_cause,

@@ -99,7 +99,12 @@ def backing_off(obj: v1beta2.Workload) -> bool:
     requeueAt still set. Unlike Kueue, a Requeued=False for another reason (none is written
     here) does not hold it: nothing here would ever requeue it."""
     requeued = find_condition(obj, "Requeued")
-    if requeued is not None and requeued.status == "False" and requeued.reason in HOLDING_REASONS:
+    # A deactivation's reason may name its cause (DeactivatedDueTo...).
+    if (
+        requeued is not None
+        and requeued.status == "False"
+        and (requeued.reason in HOLDING_REASONS or requeued.reason.startswith("Deactivated"))
+    ):
         return True
     return requeue_at(obj) is not None
 

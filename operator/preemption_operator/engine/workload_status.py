@@ -103,6 +103,17 @@ def admitted(
             del out["admissionChecks"]
     if admission_checks.all_ready(out.get("admissionChecks")):
         set_condition(out, "Admitted", "True", "Admitted", "The workload is admitted", now, generation)
+    else:
+        # As Kueue's SyncAdmittedCondition writes it (with its unadmitted-workloads observability).
+        set_condition(
+            out,
+            "Admitted",
+            "False",
+            admission_checks.UNSATISFIED,
+            admission_checks.UNSATISFIED_MESSAGE,
+            now,
+            generation,
+        )
     for kind in ("Evicted", "Preempted", BLOCKED_ON_GATES, BLOCKED_BY_LIMIT):
         previous = get_condition(out, kind)
         if previous is not None and previous.get("status") == "True":
@@ -165,7 +176,7 @@ def drained(
     """A workload evicted because it was deactivated or its queue is draining; with no job to
     stop (`release`) it gives its quota back at once. A deactivated workload is not requeued."""
     out = own_copy(status)
-    _prepare_eviction(out, decision.reason, decision.message, now, generation)
+    _prepare_eviction(out, eviction_reason(decision), decision.message, now, generation)
     _count_eviction(out, decision.reason, decision.underlying_cause)
     if decision.requeue is not None:
         count, requeue_at = decision.requeue
@@ -193,6 +204,14 @@ def drained(
     return out
 
 
+def eviction_reason(decision: Eviction) -> str:
+    """The Evicted condition's reason: a deactivation names its cause (Kueue's ReasonWithCause:
+    DeactivatedDueToAdmissionCheck, DeactivatedDueToRequeuingLimitExceeded)."""
+    if decision.reason == "Deactivated" and decision.underlying_cause:
+        return f"{decision.reason}DueTo{decision.underlying_cause}"
+    return decision.reason
+
+
 def deactivation_target(
     status: dict[str, Any] | None, reason: str, message: str, now: datetime, generation: int | None
 ) -> dict[str, Any]:
@@ -211,7 +230,7 @@ def backoff_finished(status: dict[str, Any] | None, now: datetime, generation: i
     if requeued is not None and requeued.get("status") == "False":
         if requeued.get("reason") in BACKOFF_REASONS:
             set_condition(out, "Requeued", "True", BACKOFF_FINISHED, BACKOFF_FINISHED_MESSAGE, now, generation)
-        elif requeued.get("reason") == "Deactivated":
+        elif str(requeued.get("reason", "")).startswith("Deactivated"):
             set_condition(out, "Requeued", "True", REACTIVATED, REACTIVATED_MESSAGE, now, generation)
     state = out.get("requeueState")
     if isinstance(state, dict) and "requeueAt" in state:
