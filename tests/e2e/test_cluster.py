@@ -1531,7 +1531,7 @@ def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_deactivate
         assert wl["spec"].get("active") is False, wl["spec"]
         evicted = condition(wl, "Evicted") or {}
         assert (evicted.get("reason"), evicted.get("message")) == (
-            "Deactivated",
+            "DeactivatedDueToRequeuingLimitExceeded",  # Kueue's ReasonWithCause
             "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
         ), wl["status"]["conditions"]
         return wl
