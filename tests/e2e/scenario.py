@@ -186,6 +186,7 @@ class Scenario:
             "preemptionlimits",
             "resourceflavors",
             "topologies",
+            "admissionchecks",
             "nodes",
         ):
             self.kubectl(

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from builders import KUEUE
+from builders import KUEUE, cluster_queue
 from preemption_operator.engine.topology_assignment import decode_assignment
 from preemption_operator.testing import walkthrough
 from preemption_operator.testing.cluster import (
@@ -36,6 +36,7 @@ from preemption_operator.testing.control_plane import ControlPlane, ControlPlane
 from preemption_operator.testing.operator_process import OperatorPool, wait_until
 from preemption_operator.testing.workload_status import condition, is_true
 
+from .checks import CheckController
 from .conftest import _namespace_name, in_ci
 from .jobs import (
     POOL_LABEL,
@@ -1581,3 +1582,139 @@ def test_block_admission_holds_the_next_job_until_the_admitted_ones_pods_are_rea
         diagnostics=op.tail,
     )
     assert (condition(workload_of(sc, "first"), "Evicted") or {}).get("reason") == "PodsReadyTimeout"
+
+
+# -- AdmissionChecks (issue 30, item 4) ---------------------------------------------------------------
+
+
+def test_an_admission_check_gates_admission_its_retry_requeues_and_its_rejection_deactivates(
+    sc: Scenario, operators: OperatorPool
+) -> None:
+    """A ClusterQueue with an AdmissionCheck, and a stand-in for the check's controller
+    (tests/e2e/checks.py) answering through the API. While the check is not Active the queue
+    admits nothing (AdmissionCheckInactive). A Job then reserves quota but stays suspended until
+    the check is Ready; its podSetUpdates reach its pods, which kube-scheduler binds. Retry evicts
+    the other Job's Workload, gives its quota back and requeues it (its check back to Pending,
+    counting the retry); Rejected deactivates it with Kueue's Event."""
+    ns = sc.namespace
+    batch_flavor(sc)
+    gate = CheckController(sc)
+    gate.create(active=False)
+    cq_name = sc.name("gated")
+    cq = cluster_queue(cq_name, 4, flavor=sc.flavor)
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": gate.name}]}
+    sc.apply(
+        cq,
+        {
+            "apiVersion": KUEUE,
+            "kind": "LocalQueue",
+            "metadata": {"name": "gated", "namespace": ns},
+            "spec": {"clusterQueue": cq_name},
+        },
+    )
+    op = operators.start()
+
+    def queue_active(want: str, reason: str) -> bool:
+        got = condition(sc.get("clusterqueues", cq_name, namespaced=False), "Active") or {}
+        assert (got.get("status"), got.get("reason")) == (want, reason), got
+        return True
+
+    wait_until(lambda: queue_active("False", "AdmissionCheckInactive"), what="queue inactive", diagnostics=op.tail)
+    assert (condition(sc.get("clusterqueues", cq_name, namespaced=False), "Active") or {})["message"] == (
+        f"Can't admit new workloads: references inactive AdmissionCheck(s): {gate.name}."
+    )
+    gate.set_active(True)
+    wait_until(lambda: queue_active("True", "Ready"), what="queue active", diagnostics=op.tail)
+
+    sc.apply(batch_job("ready", ns, "gated", cpu="2", pod_annotations={COMPLETE_AFTER: "600s"}))
+
+    def waiting(job_name: str) -> dict[str, Any]:
+        wl = workload_of(sc, job_name)
+        assert is_true(wl, "QuotaReserved"), wl.get("status")
+        admitted = condition(wl, "Admitted") or {}
+        assert (admitted.get("status"), admitted.get("reason")) == ("False", "UnsatisfiedAdmissionChecks"), admitted
+        assert [(c["name"], c["state"]) for c in wl["status"]["admissionChecks"]] == [(gate.name, "Pending")]
+        return wl
+
+    wl = wait_until(lambda: waiting("ready"), what="ready reserved, waiting for its check", diagnostics=op.tail)
+    assert suspended(job(sc, "ready")) and pods(sc, "ready") == []
+    gate.answer(
+        wl["metadata"]["name"],
+        "Ready",
+        "capacity provisioned",
+        podSetUpdates=[{"name": "main", "labels": {"example.com/provisioned": "yes"}}],
+    )
+
+    def running() -> list[dict[str, Any]]:
+        assert is_true(workload_of(sc, "ready"), "Admitted")
+        found = pods(sc, "ready")
+        assert found and all(p["spec"].get("nodeName") for p in found), [p["spec"].get("nodeName") for p in found]
+        return found
+
+    started = wait_until(running, timeout=60, what="ready admitted and its pods bound", diagnostics=op.tail)
+    assert all(p["metadata"]["labels"].get("example.com/provisioned") == "yes" for p in started)
+    assert all(nodes(sc)[p["spec"]["nodeName"]].get(POOL_LABEL) == "batch" for p in started)
+    admitted_events = [e for e in sc.events_about("Workload", wl["metadata"]["name"], ns) if e["reason"] == "Admitted"]
+    assert [
+        e["message"].startswith(f"Admitted by ClusterQueue {cq_name}, wait time since reservation was ")
+        for e in admitted_events
+    ] == [True]
+
+    sc.apply(batch_job("retried", ns, "gated", cpu="2", pod_annotations={COMPLETE_AFTER: "600s"}))
+    wl = wait_until(lambda: waiting("retried"), what="retried reserved", diagnostics=op.tail)
+    name = wl["metadata"]["name"]
+    first_reservation = (condition(wl, "QuotaReserved") or {})["lastTransitionTime"]
+    gate.answer(name, "Retry", "no capacity yet")
+
+    def requeued_and_reserved_again() -> dict[str, Any]:
+        wl = workload_of(sc, "retried")
+        stats = (wl["status"].get("schedulingStats") or {}).get("evictions") or []
+        assert {"reason": "AdmissionCheck", "underlyingCause": "", "count": 1} in stats, wl["status"]
+        evicted = condition(wl, "Evicted") or {}
+        assert evicted.get("status") == "False", evicted  # the eviction ended with the new reservation
+        assert (
+            is_true(wl, "QuotaReserved")
+            and (condition(wl, "QuotaReserved") or {})["lastTransitionTime"] >= first_reservation
+        )
+        (entry,) = wl["status"]["admissionChecks"]
+        assert (entry["state"], entry.get("retryCount"), entry["message"]) == (
+            "Pending",
+            1,
+            "Reset to Pending after eviction. Previously: Retry",
+        ), entry
+        return wl
+
+    wl = wait_until(
+        requeued_and_reserved_again, timeout=60, what="retried evicted and reserved again", diagnostics=op.tail
+    )
+    evictions = [e for e in sc.events_about("Workload", name, ns) if e["reason"] == "EvictedDueToAdmissionCheck"]
+    assert [e["message"] for e in evictions] == [
+        f'Evicted due to AdmissionCheck in Retry state: "{gate.name}" (no capacity yet)'
+    ]
+    assert suspended(job(sc, "retried"))
+
+    gate.answer(name, "Rejected", "will never fit")
+
+    def deactivated() -> dict[str, Any]:
+        wl = workload_of(sc, "retried")
+        assert wl["spec"].get("active") is False, wl["spec"]
+        evicted = condition(wl, "Evicted") or {}
+        assert (evicted.get("reason"), evicted.get("message")) == (
+            "DeactivatedDueToAdmissionCheck",
+            f'The workload is deactivated due to AdmissionCheck in Rejected state: "{gate.name}" (will never fit)',
+        ), wl["status"]["conditions"]
+        assert not is_true(wl, "QuotaReserved")
+        return wl
+
+    wait_until(deactivated, timeout=60, what="retried deactivated", diagnostics=op.tail)
+    rejected = [e for e in sc.events_about("Workload", name, ns) if e["reason"] == "AdmissionCheckRejected"]
+    assert [(e["type"], e["message"]) for e in rejected] == [
+        ("Warning", f'Deactivated due to AdmissionCheck in Rejected state: "{gate.name}" (will never fit)')
+    ]
+    assert is_true(workload_of(sc, "ready"), "Admitted")  # the admitted one never moved
+    samples = {
+        (s.labels.get("reason"), s.labels.get("underlying_cause")): s.value
+        for s in op.samples()
+        if s.name == "kueue_evicted_workloads_total" and s.labels.get("cluster_queue") == cq_name
+    }
+    assert samples.get(("AdmissionCheck", "")) == 1 and samples.get(("Deactivated", "AdmissionCheck")) == 1, samples

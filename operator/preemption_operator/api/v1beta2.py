@@ -834,6 +834,14 @@ _TOLERATION_RULES = cel(
 )
 
 
+class Toleration(KubeModel):
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: Int64 | None = None
+
+
 class PodSetUpdate(KubeModel):
     """What a check adds to a pod set's pods when its job starts (additions only: a key the pod
     template or another check sets to another value fails the start)."""
@@ -843,7 +851,7 @@ class PodSetUpdate(KubeModel):
     annotations: dict[str, str] | None = None
     node_selector: dict[str, str] | None = None
     tolerations: Annotated[
-        list[Opaque] | None, Field(max_length=8, json_schema_extra=LIST_ATOMIC | _TOLERATION_RULES)
+        list[Toleration] | None, Field(max_length=8, json_schema_extra=LIST_ATOMIC | _TOLERATION_RULES)
     ] = None
 
 
