@@ -432,6 +432,14 @@ def _flag(name: str, parse: Any, text: str) -> Any:
         raise ValueError(f"{name}: {exc}") from None
 
 
+CHECK_STATE = click.option(
+    "--check-state",
+    "check_state",
+    multiple=True,
+    metavar="NAME=Ready|Retry|Rejected",
+    help="What-if: AdmissionCheck NAME answers this state, once per workload, when a workload holding quota waits "
+    "for it (as its controller would). Repeatable.",
+)
 FROM_CLUSTER = click.option(
     "--from-cluster",
     is_flag=True,
@@ -458,14 +466,7 @@ FROM_CLUSTER = click.option(
 )
 @click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
 @click.option("--summary", is_flag=True, help="Counts per cycle and action, and each queue's final state (text).")
-@click.option(
-    "--check-state",
-    "check_state",
-    multiple=True,
-    metavar="NAME=Ready|Retry|Rejected",
-    help="What-if: AdmissionCheck NAME answers this state, once per workload, when a workload holding quota waits "
-    "for it (as its controller would). Repeatable.",
-)
+@CHECK_STATE
 @FROM_CLUSTER
 @LABEL_KEYS_TO_COPY
 @fair_sharing_options
@@ -652,6 +653,7 @@ def _load(
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--workload", "-w", required=True, metavar="NAMESPACE/NAME", help="The workload to explain.")
+@CHECK_STATE
 @FROM_CLUSTER
 @LABEL_KEYS_TO_COPY
 @click.option(
@@ -669,6 +671,7 @@ def _load(
 def explain(
     paths: tuple[Path, ...],
     workload: str,
+    check_state: tuple[str, ...],
     from_cluster: bool,
     label_keys_to_copy: str,
     output: str,
@@ -690,7 +693,16 @@ def explain(
     _warn_offline(settings)
     objects, arriving = _load(paths, [], from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
     now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
-    result = simulation.run(objects, now, max_cycles, arriving, fair_sharing=sharing, pods_ready=_ready_of(settings))
+    states = _check_states(check_state, objects + arriving)
+    result = simulation.run(
+        objects,
+        now,
+        max_cycles,
+        arriving,
+        fair_sharing=sharing,
+        pods_ready=_ready_of(settings),
+        check_states=states,
+    )
     data = result.to_dict()
     known = sorted(f"{w['namespace']}/{w['name']}" for w in data["workloads"])
     if workload not in known:

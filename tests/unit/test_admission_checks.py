@@ -688,3 +688,19 @@ def test_simulate_refuses_a_bad_check_state(tmp_path: Any, flag: str, error: str
     result = _simulate(tmp_path, "--check-state", flag)
     assert result.exit_code == 2
     assert error in result.output
+
+
+def test_explain_tells_a_workload_waiting_for_its_checks(tmp_path: Any) -> None:
+    import yaml
+
+    objects = scenario(GATED, pending("wl", "cq", 2), extra=[check("check")])
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    args = ["explain", str(path), "--workload", "default/wl", "--now", rfc3339(NOW)]
+    waiting = CliRunner().invoke(cli, args)
+    assert waiting.exit_code == 0, waiting.output
+    assert "  quota reserved in ClusterQueue cq\n  AdmissionCheck check Pending\n" in waiting.stdout
+    assert "[1] quota reserved in cq, waiting for check" in waiting.stdout
+    ready = CliRunner().invoke(cli, [*args, "--check-state", "check=Ready"])
+    assert "[2] AdmissionCheck check answered Ready" in ready.stdout
+    assert "  admitted in ClusterQueue cq\n  AdmissionCheck check Ready: --check-state\n" in ready.stdout

@@ -170,7 +170,11 @@ def explain(data: dict[str, Any], workload: str) -> str:
         )
     cq = (status.get("admission") or {}).get("clusterQueue")
     if cq:
-        lines.append(f"  admitted in ClusterQueue {cq}")
+        admitted = any(c["type"] == "Admitted" and c["status"] == "True" for c in status.get("conditions", []))
+        lines.append(f"  {'admitted' if admitted else 'quota reserved'} in ClusterQueue {cq}")
+    for check in status.get("admissionChecks") or []:
+        text = f": {check['message']}" if check.get("message") else ""
+        lines.append(f"  AdmissionCheck {check.get('name')} {check.get('state')}{text}")
     lines.append("")
     lines.append("What happened:")
     for action in record["actions"]:
@@ -182,6 +186,11 @@ def explain(data: dict[str, Any], workload: str) -> str:
             )
         elif action["action"] == "Admitted":
             lines.append(f"  [{action['cycle']}] admitted in {action['clusterQueue']}")
+        elif action["action"] == "QuotaReserved":
+            checks = ", ".join(action.get("admissionChecks") or [])
+            lines.append(f"  [{action['cycle']}] quota reserved in {action['clusterQueue']}, waiting for {checks}")
+        elif action["action"] == "CheckAnswered":
+            lines.append(f"  [{action['cycle']}] AdmissionCheck {action['admissionCheck']} answered {action['state']}")
         elif action["action"] == "Requeued":
             lines.append(f"  [{action['cycle']}] back in its queue (its requeuing backoff is over)")
         else:
