@@ -704,3 +704,78 @@ def test_explain_tells_a_workload_waiting_for_its_checks(tmp_path: Any) -> None:
     ready = CliRunner().invoke(cli, [*args, "--check-state", "check=Ready"])
     assert "[2] AdmissionCheck check answered Ready" in ready.stdout
     assert "  admitted in ClusterQueue cq\n  AdmissionCheck check Ready: --check-state\n" in ready.stdout
+
+
+# -- Kueue's integration cases ------------------------------------------------------------------------
+
+
+def test_the_workload_gets_the_checks_of_its_flavor_and_then_of_the_changed_queue() -> None:
+    """Kueue's test/integration/singlecluster/scheduler/workload_controller_test.go, "the queue has
+    admission check strategies": "the workload should have appropriate AdditionalChecks added". A
+    workload reserving on-demand lists check1 (on-demand) and check2 (every flavor); the queue then
+    runs check2 on reservation only and check3 everywhere: it lists check1 and check3; both Ready,
+    it is admitted."""
+    flavors = ("reservation", "on-demand")
+    checks = [check("check1"), check("check2"), check("check3")]
+
+    def queue(*rules: str | tuple[str, list[str]]) -> Obj:
+        gpu = {"reservation": {"example.com/gpu": 1}, "on-demand": {"example.com/gpu": 5}}
+        cq = cluster_queue("cq", None, flavor="reservation", resources={"example.com/gpu": 1})
+        cq["spec"]["resourceGroups"] = [
+            {
+                "coveredResources": ["example.com/gpu"],
+                "flavors": [
+                    {"name": f, "resources": [{"name": "example.com/gpu", "nominalQuota": str(n["example.com/gpu"])}]}
+                    for f, n in gpu.items()
+                ],
+            }
+        ]
+        return with_checks(cq, *rules)
+
+    wl = WorkloadBuilder("wl", queue="cq", cpu=None, requests={"example.com/gpu": 3})
+    first = simulation.run(
+        parse(
+            scenario(
+                [queue(("check1", ["on-demand"]), "check2", ("check3", ["reservation"]))],
+                wl,
+                extra=checks,
+                flavors=flavors,
+            )
+        ),
+        NOW,
+    )
+    status = first.workloads["default/wl"].to_wire()["status"]
+    assert status["admission"]["podSetAssignments"][0]["flavors"] == {"example.com/gpu": "on-demand"}
+    assert _names(status["admissionChecks"]) == [("check1", "Pending"), ("check2", "Pending")]
+    assert (get_condition(status, "Admitted") or {})["status"] == "False"
+
+    held = first.workloads["default/wl"].to_wire()
+    changed = [queue(("check1", ["on-demand"]), ("check2", ["reservation"]), "check3")]
+    rest = [o for o in scenario(changed, extra=checks, flavors=flavors)]
+    _, out = _cycle([*rest, held])
+    assert _names(out["default/wl"]["admissionChecks"]) == [("check1", "Pending"), ("check3", "Pending")]
+
+    held["status"] = out["default/wl"]
+    held["status"]["admissionChecks"] = [
+        state("check1", "Ready", "check successfully passed"),
+        state("check3", "Ready", "check successfully passed"),
+    ]
+    _, out = _cycle([*rest, held])
+    assert (get_condition(out["default/wl"], "Admitted") or {})["status"] == "True"
+
+
+def test_quota_reserved_is_counted_and_admitted_only_once_the_checks_are_ready() -> None:
+    """Kueue's scheduler integration case "Should admit workloads with admission checks": quota
+    reserved 1, admitted 0; then all Ready: admitted 1, and the checks' wait observed."""
+    from preemption_operator.controller.metrics import Metrics
+
+    metrics = Metrics()
+    labels = {"cluster_queue": "cq", "priority_class": "", "replica_role": "standalone"}
+    metrics.admitted_workload("cq", "", 2.0, checked=True)
+    value = metrics.registry.get_sample_value
+    assert value("kueue_quota_reserved_workloads_total", labels) == 1
+    assert value("kueue_admitted_workloads_total", labels) is None
+    metrics.checks_ready("cq", "", 5.0, 3.0)
+    assert value("kueue_admitted_workloads_total", labels) == 1
+    assert value("kueue_admission_checks_wait_time_seconds_count", labels) == 1
+    assert value("kueue_admission_checks_wait_time_seconds_sum", labels) == 3.0
