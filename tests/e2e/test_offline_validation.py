@@ -214,8 +214,38 @@ def _set(*path: Any, value: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+def admission_check() -> dict[str, Any]:
+    return {
+        "apiVersion": V1BETA2,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": _name()},
+        "spec": {"controllerName": "example.com/gate"},
+    }
+
+
+def checked(*tolerations: dict[str, Any]) -> dict[str, Any]:
+    """A Workload status whose check's podSetUpdates carry these tolerations."""
+    update = {"name": "main", "tolerations": list(tolerations)}
+    check = {"name": "gate", "state": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    return {"admissionChecks": [{**check, "podSetUpdates": [update]}]}
+
+
+_UPDATES = ".status.admissionChecks[].podSetUpdates[].tolerations"
+
 # (kind, node path, message) -> a violating fixture (a function of the test's namespace).
 RULE_FIXTURES: dict[tuple[str, str, str], Callable[[str], Bad]] = {
+    ("AdmissionCheck", ".spec.controllerName", "field is immutable"):
+        lambda ns: Bad(admission_check(), update=_set("spec", "controllerName", value="example.com/other")),
+    ("Workload", _UPDATES, "operator must be Exists when 'key' is empty, which means 'match all values and all keys'"):
+        lambda ns: Bad(workload(ns), status=checked({"operator": "Equal", "value": "v"})),
+    ("Workload", _UPDATES, "effect must be 'NoExecute' when 'tolerationSeconds' is set"):
+        lambda ns: Bad(workload(ns), status=checked({"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5})),
+    ("Workload", _UPDATES, "supported toleration values: 'Equal'(default), 'Exists'"):
+        lambda ns: Bad(workload(ns), status=checked({"key": "k", "operator": "In"})),
+    ("Workload", _UPDATES, "a value must be empty when 'operator' is 'Exists'"):
+        lambda ns: Bad(workload(ns), status=checked({"key": "k", "operator": "Exists", "value": "v"})),
+    ("Workload", _UPDATES, "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'"):
+        lambda ns: Bad(workload(ns), status=checked({"key": "k", "effect": "Sometimes"})),
     ("ClusterQueue", ".spec", "borrowingLimit must be nil when cohort is empty"):
         lambda ns: Bad(queue(cohortName=None, resourceGroups=[group(["cpu"], ["cpu"], borrowingLimit=1)])),
     ("ClusterQueue", ".spec.resourceGroups[]", "flavors must have the same number of resources as the coveredResources"):
@@ -540,8 +570,10 @@ def valid_objects(namespace: str) -> list[Bad]:
         ),
         Bad(
             workload(namespace, podSets=[{**POD_SET, "minCount": 2}], priorityClassRef=WPC_REF),
-            status=placed(["rack", "kubernetes.io/hostname"], {"domainCount": 2, "valuesPerLevel": [{"universal": "r1"}, {"individual": {"roots": ["1", "2"], "prefix": "n-"}}], "podCounts": {"individual": [1, 1]}}),
+            status=placed(["rack", "kubernetes.io/hostname"], {"domainCount": 2, "valuesPerLevel": [{"universal": "r1"}, {"individual": {"roots": ["1", "2"], "prefix": "n-"}}], "podCounts": {"individual": [1, 1]}})
+            | checked({"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}, {"operator": "Exists"}, {"key": "j", "value": "v", "effect": "PreferNoSchedule"}),
         ),
+        Bad(admission_check()),
     ]  # fmt: skip
 
 
