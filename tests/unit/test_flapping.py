@@ -688,3 +688,27 @@ def test_the_fill_back_loop_of_kueue_14543_is_never_proven_absent(tmp_path: Path
         assert report.proof is not None and report.proof.flap_free is False
         codes = {f.code for f in report.findings}
         assert "NotProven" in codes or codes & {"FlappingPair", "FlappingCycle"}, codes
+
+
+def test_queues_with_admission_checks_are_still_analysed(tmp_path: Path) -> None:
+    """Lint does not model AdmissionChecks: a queue naming checks the setup does not hold (they are
+    not part of it) must not drop out of the analysis as inactive. The flapping example with a
+    check on every ClusterQueue still shows both loops."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from preemption_operator.cli import cli
+
+    gated = tmp_path / "gated"
+    shutil.copytree(FLAPPING_EXAMPLE, gated)
+    cluster = gated / "cluster.yaml"
+    docs = list(yaml.safe_load_all(cluster.read_text()))
+    queues = [d for d in docs if d and d.get("kind") == "ClusterQueue"]
+    assert queues
+    for doc in queues:
+        doc["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "provisioning"}]}
+    cluster.write_text(yaml.safe_dump_all(docs))
+    result = CliRunner().invoke(cli, ["lint", str(gated)])
+    assert result.exit_code == 1, result.output
+    assert result.output.count("error   FlappingPair:") == 2

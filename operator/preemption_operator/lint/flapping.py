@@ -191,12 +191,21 @@ def _satisfying_labels(selector: LabelSelector | None) -> dict[str, str] | None:
     return labels
 
 
+def _without_checks(obj: Any) -> Any:
+    """A ClusterQueue as lint analyses it: AdmissionChecks are not modelled (they would make a
+    queue whose checks are not in the setup inactive, and so never analysed); every check is taken
+    as answering Ready, the case in which workloads are admitted and may evict each other."""
+    if isinstance(obj, v1beta2.ClusterQueue) and obj.spec.admission_checks_strategy is not None:
+        return obj.model_copy(update={"spec": obj.spec.model_copy(update={"admission_checks_strategy": None})})
+    return obj
+
+
 class Setup:
     """The parts of the input that decide preemption, parsed once, plus the generated objects the
     checks share (namespaces, LocalQueues)."""
 
     def __init__(self, objects: Iterable[Any]) -> None:
-        self.base = [o for o in objects if _kind(o) in kinds.SETUP]
+        self.base = [_without_checks(o) for o in objects if _kind(o) in kinds.SETUP]
         cache = Cache()
         cache.load(self.base)
         self.snapshot: Snapshot = cache.snapshot(NOW)
