@@ -485,3 +485,33 @@ def test_a_timed_out_workload_queues_by_its_eviction_time_unless_the_strategy_sa
     sim = _run(parse(scenario([cluster_queue("cq", 1)], old, young)), NOW, settings)
     admitted_first = [a["workload"] for a in sim.to_dict()["actions"] if a["action"] == "Admitted"]
     assert admitted_first == [f"default/{first}"]
+
+
+def test_a_workload_in_its_backoff_counts_as_pending_inadmissible() -> None:
+    """Kueue's queue manager keeps a workload in its requeuing backoff among the inadmissible
+    ones: the ClusterQueue's and LocalQueue's pendingWorkloads count it, and so does
+    kueue_pending_workloads{status="inadmissible"}."""
+    from preemption_operator.controller.queue_status import local_queue_counts, pending_count, queue_figures
+    from preemption_operator.engine.cache import Cache
+
+    body = pending("wl", "cq").obj()
+    body["status"] = {
+        "conditions": [
+            {
+                "type": "Requeued",
+                "status": "False",
+                "reason": "PodsReadyTimeout",
+                "message": "Exceeded the PodsReady timeout default/wl",
+                "lastTransitionTime": _at(NOW - MINUTE),
+            }
+        ],
+        "requeueState": {"count": 1, "requeueAt": _at(NOW + MINUTE)},
+    }
+    cache = Cache(pods_ready=SETTINGS)
+    cache.load(parse(scenario([cluster_queue("cq", 4)], body, pending("other", "cq", 1))))
+    snapshot = cache.snapshot(NOW)
+    assert [wl.key for wl in snapshot.pending.get("cq", [])] == ["default/other"]  # not queued
+    assert pending_count(snapshot, "cq") == 2
+    (figures,) = queue_figures(snapshot, {})
+    assert (figures.pending_active, figures.pending_inadmissible) == (1, 1)
+    assert local_queue_counts(snapshot)[("default", "cq")][0] == 2

@@ -196,14 +196,14 @@ class Cluster:
 
     def cluster_queue_status(self, name: str) -> Obj:
         """The ClusterQueue's status as the operator publishes it (queue_status over a snapshot)."""
-        from preemption_operator.controller.queue_status import cluster_queue_status
+        from preemption_operator.controller.queue_status import cluster_queue_status, pending_count
 
         assert self.now is not None
         cache = Cache(pods_ready=self.config)
         cache.load(parse([*self.others, *self.workloads.values()]))
         snapshot = cache.snapshot(self.now)
         cq = snapshot.cluster_queues[name]
-        status = cluster_queue_status(cq, len(snapshot.pending.get(name, [])), None, self.now, None)
+        status = cluster_queue_status(cq, pending_count(snapshot, name), None, self.now, None)
         return {k: v for k, v in status.items() if k != "conditions"}
 
 
@@ -446,10 +446,13 @@ def test_unblocks_admission_in_other_cluster_queues_once_the_admitted_workload_e
     timed_out(cluster, "prod")
     assert "admission" not in cluster.status("prod")
     assert cluster.reserved_in("dev") == "dev-cq"
-    # verify the queue resources are freed (its pending count is checked below, once prod is
-    # queued again: Kueue's Eventually is met then; in its backoff prod is in none of the engine's
-    # queues)
-    freed = {"reservingWorkloads": 0, "admittedWorkloads": 0, "flavorsReservation": _cq_usage("0")}
+    # verify the queue resources are freed; prod, in its backoff, is pending (inadmissible)
+    freed = {
+        "pendingWorkloads": 1,
+        "reservingWorkloads": 0,
+        "admittedWorkloads": 0,
+        "flavorsReservation": _cq_usage("0"),
+    }
     status = cluster.cluster_queue_status("prod-cq")
     assert {k: status[k] for k in freed} == freed
 

@@ -133,7 +133,7 @@ class QueueStatusPublisher:
             obj = self.cache.objects["ClusterQueue"].get(name)
             if obj is None:
                 continue
-            pending = len(snapshot.pending.get(name, []))
+            pending = queue_status.pending_count(snapshot, name)
 
             def cq_status(
                 current: dict[str, Any],
@@ -194,7 +194,9 @@ class QueueStatusPublisher:
             else:
                 queued[key] = write  # a newer status keeps the place of the one it replaces
         self._start_writers()
-        counts_now = {name: len(queue) for name, queue in snapshot.pending.items()}
+        counts_now = {
+            name: queue_status.pending_count(snapshot, name) for name in {*snapshot.pending, *snapshot.backing_off}
+        }
         for name in self._pending_queues | set(counts_now):
             self.metrics.pending.labels(cluster_queue=name).set(counts_now.get(name, 0))
         self._pending_queues = set(counts_now)

@@ -132,6 +132,12 @@ def weighted_shares(snapshot: Snapshot) -> tuple[dict[str, float], dict[str, flo
     return queues, cohorts
 
 
+def pending_count(snapshot: Snapshot, cluster_queue: str) -> int:
+    """A ClusterQueue's pending workloads: those queued, and those in their requeuing backoff
+    (not queued yet; Kueue counts them as inadmissible)."""
+    return len(snapshot.pending.get(cluster_queue, ())) + len(snapshot.backing_off.get(cluster_queue, ()))
+
+
 def _admitted(wl: WorkloadInfo) -> bool:
     condition = wl.condition("Admitted")
     return condition is not None and condition.status == "True"
@@ -147,6 +153,9 @@ def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, i
             pending[(wl.namespace, wl.queue_name)] += 1
     for wl, _, _ in snapshot.unqueued:
         pending[(wl.namespace, wl.queue_name)] += 1
+    for waiting in snapshot.backing_off.values():
+        for wl in waiting:
+            pending[(wl.namespace, wl.queue_name)] += 1
     for cq in snapshot.held_cluster_queues.values():
         for wl in cq.workloads.values():
             reserving[(wl.namespace, wl.queue_name)] += 1
@@ -303,9 +312,10 @@ def queue_figures(snapshot: Snapshot, parked: Mapping[str, set[str]]) -> list[Qu
     out = []
     for name, cq in sorted(snapshot.held_cluster_queues.items()):
         queue = snapshot.pending.get(name, ())
-        pending = len(queue)
+        waiting = len(snapshot.backing_off.get(name, ()))  # in their backoff: inadmissible, as in Kueue
+        pending = len(queue) + waiting
         held = parked.get(name, set())
-        inadmissible = sum(1 for wl in queue if wl.key in held) if held else 0
+        inadmissible = (sum(1 for wl in queue if wl.key in held) if held else 0) + waiting
         resources = {
             (flavor, resource): (
                 _kueue_units(resource, cq.node.usage.get((flavor, resource), 0)) or 0.0,

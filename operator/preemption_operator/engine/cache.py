@@ -782,11 +782,16 @@ class Cache:
                 timed_out.append((self.infos[key], cause))
             elif wake_at is None or deadline < wake_at:
                 wake_at = deadline
+        backing_off: dict[str, list[WorkloadInfo]] = {}
         for key, requeue_at in sorted(self._backoff.items()):
+            info = self.infos[key]
             if requeue_at is None or requeue_at <= now:
-                backoffs.append(self.infos[key])
+                backoffs.append(info)
             elif wake_at is None or requeue_at < wake_at:
                 wake_at = requeue_at
+            lq = local_queues.get(f"{info.namespace}/{info.queue_name}")
+            if lq is not None:  # counted as its queues' pending (Kueue: inadmissible)
+                backing_off.setdefault(lq.spec.cluster_queue, []).append(info)
         checks: list[tuple[WorkloadInfo, admission_checks.Verdict]] = []
         for key in sorted(self._awaiting - in_flight):
             info = self.infos[key]
@@ -827,6 +832,7 @@ class Cache:
             wake_at=wake_at,
             unready=frozenset(self._unready),
             checks=checks,
+            backing_off=backing_off,
         )
 
 

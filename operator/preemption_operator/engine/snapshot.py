@@ -213,6 +213,9 @@ class Snapshot:
     """The next time a timeout passes or a backoff ends."""
     unready: frozenset[str] = frozenset()
     """Workloads holding quota without PodsReady=True (waitForPodsReady only)."""
+    backing_off: dict[str, list[WorkloadInfo]] = field(default_factory=dict)
+    """Per ClusterQueue (by their LocalQueue), pending workloads in their requeuing backoff: not
+    queued, but pending (Kueue counts them as inadmissible)."""
     checks: list[tuple[WorkloadInfo, Verdict]] = field(default_factory=list)
     """Workloads holding quota whose AdmissionChecks call for something (see admission_checks)."""
     _removed: set[str] = field(default_factory=set)
