@@ -1638,6 +1638,14 @@ def test_an_admission_check_gates_admission_its_retry_requeues_and_its_rejection
 
     wl = wait_until(lambda: waiting("ready"), what="ready reserved, waiting for its check", diagnostics=op.tail)
     assert suspended(job(sc, "ready")) and pods(sc, "ready") == []
+    gate.answer(wl["metadata"]["name"], "Pending", "waiting for capacity")
+
+    def told() -> bool:
+        events = [e for e in sc.events_about("Job", "ready", ns) if e["reason"] == "UpdatedAdmissionCheck"]
+        assert [e["message"] for e in events] == [f"{gate.name}: waiting for capacity"], events
+        return True
+
+    wait_until(told, what="the Job told what its check says", diagnostics=op.tail)
     gate.answer(
         wl["metadata"]["name"],
         "Ready",

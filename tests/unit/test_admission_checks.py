@@ -779,3 +779,29 @@ def test_quota_reserved_is_counted_and_admitted_only_once_the_checks_are_ready()
     assert value("kueue_admitted_workloads_total", labels) == 1
     assert value("kueue_admission_checks_wait_time_seconds_count", labels) == 1
     assert value("kueue_admission_checks_wait_time_seconds_sum", labels) == 3.0
+
+
+def test_a_job_waiting_for_its_checks_is_told_what_they_say() -> None:
+    """Kueue's recordAdmissionCheckUpdate: while the job is suspended with quota reserved, an Event
+    UpdatedAdmissionCheck gives the pending checks' messages, `name: message` joined by "; "."""
+    from preemption_operator.jobs.reconciler import Wait
+
+    wl = reserved(
+        "job-wl",
+        "cq",
+        state("a", "Pending", "waiting for capacity"),
+        state("b", "Pending"),
+        state("c", "Pending", "provisioning request created"),
+        state("d", "Ready", "done"),
+    )
+    wl["spec"]["queueName"] = "cq"
+    step = plan(BatchJob(_suspended_job()), wl, {"default": _flavor()}, NOW, Settings())
+    assert isinstance(step, Wait)
+    assert (step.event.type, step.event.reason, step.event.message) == (
+        "Normal",
+        "UpdatedAdmissionCheck",
+        "a: waiting for capacity; c: provisioning request created",
+    )
+    quiet = reserved("job-wl", "cq", state("a", "Pending"))
+    quiet["spec"]["queueName"] = "cq"
+    assert plan(BatchJob(_suspended_job()), quiet, {"default": _flavor()}, NOW, Settings()) is None

@@ -68,7 +68,8 @@ class UpdateWorkload:
 
 @dataclass(frozen=True)
 class Wait:
-    """No Workload can be made for the job yet, and the job's owner should know why."""
+    """Nothing to do for the job yet, and its owner should know why: no Workload can be made
+    for it, or its Workload waits for its AdmissionChecks."""
 
     event: JobEvent
 
@@ -256,6 +257,18 @@ def admitted_infos(workload: Mapping[str, Any], flavors: Mapping[str, Flavor]) -
         )
     updates = admission_checks.pod_set_updates(workload)
     return [_updated(info, updates) for info in infos] if updates else infos
+
+
+UPDATED_ADMISSION_CHECK = "UpdatedAdmissionCheck"
+
+
+def _pending_checks(status: Mapping[str, Any]) -> str:
+    """`name: message` of each Pending check that says something, joined by "; "."""
+    return "; ".join(
+        f"{check.get('name')}: {check['message']}"
+        for check in status.get("admissionChecks") or []
+        if isinstance(check, dict) and check.get("state") == "Pending" and check.get("message")
+    )
 
 
 FAILED_TO_START = "FailedToStart"
@@ -485,6 +498,11 @@ def plan(
             return PatchJob(
                 tuple(job.run(infos)), JobEvent("Normal", "Started", f"Admitted by clusterQueue {cluster_queue}")
             )
+        if reserved:
+            told = _pending_checks(status)
+            if told:
+                # Kueue's recordAdmissionCheckUpdate: what the checks it waits for say.
+                return Wait(JobEvent("Normal", UPDATED_ADMISSION_CHECK, told))
         if not reserved and job.queue_name() != (workload.get("spec") or {}).get("queueName"):
             spec = {**dict(workload.get("spec") or {}), "queueName": job.queue_name()}
             return UpdateWorkload(
