@@ -490,29 +490,57 @@ def simulate(
     Objects in files named pending.yaml arrive after the rest has settled, as the examples are
     applied to a cluster: what runs first, then what comes to preempt it."""
     from .offline import report
-    from .offline import simulate as simulation
 
-    settings = _kueue_config(config_file)
-    sharing = _sharing_of(settings, fair_sharing, fair_sharing_strategies)
-    _warn_offline(settings)
     skipped: list[str] = []
-    objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
-    now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
-    states = _check_states(check_state, objects + arriving)
-    result = simulation.run(
-        objects,
-        now,
+    result = _simulated(
+        paths,
+        skipped,
+        from_cluster,
+        now_text,
         max_cycles,
-        arriving,
+        check_state,
+        (fair_sharing, fair_sharing_strategies),
+        label_keys_to_copy,
+        config_file,
         progress=_progress(),
-        fair_sharing=sharing,
-        pods_ready=_ready_of(settings),
-        check_states=states,
     )
     if sys.stderr.isatty():
         click.echo("\r\033[K", err=True, nl=False)  # the progress line, if one was shown
     result.warnings[:0] = skipped
     click.echo(report.summary(result) if summary else report.render(result, output), nl=False)
+
+
+def _simulated(
+    paths: tuple[Path, ...],
+    skipped: list[str],
+    from_cluster: bool,
+    now_text: str | None,
+    max_cycles: int,
+    check_state: tuple[str, ...],
+    sharing_flags: tuple[bool, str | None],
+    label_keys_to_copy: str,
+    config_file: Path | None,
+    progress: Any = None,
+) -> Any:
+    """The run `simulate` and `explain` share: input loaded (files skipped named in `skipped`),
+    Kueue's Configuration applied with the flags winning, cycles until nothing changes."""
+    from .offline import simulate as simulation
+
+    settings = _kueue_config(config_file)
+    sharing = _sharing_of(settings, *sharing_flags)
+    _warn_offline(settings)
+    objects, arriving = _load(paths, skipped, from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
+    now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
+    return simulation.run(
+        objects,
+        now,
+        max_cycles,
+        arriving,
+        progress=progress,
+        fair_sharing=sharing,
+        pods_ready=_ready_of(settings),
+        check_states=_check_states(check_state, objects + arriving),
+    )
 
 
 CHECK_ANSWERS = ("Ready", "Retry", "Rejected")
@@ -686,22 +714,17 @@ def explain(
     import json
 
     from .offline import report
-    from .offline import simulate as simulation
 
-    settings = _kueue_config(config_file)
-    sharing = _sharing_of(settings, fair_sharing, fair_sharing_strategies)
-    _warn_offline(settings)
-    objects, arriving = _load(paths, [], from_cluster, sharing.enabled, _copy_of(settings, label_keys_to_copy))
-    now = _parse_now(now_text) if now_text is not None or from_cluster else simulation.input_time(objects + arriving)
-    states = _check_states(check_state, objects + arriving)
-    result = simulation.run(
-        objects,
-        now,
+    result = _simulated(
+        paths,
+        [],
+        from_cluster,
+        now_text,
         max_cycles,
-        arriving,
-        fair_sharing=sharing,
-        pods_ready=_ready_of(settings),
-        check_states=states,
+        check_state,
+        (fair_sharing, fair_sharing_strategies),
+        label_keys_to_copy,
+        config_file,
     )
     data = result.to_dict()
     known = sorted(f"{w['namespace']}/{w['name']}" for w in data["workloads"])
