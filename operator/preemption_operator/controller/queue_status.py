@@ -13,7 +13,7 @@ from ..api.v1alpha1 import PREEMPTION_CONFIG_ANNOTATION, PreemptionConfig
 from ..engine.configurable import usability
 from ..engine.fair_sharing import dominant_resource_share, weighted_share_status
 from ..engine.snapshot import ClusterQueueInfo, Snapshot
-from ..engine.workload import WorkloadInfo
+from ..engine.workload import WorkloadInfo, is_true
 from ..engine.workload_status import get_condition, own_copy, set_condition
 from .linter import FLAP_CODES, LintResult
 from .metrics import QueueFigures
@@ -84,7 +84,7 @@ def cluster_queue_status(
     admitted = reserving
     if cq.admission_checks:  # those waiting for their checks reserve quota but are not admitted yet
         skip = {wl.key for wl in unwritten}
-        admitted -= sum(1 for wl in cq.workloads.values() if wl.key not in skip and not _admitted(wl))
+        admitted -= sum(1 for wl in cq.workloads.values() if wl.key not in skip and not is_true(wl.obj, "Admitted"))
     usage = _flavor_usage(cq, with_borrowed=True, unwritten=unwritten)
     status.update(
         {
@@ -138,11 +138,6 @@ def pending_count(snapshot: Snapshot, cluster_queue: str) -> int:
     return len(snapshot.pending.get(cluster_queue, ())) + len(snapshot.backing_off.get(cluster_queue, ()))
 
 
-def _admitted(wl: WorkloadInfo) -> bool:
-    condition = wl.condition("Admitted")
-    return condition is not None and condition.status == "True"
-
-
 def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, int, int]]:
     """(namespace, LocalQueue name) -> (pending, reserving, admitted)."""
     pending: Counter[tuple[str, str]] = Counter()
@@ -159,7 +154,7 @@ def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, i
     for cq in snapshot.held_cluster_queues.values():
         for wl in cq.workloads.values():
             reserving[(wl.namespace, wl.queue_name)] += 1
-            if not cq.admission_checks or _admitted(wl):
+            if not cq.admission_checks or is_true(wl.obj, "Admitted"):
                 admitted[(wl.namespace, wl.queue_name)] += 1
     keys = set(pending) | set(reserving)
     return {key: (pending[key], reserving[key], admitted[key]) for key in keys}
@@ -313,7 +308,7 @@ def queue_figures(snapshot: Snapshot, parked: Mapping[str, set[str]]) -> list[Qu
     for name, cq in sorted(snapshot.held_cluster_queues.items()):
         queue = snapshot.pending.get(name, ())
         waiting = len(snapshot.backing_off.get(name, ()))  # in their backoff: inadmissible, as in Kueue
-        pending = len(queue) + waiting
+        pending = pending_count(snapshot, name)
         held = parked.get(name, set())
         inadmissible = (sum(1 for wl in queue if wl.key in held) if held else 0) + waiting
         resources = {

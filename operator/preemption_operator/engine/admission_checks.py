@@ -198,25 +198,8 @@ def pod_set_updates(workload: Mapping[str, Any]) -> list[tuple[str, Mapping[str,
     """(check name, update) for every podSetUpdate the workload's checks carry, in their order."""
     out: list[tuple[str, Mapping[str, Any]]] = []
     for check in (workload.get("status") or {}).get("admissionChecks") or []:
-        for update in check.get("podSetUpdates") or [] if isinstance(check, dict) else []:
-            if isinstance(update, dict):
-                out.append((str(check.get("name", "")), update))
+        if not isinstance(check, dict):
+            continue
+        name = str(check.get("name", ""))
+        out.extend((name, update) for update in check.get("podSetUpdates") or [] if isinstance(update, dict))
     return out
-
-
-def overridden(states_: Mapping[str, str], obj: v1beta2.Workload, now: datetime) -> v1beta2.Workload:
-    """The workload with its checks named in `states_` set to those states (what-if runs); a
-    check it does not list yet is left to be added by the sync."""
-    if obj.status is None or not obj.status.admission_checks:
-        return obj
-    changed = False
-    checks = []
-    for check in obj.status.admission_checks:
-        state = states_.get(check.name)
-        if state is not None and state != check.state:
-            check = check.model_copy(update={"state": state, "last_transition_time": now})
-            changed = True
-        checks.append(check)
-    if not changed:
-        return obj
-    return obj.model_copy(update={"status": obj.status.model_copy(update={"admission_checks": checks})})

@@ -29,9 +29,18 @@ BACKOFF_REASONS = frozenset({TIMEOUT_REASON, "AdmissionCheck"})
 BackoffFinished once requeueAt has passed)."""
 REACTIVATED = "Reactivated"
 REACTIVATED_MESSAGE = "The workload was reactivated"
-HOLDING_REASONS = BACKOFF_REASONS | {"Deactivated"}
-"""Requeued=False reasons that keep a pending, active workload out of its queue until Kueue's
-workload controller requeues it (a deactivated one made active again: Reactivated)."""
+
+
+def deactivation_reason(reason: str) -> bool:
+    """A Requeued=False reason a deactivation writes: Deactivated, or DeactivatedDueTo<cause>
+    (Kueue's ReasonWithCause)."""
+    return reason.startswith("Deactivated")
+
+
+def holding_reason(reason: str) -> bool:
+    """A Requeued=False reason that keeps a pending, active workload out of its queue until Kueue's
+    workload controller requeues it: a backoff, or a deactivation (made active again: Reactivated)."""
+    return reason in BACKOFF_REASONS or deactivation_reason(reason)
 
 
 @dataclass(frozen=True)
@@ -99,12 +108,7 @@ def backing_off(obj: v1beta2.Workload) -> bool:
     requeueAt still set. Unlike Kueue, a Requeued=False for another reason (none is written
     here) does not hold it: nothing here would ever requeue it."""
     requeued = find_condition(obj, "Requeued")
-    # A deactivation's reason may name its cause (DeactivatedDueTo...).
-    if (
-        requeued is not None
-        and requeued.status == "False"
-        and (requeued.reason in HOLDING_REASONS or requeued.reason.startswith("Deactivated"))
-    ):
+    if requeued is not None and requeued.status == "False" and holding_reason(requeued.reason):
         return True
     return requeue_at(obj) is not None
 

@@ -20,6 +20,7 @@ from .pods_ready import (
     DEACTIVATION_TARGET,
     REACTIVATED,
     REACTIVATED_MESSAGE,
+    deactivation_reason,
 )
 from .protection import LAST_RESORT_SUFFIX
 from .scheduler import LIMIT_BLOCKED_PREFIX, Admission, Eviction, Pending, Preemption
@@ -230,7 +231,7 @@ def backoff_finished(status: dict[str, Any] | None, now: datetime, generation: i
     if requeued is not None and requeued.get("status") == "False":
         if requeued.get("reason") in BACKOFF_REASONS:
             set_condition(out, "Requeued", "True", BACKOFF_FINISHED, BACKOFF_FINISHED_MESSAGE, now, generation)
-        elif str(requeued.get("reason", "")).startswith("Deactivated"):
+        elif deactivation_reason(str(requeued.get("reason", ""))):
             set_condition(out, "Requeued", "True", REACTIVATED, REACTIVATED_MESSAGE, now, generation)
     state = out.get("requeueState")
     if isinstance(state, dict) and "requeueAt" in state:
