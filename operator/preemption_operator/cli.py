@@ -265,6 +265,30 @@ def _warn_offline(settings: Any) -> None:
     metavar="URL",
     help="Where the API server calls the webhooks instead of the Service (a local run: https://127.0.0.1:9443).",
 )
+@click.option(
+    "--no-visibility",
+    is_flag=True,
+    help="Do not serve Kueue's visibility API (pending workloads and their positions). Out of a cluster it is off "
+    "unless --visibility-port is given.",
+)
+@click.option(
+    "--visibility-port", type=int, default=8082, show_default=True, help="Port of the visibility API (HTTPS)."
+)
+@click.option("--visibility-host", default="0.0.0.0", show_default=True, help="Address of the visibility API.")
+@click.option(
+    "--visibility-service",
+    default="preemption-operator-visibility",
+    show_default=True,
+    help="The Service in the operator's namespace through which kube-apiserver calls the visibility API (its "
+    "APIService names it).",
+)
+@click.option(
+    "--visibility-service-port",
+    type=int,
+    default=443,
+    show_default=True,
+    help="That Service's port, as the APIService names it.",
+)
 @fair_sharing_options
 @click.option(
     "--feature-gates",
@@ -301,6 +325,11 @@ def run(
     webhook_host: str,
     webhook_service: str,
     webhook_url: str | None,
+    no_visibility: bool,
+    visibility_port: int,
+    visibility_host: str,
+    visibility_service: str,
+    visibility_service_port: int,
     fair_sharing: bool,
     fair_sharing_strategies: str | None,
     feature_gates: str,
@@ -316,6 +345,7 @@ def run(
     from .controller import operator
     from .controller.faults import Faults, FaultSpecError
     from .controller.feature_gates import parse_feature_gates
+    from .controller.visibility import VisibilitySettings
     from .controller.webhooks import WebhookSettings
     from .jobs import framework as job_framework
     from .k8s.api import load_config
@@ -370,6 +400,15 @@ def run(
                 host=pick("webhook_host", webhook_host),
                 service=webhook_service,
                 url=webhook_url,
+            ),
+            visibility=None
+            if no_visibility or (not _given("visibility_port") and not operator.in_cluster())
+            else VisibilitySettings(
+                namespace=operator.own_namespace(),
+                port=visibility_port,
+                host=visibility_host,
+                service=visibility_service,
+                service_port=visibility_service_port,
             ),
             fair_sharing=_sharing_of(settings, fair_sharing, fair_sharing_strategies),
             wait_for_pods_ready=None

@@ -111,7 +111,13 @@ ACCESS = [
     ("update", "secrets", ["-n", SYSTEM_NAMESPACE], True),
     ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io", [], True),
     ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", [], True),
+    # The visibility API: its APIService, the front proxy's settings, access reviews.
+    ("update", "apiservices.apiregistration.k8s.io", [], True),
+    ("get", "configmaps/extension-apiserver-authentication", ["-n", "kube-system"], True),
+    ("create", "subjectaccessreviews.authorization.k8s.io", [], True),
     # What it must not be able to do.
+    ("get", "configmaps", ["-n", "kube-system"], False),
+    ("delete", "apiservices.apiregistration.k8s.io", [], False),
     ("update", "workloads.kueue.x-k8s.io", ["-n", "default"], False),
     ("create", "jobs.batch", ["-n", "default"], False),
     ("delete", "jobs.batch", ["-n", "default"], False),
@@ -163,10 +169,14 @@ def test_kustomize_renders(deployed: ControlPlane) -> None:
             "Service/preemption-operator-metrics",
             "Service/preemption-operator-webhook",
             "ConfigMap/preemption-operator-manager-config",
+            "Service/preemption-operator-visibility",
+            "APIService/v1beta2.visibility.kueue.x-k8s.io",
+            "ClusterRole/pending-workloads-cq-viewer-role",
+            "ClusterRole/pending-workloads-lq-viewer-role",
         ]
     )
     for obj in objects:
-        if obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+        if obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding", "APIService"):
             assert obj["metadata"].get("namespace") == SYSTEM_NAMESPACE, obj["metadata"]
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     pod = deployment["spec"]["template"]["spec"]

@@ -80,7 +80,7 @@ def test_values_change_what_they_name(helm: Path) -> None:
             "--namespace",
             "ops",
             "--set",
-            "replicas=3,image.tag=v1,webhooks.enabled=false",
+            "replicas=3,image.tag=v1,webhooks.enabled=false,visibility.enabled=false",
             "--set-json",
             'extraArgs=["--kube-api-qps=50"]',
             "--set",
@@ -98,10 +98,13 @@ def test_values_change_what_they_name(helm: Path) -> None:
         "--metrics-port=8080",
         "--webhook-port=9443",
         "--no-webhooks",
+        "--no-visibility",
         "--kube-api-qps=50",
     ]
     config = rendered[("ConfigMap", "preemption-operator-manager-config")]
     assert config["data"] == {"controller_manager_config.yaml": "kind: Configuration\n"}
+    assert ("APIService", "v1beta2.visibility.kueue.x-k8s.io") not in rendered
+    assert ("Service", "preemption-operator-visibility") not in rendered
     binding = rendered[("ClusterRoleBinding", "preemption-operator")]
     assert binding["subjects"][0]["namespace"] == "ops"
 

@@ -15,7 +15,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from cryptography import x509
 
 from preemption_operator.api.kinds import Kind
-from preemption_operator.controller.webhooks import WebhookSettings, _differs, _ssl_context, configurations, make_app
+from preemption_operator.controller.serving import ssl_context
+from preemption_operator.controller.webhooks import WebhookSettings, _differs, configurations, make_app
 from preemption_operator.jobs.batch_job import INTEGRATION, BatchJob, validate
 from preemption_operator.jobs.framework import Integration
 from preemption_operator.jobs.webhook import review
@@ -114,7 +115,7 @@ def test_the_certificate_serves_the_hosts_and_is_made_anew_near_its_end() -> Non
     leaf = x509.load_pem_x509_certificate(cert.cert)
     ca = x509.load_pem_x509_certificate(cert.ca)
     leaf.verify_directly_issued_by(ca)  # signed by the CA the caBundle carries
-    assert isinstance(_ssl_context(cert), ssl.SSLContext)
+    assert isinstance(ssl_context(cert), ssl.SSLContext)
 
 
 def test_the_configurations_send_only_queued_jobs_and_point_at_the_service_or_url() -> None:

@@ -44,6 +44,8 @@ from .metrics import Metrics
 from .scheduling import Scheduling
 from .started_pods import POD, StartedPods
 from .started_pods import SELECTOR as STARTED_SELECTOR
+from .visibility import VisibilitySettings
+from .visibility import serve as serve_visibility
 from .webhooks import WebhookSettings
 from .webhooks import serve as serve_webhooks
 
@@ -89,6 +91,8 @@ class OperatorOptions:
     label_keys_to_copy: tuple[str, ...] = ()
     webhooks: WebhookSettings | None = None
     """None: no admission webhooks (queued jobs must be created suspended)."""
+    visibility: VisibilitySettings | None = None
+    """None: Kueue's visibility API (pending positions) is not served."""
     fair_sharing: FairSharing = OFF
     wait_for_pods_ready: WaitForPodsReady | None = None
     """Kueue's waitForPodsReady (None: off): PodsReady conditions, timeouts, requeuing backoff."""
@@ -289,6 +293,19 @@ class Operator:
                 await asyncio.sleep(pause)
                 pause = min(30.0, pause * 2)
 
+    async def _visibility(self, settings: VisibilitySettings, servers: list[Any]) -> None:
+        pause = 1.0
+        while True:
+            try:
+                servers.append(await serve_visibility(self.api, settings, self.cache))
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # RBAC, no aggregation layer, a port in use: the rest keeps serving
+                log.error("the visibility API is not served (retrying in %.0fs): %s", pause, exc)
+                await asyncio.sleep(pause)
+                pause = min(30.0, pause * 2)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Until `stop` is set or a part fails (then SystemExit(1), once everything stopped)."""
         for warning in gate_warnings(self.options.feature_gates):
@@ -311,6 +328,8 @@ class Operator:
             tasks.append(asyncio.create_task(self._webhooks(options.webhooks, hooks), name="webhooks"))
         elif self.integrations:
             log.info("no admission webhooks: create queued jobs with spec.suspend: true (see README)")
+        if options.visibility is not None:
+            tasks.append(asyncio.create_task(self._visibility(options.visibility, hooks), name="visibility"))
         waiter = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([waiter, *self._services], return_when=asyncio.FIRST_COMPLETED)
         failure: BaseException | None = None

@@ -13,12 +13,8 @@ import base64
 import contextlib
 import json
 import logging
-import os
-import ssl
-import tempfile
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,11 +24,11 @@ from ..api.kinds import Kind
 from ..jobs import webhook
 from ..jobs.framework import QUEUE_LABEL, Integration
 from ..k8s.api import ApiError, KubeApi
-from ..k8s.certs import ServingCert, issue
+from ..k8s.certs import ServingCert
+from . import serving
 
 log = logging.getLogger(__name__)
 
-Secret = Kind("Secret", "", "v1", "secrets", True)
 MutatingConfiguration = Kind(
     "MutatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False
 )
@@ -81,67 +77,9 @@ class WebhookSettings:
 # -- certificate -------------------------------------------------------------------------------
 
 
-def _from_secret(secret: dict[str, Any]) -> ServingCert | None:
-    data = secret.get("data") or {}
-    try:
-        return ServingCert(
-            ca=base64.b64decode(data["ca.crt"]),
-            cert=base64.b64decode(data["tls.crt"]),
-            key=base64.b64decode(data["tls.key"]),
-        )
-    except (KeyError, ValueError):
-        return None
-
-
-def _secret_body(settings: WebhookSettings, cert: ServingCert, version: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": settings.secret, "namespace": settings.namespace}
-    if version:
-        meta["resourceVersion"] = version
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": meta,
-        "type": "kubernetes.io/tls",
-        "data": {
-            "ca.crt": base64.b64encode(cert.ca).decode(),
-            "tls.crt": base64.b64encode(cert.cert).decode(),
-            "tls.key": base64.b64encode(cert.key).decode(),
-        },
-    }
-
-
 async def certificate(api: KubeApi, settings: WebhookSettings) -> ServingCert:
-    """The Secret's certificate, made (or made anew, when it does not serve our hosts or is about
-    to expire) if need be. Replicas racing to make it settle on whichever write won."""
-    hosts = settings.hosts()
-    path = Secret.path(settings.secret, settings.namespace)
-    for _ in range(5):
-        try:
-            secret = await api.get(path)
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-            secret = None
-        current = _from_secret(secret) if secret is not None else None
-        if current is not None and current.fresh(hosts):
-            return current
-        made = issue(hosts)
-        version = ((secret or {}).get("metadata") or {}).get("resourceVersion")
-        body = _secret_body(settings, made, version)
-        try:
-            if secret is None:
-                await api.create(Secret.path(namespace=settings.namespace), body)
-            else:
-                await api.replace(path, body)
-        except ApiError as exc:
-            if exc.code == 409:
-                continue  # another replica wrote one: use that
-            raise
-        log.info(
-            "made the webhook certificate for %s (Secret %s/%s)", ", ".join(hosts), settings.namespace, settings.secret
-        )
-        return made
-    raise RuntimeError(f"could not settle the webhook certificate in Secret {settings.namespace}/{settings.secret}")
+    """The webhooks' certificate, from their Secret (made if need be)."""
+    return await serving.certificate(api, settings.namespace, settings.secret, settings.hosts(), "webhook")
 
 
 # -- registration ------------------------------------------------------------------------------
@@ -257,19 +195,6 @@ async def register(api: KubeApi, settings: WebhookSettings, ca: bytes, integrati
 # -- the server --------------------------------------------------------------------------------
 
 
-def _ssl_context(cert: ServingCert) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    # load_cert_chain reads files only: a private folder, gone right after.
-    with tempfile.TemporaryDirectory(prefix="preemption-operator-webhook-") as folder:
-        cert_file, key_file = Path(folder, "tls.crt"), Path(folder, "tls.key")
-        cert_file.write_bytes(cert.cert)
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(cert.key)
-        context.load_cert_chain(cert_file, key_file)
-    return context
-
-
 def make_app(integrations: Iterable[Integration]) -> web.Application:
     def handler(integration: Integration, mutating: bool) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
@@ -308,7 +233,7 @@ async def serve(api: KubeApi, settings: WebhookSettings, integrations: Iterable[
     cert = await certificate(api, settings)
     runner = web.AppRunner(make_app(integrations), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=_ssl_context(cert))
+    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=serving.ssl_context(cert))
     try:
         await site.start()
         await register(api, settings, cert.ca, integrations)

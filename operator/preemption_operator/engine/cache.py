@@ -22,6 +22,7 @@ from . import admission_checks, pods_ready
 from .fair_sharing import OFF, FairSharing, parse_weight
 from .limits import LimitBook, Pair, PastPreemption, past_preemption, remember
 from .notices import Notice
+from .ordering import queue_order
 from .pods_ready import WaitForPodsReady
 from .protection import annotation_problems, class_problems
 from .queues import QueueManager
@@ -754,6 +755,31 @@ class Cache:
                     self._tas.add(info)
         return self._tas
 
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        """Each Namespace's labels (built again only after a Namespace changed)."""
+        if self._namespaces is None:
+            self._namespaces = {name: dict(ns.metadata.labels or {}) for name, ns in self.objects["Namespace"].items()}
+        return self._namespaces
+
+    def pending_in(self, cluster_queue: str) -> list[WorkloadInfo] | None:
+        """A ClusterQueue's pending workloads in the order the scheduler takes them (Kueue's
+        PendingWorkloadsInfo): the queued ones and those waiting out a requeuing backoff, in
+        queue order. None: no such ClusterQueue."""
+        tree = self.tree()
+        if cluster_queue not in tree.cluster_queues:
+            return None
+        local_queues = self.objects["LocalQueue"]
+        queued = self.queues.pending_in(cluster_queue, local_queues, tree.cluster_queues, self.namespace_labels())
+        waiting = [
+            self.infos[key]
+            for key in self._backoff
+            if (lq := local_queues.get(f"{self.infos[key].namespace}/{self.infos[key].queue_name}")) is not None
+            and lq.spec.cluster_queue == cluster_queue
+        ]
+        if waiting:
+            queued = sorted([*queued, *waiting], key=queue_order)
+        return queued
+
     # -- snapshots ------------------------------------------------------------------------------
 
     def snapshot(self, now: datetime) -> Snapshot:
@@ -762,9 +788,7 @@ class Cache:
         workloads), and the admitted ones to drain."""
         tree = self.tree()
         trees = Trees(tree.cluster_queues, tree.cohorts)
-        if self._namespaces is None:
-            self._namespaces = {name: dict(ns.metadata.labels or {}) for name, ns in self.objects["Namespace"].items()}
-        namespaces = self._namespaces
+        namespaces = self.namespace_labels()
         local_queues = self.objects["LocalQueue"]
         routed = self.queues.route(local_queues, tree.cluster_queues, namespaces)
         # Neither an eviction nor an admission being written is drained (or timed out) until its

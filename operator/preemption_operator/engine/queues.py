@@ -140,6 +140,32 @@ class QueueManager:
         routed.unqueued.sort(key=lambda item: item[0].key)
         return routed
 
+    def pending_in(
+        self,
+        cluster_queue: str,
+        local_queues: Mapping[str, v1beta2.LocalQueue],
+        cluster_queues: Mapping[str, ClusterQueueInfo],
+        namespaces: Mapping[str, Mapping[str, str]],
+    ) -> list[WorkloadInfo]:
+        """One ClusterQueue's queued workloads in queue order, as `route` gives them, routing only
+        the LocalQueues that point at it (what a visibility request costs)."""
+        runs: list[list[WorkloadInfo]] = []
+        for queue_key, infos in self._pending.items():
+            namespace, queue_name = queue_key
+            lq = local_queues.get(f"{namespace}/{queue_name}")
+            if not infos or lq is None or lq.spec.cluster_queue != cluster_queue:
+                continue
+            if _problem(namespace, queue_name, local_queues, cluster_queues, namespaces) is not None:
+                continue
+            order = self._ordered.get(queue_key)
+            if order is None:
+                order = self._ordered[queue_key] = _Order(infos.values())
+            if order.active:
+                runs.append(order.active)
+        if len(runs) == 1:
+            return list(runs[0])
+        return sorted((info for run in runs for info in run), key=queue_order)
+
     def drains(
         self,
         cluster_queues: Mapping[str, ClusterQueueInfo],

@@ -48,12 +48,9 @@ def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
-def issue(hosts: list[str], now: dt.datetime | None = None) -> ServingCert:
-    """A new CA and a certificate for `hosts` (DNS names or IP addresses) signed by it."""
-    now = now or dt.datetime.now(dt.UTC)
-    start, end = now - dt.timedelta(hours=1), now + dt.timedelta(days=VALID_DAYS)
+def _ca(common: str, start: dt.datetime, end: dt.datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("preemption-operator-webhook-ca")
+    ca_name = _name(common)
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -68,29 +65,59 @@ def issue(hosts: list[str], now: dt.datetime | None = None) -> ServingCert:
         )  # keyCertSign, cRLSign
         .sign(ca_key, hashes.SHA256())
     )
+    return ca, ca_key
+
+
+def _signed(
+    subject: str,
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    start: dt.datetime,
+    end: dt.datetime,
+    usage: x509.ObjectIdentifier,
+    names: list[x509.GeneralName],
+) -> ServingCert:
     key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(_name(hosts[0]))
-        .issuer_name(ca_name)
+        .subject_name(_name(subject))
+        .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(end)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
     pem = serialization.Encoding.PEM
     return ServingCert(
         ca=ca.public_bytes(pem),
         cert=cert.public_bytes(pem),
         key=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
     )
+
+
+def issue(hosts: list[str], now: dt.datetime | None = None) -> ServingCert:
+    """A new CA and a certificate for `hosts` (DNS names or IP addresses) signed by it."""
+    now = now or dt.datetime.now(dt.UTC)
+    start, end = now - dt.timedelta(hours=1), now + dt.timedelta(days=VALID_DAYS)
+    ca, ca_key = _ca("preemption-operator-webhook-ca", start, end)
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return _signed(hosts[0], ca, ca_key, start, end, x509.oid.ExtendedKeyUsageOID.SERVER_AUTH, names)
+
+
+def issue_client(common_name: str, now: dt.datetime | None = None) -> ServingCert:
+    """A new CA and a client certificate with `common_name` signed by it (a test control plane's
+    front proxy: kube-apiserver's --proxy-client-cert-file and --requestheader-client-ca-file)."""
+    now = now or dt.datetime.now(dt.UTC)
+    start, end = now - dt.timedelta(hours=1), now + dt.timedelta(days=VALID_DAYS)
+    ca, ca_key = _ca(f"{common_name}-ca", start, end)
+    return _signed(common_name, ca, ca_key, start, end, x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH, [])

@@ -195,6 +195,22 @@ def _make_rsa_key(path: Path) -> None:
     path.chmod(0o600)
 
 
+FRONT_PROXY_NAME = "front-proxy-client"
+FRONT_PROXY_CA = "front-proxy-ca.crt"
+
+
+def _write_front_proxy(certs: Path) -> None:
+    """The aggregation layer's front-proxy CA and client certificate, as kubeadm makes them."""
+    from ..k8s.certs import issue_client
+
+    made = issue_client(FRONT_PROXY_NAME)
+    (certs / FRONT_PROXY_CA).write_bytes(made.ca)
+    (certs / "front-proxy-client.crt").write_bytes(made.cert)
+    key = certs / "front-proxy-client.key"
+    key.write_bytes(made.key)
+    key.chmod(0o600)
+
+
 class _Process:
     def __init__(self, name: str, argv: Sequence[str], log_path: Path, cwd: Path, *, append: bool = False) -> None:
         self.name = name
@@ -409,6 +425,7 @@ class ControlPlane:
         tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
         tokens.chmod(0o600)
         self.ca_file = certs / "apiserver.crt"
+        _write_front_proxy(certs)
         api = ApiServer("kube-apiserver", port, self.workdir / "kubeconfig")
         self.apiservers.append(api)
         self._launch_apiserver(api)
@@ -419,6 +436,7 @@ class ControlPlane:
     def _apiserver_argv(self, port: int) -> list[str]:
         assert self.workdir is not None
         sa_key = self.workdir / "sa.key"
+        certs = self.workdir / "certs"
         return [
             str(self.assets / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",
@@ -437,6 +455,15 @@ class ControlPlane:
             "--allow-privileged=true",
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            # The aggregation layer: kube-apiserver calls an aggregated API (the operator's
+            # visibility API) with this client certificate, naming the user in X-Remote-* headers.
+            f"--requestheader-client-ca-file={certs / FRONT_PROXY_CA}",
+            f"--proxy-client-cert-file={certs / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={certs / 'front-proxy-client.key'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_NAME}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         ]
 
     def _launch_apiserver(self, api: ApiServer, *, append_log: bool = False) -> None:
