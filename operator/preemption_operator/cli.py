@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import __version__
+from .kubectl.commands import list_group, resume, stop
 
 if TYPE_CHECKING:
     from .engine.fair_sharing import FairSharing
@@ -810,18 +811,24 @@ def _parse_now(text: str | None) -> datetime:
     return moment
 
 
+cli.add_command(list_group)
+cli.add_command(stop)
+cli.add_command(resume)
+
+
 def main() -> None:
     cli()
 
 
 def kubectl_plugin() -> None:
-    """`kubectl preemption ...` (installed as kubectl-preemption): the offline commands on the
-    live cluster. `kubectl preemption explain NAMESPACE/NAME [-o json]`, `kubectl preemption
-    simulate [-o text|json|yaml]`."""
+    """`kubectl preemption ...` (installed as kubectl-preemption), on the live cluster of the
+    kubeconfig: kueuectl's `list clusterqueue|localqueue|workload|resourceflavor`, `stop` and
+    `resume`, and the offline commands reading the cluster: `explain NAMESPACE/NAME [-o json]`,
+    `simulate [-o text|json|yaml]`, `lint`."""
     args = sys.argv[1:]
     if args[:1] == ["explain"] and len(args) > 1 and not args[1].startswith("-"):
         args = ["explain", "--workload", args[1], *args[2:]]
-    if args[:1] in (["explain"], ["simulate"]) and "--from-cluster" not in args:
+    if args[:1] in (["explain"], ["simulate"], ["lint"]) and "--from-cluster" not in args:
         args.append("--from-cluster")
     cli.main(args=args, prog_name="kubectl preemption")
 

@@ -15,6 +15,7 @@ except when ``CI`` is set, where they fail. ``E2E_KEEP_WORKDIR=1`` keeps the tem
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -30,9 +31,10 @@ from preemption_operator.testing.control_plane import (
     ControlPlane,
     ControlPlaneError,
     find_assets,
+    free_port,
     running_control_plane,
 )
-from preemption_operator.testing.operator_process import OperatorPool
+from preemption_operator.testing.operator_process import OperatorPool, OperatorProcess, wait_until
 
 from .scenario import Scenario
 
@@ -147,3 +149,51 @@ def operators(cluster: ControlPlane, scenario: Scenario, tmp_path: Path) -> Iter
         yield pool
     finally:
         pool.close()
+
+
+VISIBILITY_SERVICE = "preemption-operator-visibility"
+VISIBILITY_API_SERVICE = "v1beta2.visibility.kueue.x-k8s.io"
+
+
+@pytest.fixture
+def visibility(cluster: ControlPlane, operators: OperatorPool) -> Iterator[OperatorProcess]:
+    """An operator serving the visibility API on a port of this machine, and the APIService's
+    Service pointing there; both removed afterwards (an APIService nobody answers for makes
+    every kubectl discovery complain)."""
+    port = free_port()
+    cluster.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": VISIBILITY_SERVICE, "namespace": "default"},
+                "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"port": port}]},
+            }
+        ),
+        check=True,
+    )
+    op = operators.start(
+        extra_args=[
+            f"--visibility-port={port}",
+            f"--visibility-service-port={port}",
+            "--visibility-host=127.0.0.1",
+        ]
+    )
+
+    def available() -> bool:
+        found = json.loads(
+            cluster.kubectl("get", "apiservice", VISIBILITY_API_SERVICE, "-o", "json", check=True).stdout
+        )
+        conditions = (found.get("status") or {}).get("conditions") or []
+        assert any(c["type"] == "Available" and c["status"] == "True" for c in conditions), conditions
+        return True
+
+    try:
+        wait_until(available, timeout=60, what="the visibility APIService Available", diagnostics=op.tail)
+        yield op
+    finally:
+        cluster.kubectl("delete", "apiservice", VISIBILITY_API_SERVICE, "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "service", VISIBILITY_SERVICE, "-n", "default", "--ignore-not-found", check=False)

@@ -9,64 +9,17 @@ name (`<service>.<namespace>.svc`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from builders import pending
-from preemption_operator.testing.control_plane import ControlPlane, free_port
-from preemption_operator.testing.operator_process import OperatorPool, OperatorProcess, wait_until
+from preemption_operator.testing.control_plane import ControlPlane
+from preemption_operator.testing.operator_process import OperatorProcess, wait_until
 from preemption_operator.testing.workload_status import is_true
 
 from .scenario import Scenario
 
 API = "/apis/visibility.kueue.x-k8s.io/v1beta2"
-SERVICE = "preemption-operator-visibility"
-API_SERVICE = "v1beta2.visibility.kueue.x-k8s.io"
 FIELDS = {"metadata", "priority", "localQueueName", "positionInClusterQueue", "positionInLocalQueue"}
-
-
-@pytest.fixture
-def visibility(cluster: ControlPlane, operators: OperatorPool) -> Iterator[OperatorProcess]:
-    """An operator serving the visibility API on a port of this machine, and the APIService's
-    Service pointing there; both removed afterwards (an APIService nobody answers for makes
-    every kubectl discovery complain)."""
-    port = free_port()
-    cluster.kubectl(
-        "apply",
-        "-f",
-        "-",
-        input=json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": SERVICE, "namespace": "default"},
-                "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"port": port}]},
-            }
-        ),
-        check=True,
-    )
-    op = operators.start(
-        extra_args=[
-            f"--visibility-port={port}",
-            f"--visibility-service-port={port}",
-            "--visibility-host=127.0.0.1",
-        ]
-    )
-
-    def available() -> bool:
-        found = json.loads(cluster.kubectl("get", "apiservice", API_SERVICE, "-o", "json", check=True).stdout)
-        conditions = (found.get("status") or {}).get("conditions") or []
-        assert any(c["type"] == "Available" and c["status"] == "True" for c in conditions), conditions
-        return True
-
-    try:
-        wait_until(available, timeout=60, what="the visibility APIService Available", diagnostics=op.tail)
-        yield op
-    finally:
-        cluster.kubectl("delete", "apiservice", API_SERVICE, "--ignore-not-found", check=False)
-        cluster.kubectl("delete", "service", SERVICE, "-n", "default", "--ignore-not-found", check=False)
 
 
 def raw(sc: Scenario, path: str, *, user: str | None = None, check: bool = True) -> Any:

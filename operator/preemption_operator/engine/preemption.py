@@ -192,7 +192,7 @@ def find_targets(
     if they had room (whether one blocks the preemptor)."""
     ctx = Context(preemptor, cq, snapshot, assignment, enforce_limits=enforce_limits)
     strategy: _Strategy = (
-        _FairStrategy(ctx, extra, complete) if snapshot.fair_sharing.enabled else _ClassicStrategy(ctx, extra)
+        _FairStrategy(ctx, extra, complete) if snapshot.fair_sharing.enabled else _ClassicStrategy(ctx, extra, complete)
     )
     first = _Pass(last_resort=False)
     found = strategy.run(first)
@@ -239,8 +239,8 @@ class _ClassicStrategy:
     """Kueue's classic preemption: candidates by borrowing level and priority in its borrowing
     attempts, then the extra streams of configurable rules."""
 
-    def __init__(self, ctx: Context, extra: ExtraCandidates | None) -> None:
-        self.ctx, self.extra = ctx, extra
+    def __init__(self, ctx: Context, extra: ExtraCandidates | None, complete: bool = False) -> None:
+        self.ctx, self.extra, self.complete = ctx, extra, complete
         self.candidates, none_from_others, none_hierarchical = classic_candidates(ctx)
         self.tries = attempts(ctx, none_from_others, none_hierarchical)
 
@@ -258,7 +258,12 @@ class _ClassicStrategy:
                     return _Found(taken, borrowing, functools.partial(_rest, stream, seen))
             for cand in taken:
                 snapshot.add_workload(cand.workload)
+                if self.complete:  # what explain and the preemption-risk view show
+                    self.ctx.record(cand.workload, "spared", NOT_ENOUGH, cand.source)
         return None
+
+
+NOT_ENOUGH = "eligible, not enough: with every eligible candidate taken the preemptor still does not fit"
 
 
 def _rest(stream: Iterator[Candidate], seen: set[str]) -> Iterator[Candidate]:

@@ -23,20 +23,25 @@ def read() -> list[Manifest]:
 
 
 async def _read(api: KubeApi) -> list[Manifest]:
-    out: list[Manifest] = []
     try:
-        for kind in WATCHED:
-            try:
-                items, _ = await api.list(kind.path())
-            except ApiError as exc:
-                if exc.code == 404:
-                    continue  # its CRD is not installed
-                raise ManifestError(f"--from-cluster: listing {kind.plural}: {exc}") from None
-            for item in items:
-                item.setdefault("apiVersion", kind.api_version)
-                item.setdefault("kind", kind.name)
-                (item.get("metadata") or {}).pop("managedFields", None)
-                out.append(Manifest(f"cluster:{kind.plural}", item))
+        return await manifests_of(api)
     finally:
         await api.close()
+
+
+async def manifests_of(api: KubeApi) -> list[Manifest]:
+    """Every object of the kinds the operator watches, through `api` (left open)."""
+    out: list[Manifest] = []
+    for kind in WATCHED:
+        try:
+            items, _ = await api.list(kind.path())
+        except ApiError as exc:
+            if exc.code == 404:
+                continue  # its CRD is not installed
+            raise ManifestError(f"--from-cluster: listing {kind.plural}: {exc}") from None
+        for item in items:
+            item.setdefault("apiVersion", kind.api_version)
+            item.setdefault("kind", kind.name)
+            (item.get("metadata") or {}).pop("managedFields", None)
+            out.append(Manifest(f"cluster:{kind.plural}", item))
     return out

@@ -1,0 +1,144 @@
+"""`kubectl preemption list|stop|resume` (issue 31, item 2) through kubectl's own plugin lookup
+(kubectl-preemption on PATH), against the real API server and a running operator: kueuectl's
+columns and filters, positions from the visibility API, the preemption risk of admitted
+workloads, and stop/resume doing what Kueue's stopPolicy and spec.active do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from builders import pending
+from preemption_operator.testing.control_plane import ControlPlane
+from preemption_operator.testing.operator_process import OperatorProcess, wait_until
+from preemption_operator.testing.workload_status import condition, is_true
+
+from .scenario import Scenario
+
+
+def plugin(cluster: ControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`kubectl preemption ARGS`: kubectl finds kubectl-preemption on PATH, as a user's would."""
+    env = {**os.environ, **cluster.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [str(cluster.assets / "kubectl"), "preemption", *args],
+        capture_output=True, text=True, env=env, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def table(text: str) -> list[dict[str, str]]:
+    """kubectl's plain table as rows of header -> cell (cells may be empty: columns are cut where
+    the header line starts each column)."""
+    lines = text.splitlines()
+    header = lines[0]
+    starts = [0] + [i for i in range(2, len(header)) if header[i] != " " and header[i - 2 : i] == "  "]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    names = [header[a:b].strip() for a, b in bounds]
+    return [{n: line[a:b].strip() for n, (a, b) in zip(names, bounds, strict=True)} for line in lines[1:]]
+
+
+def test_list_shows_kueuectls_columns_positions_and_preemption_risk(
+    scenario: Scenario, visibility: OperatorProcess, cluster: ControlPlane
+) -> None:
+    sc, ns = scenario, scenario.namespace
+    cq, lq = sc.queue("main", 2, preemption={"withinClusterQueue": "LowerPriority"})
+    sc.apply(pending("low", lq, 1, priority=1, namespace=ns), pending("mid", lq, 1, priority=20, namespace=ns))
+    sc.wait_admitted("low", "mid", diagnostics=visibility.tail)
+    # big may preempt low (lower priority) but not mid, and low alone is not enough: it waits,
+    # and low is at risk from it. later preempts nobody (priority 0).
+    sc.apply(pending("big", lq, 2, priority=10, namespace=ns), pending("later", lq, 1, priority=0, namespace=ns))
+
+    def listed() -> dict[str, dict[str, str]]:
+        rows = {r["NAME"]: r for r in table(plugin(cluster, "list", "workloads", "-n", ns).stdout)}
+        assert rows["big"]["POSITION IN QUEUE"] == "0" and rows["later"]["POSITION IN QUEUE"] == "1", rows
+        return rows
+
+    rows = wait_until(listed, what="both pending workloads positioned", diagnostics=visibility.tail)
+    assert list(rows["low"]) == [
+        "NAME", "JOB TYPE", "JOB NAME", "LOCALQUEUE", "CLUSTERQUEUE", "STATUS", "POSITION IN QUEUE", "EXEC TIME",
+        "AGE", "PREEMPTION RISK",
+    ]  # fmt: skip
+    assert {n: (r["STATUS"], r["CLUSTERQUEUE"], r["LOCALQUEUE"]) for n, r in rows.items()} == {
+        "low": ("ADMITTED", cq, lq),
+        "mid": ("ADMITTED", cq, lq),
+        "big": ("PENDING", cq, lq),
+        "later": ("PENDING", cq, lq),
+    }
+    assert rows["low"]["PREEMPTION RISK"] == f"{ns}/big (classic (InClusterQueue))"
+    assert rows["mid"]["PREEMPTION RISK"] == ""  # big's priority is lower
+    assert rows["low"]["EXEC TIME"].endswith("s") and rows["big"]["EXEC TIME"] == ""
+
+    pending_only = table(plugin(cluster, "list", "workload", "-n", ns, "--status", "pending").stdout)
+    assert sorted(r["NAME"] for r in pending_only) == ["big", "later"]
+    everywhere = table(plugin(cluster, "list", "wl", "-A", "--localqueue", lq, "--no-risk").stdout)
+    assert {r["NAMESPACE"] for r in everywhere} == {ns}
+    assert "PREEMPTION RISK" in everywhere[0] and all(r["PREEMPTION RISK"] == "" for r in everywhere)
+
+    def counted() -> dict[str, str]:
+        (row,) = [r for r in table(plugin(cluster, "list", "clusterqueue").stdout) if r["NAME"] == cq]
+        assert (row["PENDING WORKLOADS"], row["ADMITTED WORKLOADS"], row["ACTIVE"]) == ("2", "2", "true"), row
+        return row
+
+    wait_until(counted, what="the ClusterQueue's counts", diagnostics=visibility.tail)
+    (queue,) = table(plugin(cluster, "list", "lq", "-n", ns).stdout)
+    assert (queue["NAME"], queue["CLUSTERQUEUE"], queue["PENDING WORKLOADS"]) == (lq, cq, "2")
+    flavors = {r["NAME"]: r for r in table(plugin(cluster, "list", "rf").stdout)}
+    assert sc.flavor in flavors
+    missing = plugin(cluster, "list", "lq", "-n", "no-such-namespace", check=False)
+    assert missing.returncode == 0 and "No LocalQueues found in namespace no-such-namespace." in missing.stderr
+
+
+def test_stop_and_resume_do_what_kueuectl_does(
+    scenario: Scenario, visibility: OperatorProcess, cluster: ControlPlane
+) -> None:
+    sc, ns = scenario, scenario.namespace
+    cq, lq = sc.queue("main", 2)
+    sc.apply(pending("a", lq, 1, namespace=ns), pending("b", lq, 1, namespace=ns))
+    sc.wait_admitted("a", "b", diagnostics=visibility.tail)
+
+    # Hold: nothing new is admitted, the running keep running.
+    out = plugin(cluster, "stop", "clusterqueue", cq, "--keep-already-running").stdout
+    assert out == f"clusterqueue.kueue.x-k8s.io/{cq} stopped\n"
+    assert sc.get("clusterqueues", cq, namespaced=False)["spec"]["stopPolicy"] == "Hold"
+    assert all(is_true(wl, "Admitted") for wl in sc.workloads().values())
+
+    # A server dry run changes nothing.
+    out = plugin(cluster, "stop", "cq", cq, "--dry-run=server").stdout
+    assert out == f"clusterqueue.kueue.x-k8s.io/{cq} stopped (server dry run)\n"
+    assert sc.get("clusterqueues", cq, namespaced=False)["spec"]["stopPolicy"] == "Hold"
+
+    # HoldAndDrain: the admitted are evicted.
+    plugin(cluster, "stop", "clusterqueue", cq)
+    assert sc.get("clusterqueues", cq, namespaced=False)["spec"]["stopPolicy"] == "HoldAndDrain"
+
+    def drained() -> bool:
+        for name in ("a", "b"):
+            evicted = condition(sc.workload(name), "Evicted")
+            assert evicted is not None and evicted["reason"] == "ClusterQueueStopped", evicted
+        return True
+
+    wait_until(drained, what="both evicted by the stop", diagnostics=visibility.tail)
+    assert plugin(cluster, "resume", "clusterqueue", cq).stdout == f"clusterqueue.kueue.x-k8s.io/{cq} resumed\n"
+    sc.wait_admitted("a", "b", diagnostics=visibility.tail)
+
+    # A workload: deactivated (evicted), then active again (admitted again).
+    assert plugin(cluster, "stop", "workload", "a", "-n", ns).stdout == "workload.kueue.x-k8s.io/a stopped\n"
+    assert sc.workload("a")["spec"]["active"] is False
+    wait_until(lambda: not is_true(sc.workload("a"), "Admitted"), what="a evicted", diagnostics=visibility.tail)
+    plugin(cluster, "resume", "workload", "a", "-n", ns)
+    assert sc.workload("a")["spec"]["active"] is True
+    sc.wait_admitted("a", diagnostics=visibility.tail)
+
+    # A LocalQueue, kept running.
+    plugin(cluster, "stop", "localqueue", lq, "-n", ns, "--keep-already-running")
+    assert sc.get("localqueues", lq)["spec"]["stopPolicy"] == "Hold"
+    plugin(cluster, "resume", "lq", lq, "-n", ns)
+    assert sc.get("localqueues", lq)["spec"]["stopPolicy"] == "None"
+
+    # A name that does not exist: the API server's answer, no traceback.
+    missing = plugin(cluster, "stop", "clusterqueue", f"{ns}-nope", check=False)
+    assert missing.returncode == 1 and "not found" in missing.stderr and "Traceback" not in missing.stderr
