@@ -786,6 +786,96 @@ def explain(
         click.echo(report.explain(data, workload), nl=False)
 
 
+@cli.command("what-if")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, allow_dash=True))
+@click.option(
+    "--state",
+    "state_paths",
+    multiple=True,
+    type=click.Path(path_type=Path, allow_dash=True),
+    help="Decide on the objects in these files and folders instead of the live cluster (repeatable).",
+)
+@click.option(
+    "--namespace", "-n", default=None, help="The namespace of objects that name none (default: the kubeconfig's)."
+)
+@click.option(
+    "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
+)
+@click.option("--now", "now_text", metavar="RFC3339", help="When it is submitted (default: the current time).")
+@click.option("--max-cycles", type=click.IntRange(min=1), default=100, show_default=True, help="Stop after N cycles.")
+@LABEL_KEYS_TO_COPY
+@fair_sharing_options
+@CONFIG
+def what_if(
+    files: tuple[Path, ...],
+    state_paths: tuple[Path, ...],
+    namespace: str | None,
+    output: str,
+    now_text: str | None,
+    max_cycles: int,
+    label_keys_to_copy: str,
+    fair_sharing: bool,
+    fair_sharing_strategies: str | None,
+    config_file: Path | None,
+) -> None:
+    """What would become of FILE's job (a Job, a pod group, a JobSet, a Workload...) if it were
+    submitted now, without submitting it: admitted now or when, on which flavors and topology
+    domains, whom it would preempt under which rule, or why it would wait. Decides on the live
+    cluster (or --state files) as the operator would."""
+    import json
+
+    from .offline import cluster_state, manifests, what_if
+
+    settings = _kueue_config(config_file)
+    sharing = _sharing_of(settings, fair_sharing, fair_sharing_strategies)
+    _warn_offline(settings)
+    copy = _copy_of(settings, label_keys_to_copy)
+    now = _parse_now(now_text)
+    try:
+        if state_paths:
+            state = manifests.read(state_paths)
+            manifests.check(state, state_paths)
+        else:
+            state = cluster_state.read()
+        where = namespace or _kubeconfig_namespace()
+        new = manifests.read(files)
+        if not new:
+            raise manifests.ManifestError(f"no Kubernetes objects in {', '.join(str(f) for f in files)}")
+        for manifest in new:
+            meta = manifest.body.setdefault("metadata", {})
+            if not isinstance(meta, dict):
+                raise manifests.ManifestError(f"{manifest.source}: metadata is not a mapping")
+            meta.setdefault("namespace", where)
+            meta.setdefault("creationTimestamp", now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        skipped: list[str] = []
+        objects = manifests.parse(state, skipped, lenient=not state_paths, fair_sharing=sharing.enabled,
+                                  label_keys_to_copy=copy)  # fmt: skip
+        arriving = manifests.parse(new, skipped, beside=state, fair_sharing=sharing.enabled, label_keys_to_copy=copy)
+    except manifests.ManifestError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    if not any(type(o).__name__ == "Workload" for o in arriving):
+        names = "; ".join(skipped) or "nothing the engine queues"
+        click.echo(f"error: {', '.join(str(f) for f in files)}: no queued job or Workload ({names})", err=True)
+        sys.exit(2)
+    predictions = what_if.predict(objects, arriving, now, max_cycles)
+    if output == "json":
+        click.echo(json.dumps([p.to_dict() for p in predictions], indent=2))
+        return
+    for prediction in predictions:
+        click.echo(what_if.describe(prediction, now), nl=False)
+
+
+def _kubeconfig_namespace() -> str:
+    """The kubeconfig's namespace; `default` without one (an offline run)."""
+    from .k8s.api import load_config
+
+    try:
+        return str(load_config().namespace)
+    except Exception:  # no kubeconfig: lightkube's ConfigError and friends
+        return "default"
+
+
 def _parse_now(text: str | None) -> datetime:
     if text is None:
         return datetime.now(UTC).replace(microsecond=0)

@@ -5,10 +5,12 @@ workloads, and stop/resume doing what Kueue's stopPolicy and spec.active do."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from builders import pending
 from preemption_operator.testing.control_plane import ControlPlane
@@ -142,3 +144,83 @@ def test_stop_and_resume_do_what_kueuectl_does(
     # A name that does not exist: the API server's answer, no traceback.
     missing = plugin(cluster, "stop", "clusterqueue", f"{ns}-nope", check=False)
     assert missing.returncode == 1 and "not found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def job(name: str, queue: str, cpu: int, priority_class: str | None = None) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": queue}
+    if priority_class:
+        labels["kueue.x-k8s.io/priority-class"] = priority_class
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "suspend": True,  # no webhooks here: a queued Job is created suspended
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
+                }
+            },
+        },
+    }
+
+
+def test_what_if_predicts_what_happens_when_the_job_is_then_created(
+    scenario: Scenario, visibility: OperatorProcess, cluster: ControlPlane, tmp_path: Path
+) -> None:
+    sc, ns = scenario, scenario.namespace
+    cq, lq = sc.queue("main", 2, preemption={"withinClusterQueue": "LowerPriority"})
+    high = sc.name("high")
+    sc.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+              "metadata": {"name": high}, "value": 10})  # fmt: skip
+    try:
+        sc.apply(pending("low", lq, 1, priority=1, namespace=ns), pending("mid", lq, 1, priority=20, namespace=ns))
+        sc.wait_admitted("low", "mid", diagnostics=visibility.tail)
+
+        # A job that waits: more than the queue has, and nobody it may preempt.
+        huge = tmp_path / "huge.yaml"
+        huge.write_text(json.dumps(job("huge", lq, 2)))
+        (waits,) = json.loads(plugin(cluster, "what-if", str(huge), "-n", ns, "-o", "json").stdout)
+        assert (waits["admitted"], waits["at"], waits["cluster_queue"], waits["ahead"]) == (False, None, cq, 0)
+        assert waits["preempts"] == [] and waits["reason"] == "WaitingForQuota"
+        assert not any(wl.get("metadata", {}).get("ownerReferences") for wl in sc.workloads().values())  # not made
+
+        # A job that preempts low (its priority class is higher than low's, lower than mid's).
+        incoming = tmp_path / "incoming.yaml"
+        incoming.write_text(json.dumps(job("incoming", lq, 1, high)))
+        (taken,) = json.loads(plugin(cluster, "what-if", str(incoming), "-n", ns, "-o", "json").stdout)
+        assert taken["admitted"] is True and taken["owners"] == ["Job incoming"], json.dumps(taken)
+        assert [(v["workload"], v["reason"]) for v in taken["preempts"]] == [(f"{ns}/low", "InClusterQueue")]
+        text = plugin(cluster, "what-if", str(incoming), "-n", ns).stdout
+        assert "admitted now" in text and f"preempts {ns}/low (ClusterQueue {cq}): InClusterQueue" in text
+
+        # Now for real: the same victim, the same flavors.
+        sc.kubectl("create", "-n", ns, "-f", str(incoming))
+
+        def happened() -> dict[str, Any]:
+            wls = sc.workloads()
+            made = next(wl for wl in wls.values() if wl["metadata"].get("ownerReferences"))
+            assert is_true(made, "Admitted"), made.get("status")
+            return {"workloads": wls, "made": made}
+
+        seen = wait_until(happened, timeout=60, what="incoming admitted", diagnostics=visibility.tail)
+        made, wls = seen["made"], seen["workloads"]
+        assigned = {a["name"]: a["flavors"] for a in made["status"]["admission"]["podSetAssignments"]}
+        assert assigned == taken["flavors"]
+        preempted = sorted(f"{ns}/{n}" for n, wl in wls.items() if is_true(wl, "Preempted"))
+        assert preempted == [v["workload"] for v in taken["preempts"]]
+
+        # And the waiting one waits, for the reason given.
+        sc.kubectl("create", "-n", ns, "-f", str(huge))
+
+        def waiting() -> dict[str, Any]:
+            wl = next(w for w in sc.workloads().values() if w["metadata"]["name"].startswith("job-huge"))
+            reserved = condition(wl, "QuotaReserved")
+            assert reserved is not None and reserved["status"] == "False", wl.get("status")
+            return reserved
+
+        reserved = wait_until(waiting, what="huge pending", diagnostics=visibility.tail)
+        assert reserved["message"] == waits["message"]
+    finally:
+        sc.kubectl("delete", "workloadpriorityclass", high, "--ignore-not-found", check=False)

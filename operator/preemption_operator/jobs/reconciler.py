@@ -161,6 +161,18 @@ def _condition(status: Mapping[str, Any], kind: str) -> bool:
     return found is not None and found.get("status") == "True"
 
 
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+
+
+def maximum_execution_time(labels: Mapping[str, str]) -> int | None:
+    """Kueue's max-exec-time-seconds label: a positive 32-bit count of seconds, else none."""
+    text = labels.get(MAX_EXEC_TIME_LABEL, "")
+    if not re.fullmatch(r"[+-]?[0-9]+", text):  # what Go's ParseInt reads
+        return None
+    value = int(text)
+    return value if 0 < value < 2**31 else None
+
+
 def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, str], int | None]) -> dict[str, Any]:
     """The Workload for a job: the name its integration gives it, the object that stands for the
     job as controller owner, the job's pod sets and priority. `priority(kind, name)` gives a
@@ -188,6 +200,8 @@ def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, s
     else:
         labels[JOB_UID_LABEL] = uid
     spec: dict[str, Any] = {"podSets": job.pod_sets(), "queueName": job.queue_name()}
+    if (limit := maximum_execution_time(job_labels)) is not None:
+        spec["maximumExecutionTimeSeconds"] = limit
     workload_class = job_labels.get(PRIORITY_CLASS_LABEL)
     ref: dict[str, str] | None = None
     if workload_class:

@@ -39,7 +39,7 @@ class Simulation:
                 {
                     "namespace": wl.metadata.namespace or "",
                     "name": wl.metadata.name,
-                    "owners": _owners(wl),
+                    "owners": owners(wl),
                     "status": wl.status.to_wire() if wl.status is not None else {},
                 }
                 for _, wl in sorted(self.workloads.items())
@@ -68,8 +68,15 @@ class Simulation:
         }
 
 
+def unversioned(body: dict[str, Any]) -> dict[str, Any]:
+    """A changed object as the simulation stores it: without the resourceVersion it was read
+    with (from a cluster), which would make the cache take it for the version it already holds."""
+    (body.get("metadata") or {}).pop("resourceVersion", None)
+    return body
+
+
 def _with_status(info: WorkloadInfo, new_status: dict[str, Any], deactivate: bool = False) -> Workload:
-    body = info.obj.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    body = unversioned(info.obj.model_dump(by_alias=True, exclude_unset=True, mode="json"))
     body["status"] = new_status
     if deactivate:
         body.setdefault("spec", {})["active"] = False
@@ -270,11 +277,11 @@ class _Answers:
                 )
                 changed = answered = True
             if changed:
-                cache.upsert(Workload.model_validate(body))
+                cache.upsert(Workload.model_validate(unversioned(body)))
         return answered
 
 
-def _owners(wl: Any) -> list[str]:
+def owners(wl: Any) -> list[str]:
     """The objects a Workload belongs to, as `Kind name` (a Job's, a pod group's Pods)."""
     refs = (wl.metadata.model_extra or {}).get("ownerReferences")
     return [f"{ref.get('kind')} {ref.get('name')}" for ref in refs or [] if isinstance(ref, dict) and ref.get("kind")]
