@@ -68,6 +68,17 @@ if ! python hack/setup-controllers.py; then
   echo "job controllers unavailable: the tests that run them will be skipped" >&2
 fi
 
+log "Debian's chromium for the dashboard's browser test (installed only when missing)"
+if CHROMIUM="$(hack/setup-chromium.sh)"; then
+  export CHROMIUM
+  echo "CHROMIUM=$CHROMIUM"
+elif [ -n "${CI:-}" ]; then
+  echo "could not find or install chromium; the browser test cannot run" >&2
+  exit 1
+else
+  echo "chromium unavailable: the browser test will be skipped" >&2
+fi
+
 log "tests (pytest)"
 set +e
 pytest "$@"

@@ -290,6 +290,20 @@ def _warn_offline(settings: Any) -> None:
     show_default=True,
     help="That Service's port, as the APIService names it.",
 )
+@click.option(
+    "--dashboard-port",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Serve the read-only dashboard on this port (0: no dashboard). Viewers log in with a bearer token and need "
+    "RBAC to list ClusterQueues and Workloads and read pending workloads.",
+)
+@click.option(
+    "--dashboard-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the dashboard (plain HTTP: reach it with kubectl port-forward).",
+)
 @fair_sharing_options
 @click.option(
     "--feature-gates",
@@ -331,6 +345,8 @@ def run(
     visibility_host: str,
     visibility_service: str,
     visibility_service_port: int,
+    dashboard_port: int,
+    dashboard_host: str,
     fair_sharing: bool,
     fair_sharing_strategies: str | None,
     feature_gates: str,
@@ -344,6 +360,7 @@ def run(
 
     from . import logs
     from .controller import operator
+    from .controller.dashboard import DashboardSettings
     from .controller.faults import Faults, FaultSpecError
     from .controller.feature_gates import parse_feature_gates
     from .controller.visibility import VisibilitySettings
@@ -411,6 +428,7 @@ def run(
                 service=visibility_service,
                 service_port=visibility_service_port,
             ),
+            dashboard=DashboardSettings(port=dashboard_port, host=dashboard_host) if dashboard_port else None,
             fair_sharing=_sharing_of(settings, fair_sharing, fair_sharing_strategies),
             wait_for_pods_ready=None
             if settings is None or gates.get("DisableWaitForPodsReady")

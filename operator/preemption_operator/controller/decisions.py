@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +29,7 @@ from ..k8s.writer import Outcome, StatusWriter, WriteResult
 from .faults import Faults
 from .feeder import CacheFeeder
 from .metrics import Metrics
+from .timeline import Preemption, Timeline
 from .wakeups import Wakeups
 from .write_queue import WriteQueue
 
@@ -55,6 +57,7 @@ class DecisionWriter:
         faults: Faults | None = None,
         *,
         parallelism: int = WRITE_PARALLELISM,
+        timeline: Timeline | None = None,
     ) -> None:
         self.cache = cache
         self.writer = writer
@@ -63,6 +66,7 @@ class DecisionWriter:
         self.metrics = metrics
         self.wakeups = wakeups
         self.faults = faults or Faults()
+        self.timeline = timeline
         self.queue = WriteQueue(self._write, self._drop, parallelism)
         self.failed_writes = 0
         self._verifying: dict[int, asyncio.Task[None]] = {}
@@ -260,6 +264,19 @@ class DecisionWriter:
             )
             preemptor = change.preemptor.key if change.preemptor is not None else ""
             log.info("preempted %s for %s: %s", change.key, preemptor, change.record.get("message", ""))
+            if self.timeline is not None:
+                self.timeline.add(
+                    Preemption(
+                        at=time.time(),
+                        preemptor=preemptor,
+                        preemptor_cluster_queue=change.preemptor_cluster_queue,
+                        victim=change.key,
+                        victim_cluster_queue=change.cluster_queue,
+                        reason=change.reason,
+                        rule=change.rule or "",
+                        message=str(change.record.get("message", "")),
+                    )
+                )
         elif change.action == EVICTED:  # not RELEASED: that eviction was counted when it was made
             self.metrics.evicted_workload(
                 change.cluster_queue, change.reason, change.underlying_cause, wl.priority_class_name

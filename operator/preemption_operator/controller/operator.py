@@ -35,6 +35,8 @@ from ..k8s.lease import LeaseClient
 from ..k8s.rate_limit import RateLimiter
 from ..k8s.writer import COMPONENT, StatusWriter
 from . import http
+from .dashboard import DashboardSettings
+from .dashboard import serve as serve_dashboard
 from .faults import Faults
 from .feature_gates import gate_warnings
 from .integrations import CrdWatch, CustomResourceDefinition, default_namespace_selector, namespace_selector
@@ -44,6 +46,7 @@ from .metrics import Metrics
 from .scheduling import Scheduling
 from .started_pods import POD, StartedPods
 from .started_pods import SELECTOR as STARTED_SELECTOR
+from .timeline import Timeline
 from .visibility import VisibilitySettings
 from .visibility import serve as serve_visibility
 from .webhooks import WebhookSettings
@@ -93,6 +96,8 @@ class OperatorOptions:
     """None: no admission webhooks (queued jobs must be created suspended)."""
     visibility: VisibilitySettings | None = None
     """None: Kueue's visibility API (pending positions) is not served."""
+    dashboard: DashboardSettings | None = None
+    """None: no dashboard (the default)."""
     fair_sharing: FairSharing = OFF
     wait_for_pods_ready: WaitForPodsReady | None = None
     """Kueue's waitForPodsReady (None: off): PodsReady conditions, timeouts, requeuing backoff."""
@@ -147,6 +152,7 @@ class Operator:
         self.namespace_selector = options.managed_jobs_namespace_selector or default_namespace_selector(own)
         self._managed = namespace_selector(self.namespace_selector, own)
         stopping = job_framework.stopping_owners(self.integrations)
+        self.timeline = Timeline()
         self.scheduling = Scheduling.build(
             self.cache,
             writer,
@@ -157,6 +163,7 @@ class Operator:
             relist=self.relist if options.leader_election else None,
             faults=options.faults,
             job_stops=lambda wl: wl.owner in stopping,
+            timeline=self.timeline,
         )
         feeder = self.scheduling.feeder
         self.jobs: JobController | None = None
@@ -330,6 +337,12 @@ class Operator:
             log.info("no admission webhooks: create queued jobs with spec.suspend: true (see README)")
         if options.visibility is not None:
             tasks.append(asyncio.create_task(self._visibility(options.visibility, hooks), name="visibility"))
+        if options.dashboard is not None:
+            settings = options.dashboard
+            try:
+                hooks.append(await serve_dashboard(self.api, settings, self.cache, self.timeline, self.leading))
+            except OSError as exc:  # a port in use: the rest keeps serving
+                log.error("the dashboard is not served on %s:%d: %s", settings.host, settings.port, exc)
         waiter = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([waiter, *self._services], return_when=asyncio.FIRST_COMPLETED)
         failure: BaseException | None = None

@@ -79,9 +79,11 @@ VISIBILITY_RULES = (
         "apiregistration.k8s.io",
         ("apiservices",),
         ("get", "create", "update"),
-        "The visibility API: the operator keeps its APIService's caBundle and asks RBAC who may read.",
+        "The visibility API and the dashboard: the APIService's caBundle kept, RBAC asked who may read.",
     ),
     Rule("authorization.k8s.io", ("subjectaccessreviews",), ("create",)),
+    # The dashboard's logins: who a bearer token belongs to.
+    Rule("authentication.k8s.io", ("tokenreviews",), ("create",)),
     # kube-apiserver's front-proxy settings, in kube-system (one ConfigMap by name: a ClusterRole
     # rule, so the manifests need no RoleBinding in kube-system).
     Rule("", ("configmaps",), ("get",), names=("extension-apiserver-authentication",)),

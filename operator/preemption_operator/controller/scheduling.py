@@ -23,6 +23,7 @@ from .loop import ROUNDS_PER_CYCLE, SchedulingLoop
 from .metrics import Metrics
 from .notices import NoticePoster
 from .publisher import QueueStatusPublisher
+from .timeline import Timeline
 from .wakeups import Wakeups
 
 
@@ -51,6 +52,7 @@ class Scheduling:
         rounds: int = ROUNDS_PER_CYCLE,
         job_stops: Callable[[WorkloadInfo], bool] = lambda wl: False,
         analyse: Callable[[list[dict[str, Any]]], Awaitable[LintResult]] | None = None,
+        timeline: Timeline | None = None,
     ) -> Scheduling:
         """`analyse`: how lint runs (default: in a child process)."""
         wakeups = Wakeups()
@@ -71,7 +73,7 @@ class Scheduling:
             fair_sharing=cache.fair_sharing,
         )
         feeder = CacheFeeder(cache, wakeups, setup_changed=linter.changed)
-        decisions = DecisionWriter(cache, writer, feeder, events, metrics, wakeups, faults)
+        decisions = DecisionWriter(cache, writer, feeder, events, metrics, wakeups, faults, timeline=timeline)
         publisher = QueueStatusPublisher(
             cache, writer, feeder, metrics, leading, lambda: linter.result, lambda: loop.state.inadmissible
         )

@@ -21,6 +21,7 @@ from .api import KubeApi
 
 CONFIG_MAP = "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
 REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 TTL_SECONDS = 10.0
 
 
@@ -166,3 +167,31 @@ class Authorizer:
             self._answers = {k: v for k, v in self._answers.items() if v[0] > now}
         self._answers[key] = (now + self._ttl, answer, reason)
         return answer, reason
+
+
+class TokenAuthenticator:
+    """Bearer tokens (a dashboard's login), checked with TokenReviews; each answer kept for `ttl`
+    seconds, as the generic API server keeps them."""
+
+    def __init__(self, api: KubeApi, ttl: float = TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._api = api
+        self._ttl = ttl
+        self._clock = clock
+        self._answers: dict[str, tuple[float, User | None]] = {}
+
+    async def user(self, token: str) -> User | None:
+        now = self._clock()
+        cached = self._answers.get(token)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        status = (await self._api.create(TOKEN_REVIEWS, body)).get("status") or {}
+        found = None
+        if status.get("authenticated"):
+            info = status.get("user") or {}
+            extra = {str(k): tuple(v) for k, v in (info.get("extra") or {}).items()}
+            found = User(str(info.get("username") or ""), tuple(info.get("groups") or ()), extra)
+        if len(self._answers) > 10_000:
+            self._answers = {k: v for k, v in self._answers.items() if v[0] > now}
+        self._answers[token] = (now + self._ttl, found)
+        return found
