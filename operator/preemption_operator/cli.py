@@ -420,11 +420,16 @@ def run(
                 url=webhook_url,
             ),
             visibility=None
-            if no_visibility or (not _given("visibility_port") and not operator.in_cluster())
+            if no_visibility
+            or (
+                not _given("visibility_port")
+                and (settings is None or settings.visibility_port is None)
+                and not operator.in_cluster()
+            )
             else VisibilitySettings(
                 namespace=operator.own_namespace(),
-                port=visibility_port,
-                host=visibility_host,
+                port=pick("visibility_port", visibility_port),
+                host=pick("visibility_host", visibility_host),
                 service=visibility_service,
                 service_port=visibility_service_port,
             ),
@@ -842,6 +847,7 @@ def what_if(
     cluster (or --state files) as the operator would."""
     import json
 
+    from .api.meta import format_time
     from .offline import cluster_state, manifests, what_if
 
     settings = _kueue_config(config_file)
@@ -864,7 +870,7 @@ def what_if(
             if not isinstance(meta, dict):
                 raise manifests.ManifestError(f"{manifest.source}: metadata is not a mapping")
             meta.setdefault("namespace", where)
-            meta.setdefault("creationTimestamp", now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            meta.setdefault("creationTimestamp", format_time(now))
         skipped: list[str] = []
         objects = manifests.parse(state, skipped, lenient=not state_paths, fair_sharing=sharing.enabled,
                                   label_keys_to_copy=copy)  # fmt: skip

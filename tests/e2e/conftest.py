@@ -5,6 +5,8 @@
   use. :func:`control_plane_fixture` is the body of every control-plane fixture (modules that need
   their own: test_jobs.py, test_chaos.py).
 - ``namespace`` (function): a fresh namespace for one test, deleted (not awaited) afterwards.
+- ``visibility`` (function): an operator serving Kueue's visibility API behind the aggregation
+  layer (an ExternalName Service to this machine), the APIService Available.
 
 The binaries come from ``KUBEBUILDER_ASSETS``, else from the cache that
 ``hack/setup-envtest.sh`` fills (never built from here). Without them the tests are skipped,

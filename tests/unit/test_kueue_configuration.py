@@ -313,3 +313,13 @@ def test_the_shipped_configuration_is_read_without_warnings() -> None:
 
     assert sorted(settings.integrations or ()) == sorted(framework.INTEGRATIONS)
     assert settings.ignored == ()
+
+
+def test_visibility_server_sets_the_visibility_apis_address_as_kueue_checks_it() -> None:
+    settings = parse(HEAD + "visibilityServer:\n  bindAddress: 127.0.0.1\n  bindPort: 9082\n")
+    assert (settings.visibility_host, settings.visibility_port) == ("127.0.0.1", 9082)
+    assert settings.ignored == ()
+    with pytest.raises(ConfigurationError, match=r'visibilityServer\.bindAddress: Invalid value: "localhost": must be'):
+        parse(HEAD + "visibilityServer:\n  bindAddress: localhost\n")
+    with pytest.raises(ConfigurationError, match=r"visibilityServer\.bindPort: Invalid value: 0: must be a valid port"):
+        parse(HEAD + "visibilityServer:\n  bindPort: 0\n")

@@ -5,6 +5,7 @@ every field it does not apply named once."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -330,6 +331,8 @@ class KueueSettings:
     metrics_port: int | None = None
     webhook_host: str | None = None
     webhook_port: int | None = None
+    visibility_host: str | None = None
+    visibility_port: int | None = None
     ignored: tuple[Ignored, ...] = field(default=())
 
 
@@ -496,12 +499,38 @@ def _settings(config: Configuration, body: Mapping[str, Any], source: str, versi
     ignore(("objectRetentionPolicies",), "not applied: finished and deactivated Workloads are kept")
     ignore(("multiKueue",), "not applied: this operator does not dispatch to other clusters")
     ignore(("internalCertManagement",), "not applied: the operator always makes its webhooks' certificate")
-    ignore(("visibilityServer",), "not applied: no visibility API is served yet")
-    ignore(("queueVisibility",), "not applied: no visibility API is served yet")
+    _visibility_server(config, values, errors)
+    ignore(
+        ("queueVisibility",),
+        "not applied: v1beta1's ClusterQueue status snapshot (the visibility API serves positions)",
+    )
     _checks(config, errors)
     if errors:
         raise ConfigurationError(f"{source}: " + "; ".join(errors))
     return KueueSettings(source=source, version=version, ignored=tuple(ignored), **values)
+
+
+def _visibility_server(config: Configuration, values: dict[str, Any], errors: list[str]) -> None:
+    """visibilityServer.bindAddress and .bindPort, checked as Kueue checks them."""
+    server = config.visibility_server
+    if server is None:
+        return
+    if server.bind_address is not None:
+        try:
+            ipaddress.ip_address(server.bind_address)
+        except ValueError:
+            errors.append(
+                f'visibilityServer.bindAddress: Invalid value: "{server.bind_address}": must be a valid IP address'
+            )
+        else:
+            values["visibility_host"] = server.bind_address
+    if server.bind_port is not None:
+        if not 1 <= server.bind_port <= 65535:
+            errors.append(
+                f"visibilityServer.bindPort: Invalid value: {server.bind_port}: must be a valid port number (1-65535)"
+            )
+        else:
+            values["visibility_port"] = server.bind_port
 
 
 def _controller_manager(config: Configuration, values: dict[str, Any], errors: list[str], ignore: Any) -> None:

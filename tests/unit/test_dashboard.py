@@ -1,0 +1,139 @@
+"""The dashboard's data, its gate and its stream (issue 31, item 4), without a browser: what the
+page is given (bars, cohort tree, positions, preemptions, lint verdicts), who is let in (a token
+TokenReview knows, RBAC allowing every part shown), and the push of a new preemption."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from builders import admitted, cache_of, cluster_queue, cohort, pending, preemption_config, scenario
+from preemption_operator.controller import dashboard
+from preemption_operator.controller.timeline import Preemption, Timeline
+from preemption_operator.k8s import delegation
+
+
+def setup() -> Any:
+    return cache_of(
+        scenario(
+            [cluster_queue("a", 2, cohort="team", borrowing_limit=None), cluster_queue("b", 2, cohort="team")],
+            admitted("one", "a", 2),
+            admitted("two", "a", 1),  # one cpu borrowed from b
+            pending("wait-low", "a", 1, priority=1),
+            pending("wait-high", "a", 1, priority=5),
+            cohorts=[cohort("team", parent="org"), cohort("org")],
+            extra=[preemption_config("guard")],
+        )
+    )
+
+
+def preemption(victim: str, at: float = 100.0) -> Preemption:
+    return Preemption(at, "default/x", "a", victim, "a", "InClusterQueue", "", "Preempted to accommodate ...")
+
+
+def test_the_state_has_the_bars_the_tree_the_positions_and_the_preemptions() -> None:
+    timeline = Timeline()
+    timeline.add(preemption("default/old", 1.0))
+    timeline.add(preemption("default/new", 2.0))
+    data = dashboard.state(setup(), timeline, now=5.0)
+    queues = {q["name"]: q for q in data["clusterQueues"]}
+    (bar,) = queues["a"]["quota"]
+    assert (bar["flavor"], bar["resource"], bar["nominal"], bar["used"], bar["borrowed"]) == (
+        "default",
+        "cpu",
+        2000,
+        3000,
+        1000,
+    )
+    assert bar["shown"] == {"nominal": "2", "used": "3", "borrowed": "1"}
+    assert queues["a"]["cohort"] == "team" and queues["a"]["admitted"] == 2
+    assert [(p["workload"], p["positionInClusterQueue"]) for p in queues["a"]["pending"]] == [
+        ("default/wait-high", 0),
+        ("default/wait-low", 1),
+    ]
+    assert {c["name"]: c["parent"] for c in data["cohorts"]} == {"org": "", "team": "org"}
+    assert data["preemptionConfigs"] == [{"name": "guard", "flapFree": "Unknown", "reason": "", "message": ""}]
+    assert [p["victim"] for p in data["preemptions"]] == ["default/new", "default/old"]  # newest first
+    # A replica that does not lead decides nothing: it has no preemptions to show, and says so.
+    follower = dashboard.state(setup(), timeline, leading=False)
+    assert follower["preemptions"] == [] and follower["leading"] is False
+
+
+class ReviewApi:
+    """TokenReviews (tokens: token -> user) and SubjectAccessReviews (allowed users)."""
+
+    def __init__(self, tokens: dict[str, str], allowed: set[str]) -> None:
+        self.tokens, self.allowed, self.asked = tokens, allowed, 0
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.asked += 1
+        if path == delegation.TOKEN_REVIEWS:
+            user = self.tokens.get(body["spec"]["token"])
+            status: dict[str, Any] = {"authenticated": user is not None}
+            if user:
+                status["user"] = {"username": user, "groups": ["system:authenticated"]}
+            return {**body, "status": status}
+        return {**body, "status": {"allowed": body["spec"]["user"] in self.allowed}}
+
+
+CLOCK = [0.0]
+
+
+def client(api: ReviewApi, timeline: Timeline | None = None) -> TestClient:
+    tokens = delegation.TokenAuthenticator(api, clock=lambda: CLOCK[0])  # type: ignore[arg-type]
+    gate = dashboard.Gate(tokens, delegation.Authorizer(api, clock=lambda: CLOCK[0]))  # type: ignore[arg-type]
+    return TestClient(TestServer(dashboard.make_app(setup(), timeline or Timeline(), gate)))
+
+
+async def test_only_a_token_whose_user_rbac_allows_gets_in() -> None:
+    api = ReviewApi({"good": "alice", "meh": "bob"}, allowed={"alice"})
+    async with client(api) as web:
+        page = await web.get("/")
+        assert page.status == 200 and "log in" in await page.text()
+        assert (await web.get("/state")).status == 401
+        refused = await web.post("/login", data={"token": "nope"}, allow_redirects=False)
+        assert refused.status == 403 and "the token is not valid" in await refused.text()
+        refused = await web.post("/login", data={"token": "meh"}, allow_redirects=False)
+        assert refused.status == 403
+        assert "User &quot;bob&quot; cannot list clusterqueues" in (await refused.text()).replace('"', "&quot;")
+        assert (await web.get("/state", headers={"Authorization": "Bearer meh"})).status == 401
+        let_in = await web.post("/login", data={"token": "good"}, allow_redirects=False)
+        assert let_in.status == 303 and dashboard.COOKIE in let_in.cookies
+        assert let_in.cookies[dashboard.COOKIE]["httponly"]
+        page = await web.get("/")
+        assert "<title>preemption-operator</title>" in await page.text()
+        assert "default-src 'self'" in page.headers["Content-Security-Policy"]
+        state = await web.get("/state")
+        assert state.status == 200 and {q["name"] for q in (await state.json())["clusterQueues"]} == {"a", "b"}
+        # A bearer token works without a session (curl).
+        assert (await web.get("/state", headers={"Authorization": "Bearer good"}, cookies={})).status == 200
+        # alice's rights go: her session shows nothing more once the kept answer is ten seconds old.
+        api.allowed.clear()
+        assert (await web.get("/state")).status == 200
+        CLOCK[0] += 10.5
+        assert (await web.get("/state")).status == 401
+
+
+async def test_a_new_preemption_is_pushed_at_once() -> None:
+    api = ReviewApi({"good": "alice"}, allowed={"alice"})
+    timeline = Timeline()
+    async with client(api, timeline) as web:
+        stream = await web.get("/events", headers={"Authorization": "Bearer good"})
+        assert stream.headers["Content-Type"] == "text/event-stream"
+
+        async def event() -> dict[str, Any]:
+            while True:
+                line = (await stream.content.readline()).decode()
+                if line.startswith("data: "):
+                    data: dict[str, Any] = json.loads(line.removeprefix("data: "))
+                    return data
+
+        first = await asyncio.wait_for(event(), 10)
+        assert first["preemptions"] == []
+        timeline.add(preemption("default/one"))
+        pushed = await asyncio.wait_for(event(), 10)
+        assert [p["victim"] for p in pushed["preemptions"]] == ["default/one"]
+        stream.close()
