@@ -479,3 +479,12 @@ async def test_the_api_service_is_made_then_kept_with_the_certificates_ca() -> N
     assert body["metadata"]["resourceVersion"] == "7"
     assert body["spec"]["caBundle"] == "Q0EtMg=="
     assert body["spec"]["insecureSkipTLSVerify"] is False
+
+
+def test_every_queues_order_at_once_is_each_queues_own() -> None:
+    cache = setup(*FOUR, wl("x", "lq-b", 50, 3), wl("y", "lq-c", 1), queues=(*TWO_QUEUES, ("default", "lq-c", "cq-b")))
+    every = cache.pending_by_cluster_queue()
+    assert set(every) == {"cq-a", "cq-b"}
+    for name, ordered in every.items():
+        assert [i.key for i in ordered] == [i.key for i in cache.pending_in(name) or []]
+    assert [i.name for i in every["cq-b"]] == ["y"]

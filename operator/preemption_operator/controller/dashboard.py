@@ -70,6 +70,7 @@ def _condition(obj: Any, kind: str) -> dict[str, Any] | None:
 def state(cache: Cache, timeline: Timeline | None, leading: bool = True, now: float | None = None) -> dict[str, Any]:
     """Everything the page shows, as JSON-ready data (built from the cache, no I/O)."""
     tree = cache.tree()
+    pending_by_queue = cache.pending_by_cluster_queue()
     queues = []
     for name, cq in sorted(tree.cluster_queues.items()):
         node = cq.node
@@ -92,7 +93,7 @@ def state(cache: Cache, timeline: Timeline | None, leading: bool = True, now: fl
                     },
                 }
             )
-        ordered = cache.pending_in(name) or []
+        ordered = pending_by_queue.get(name, [])
         pending = [
             {
                 "workload": p.info.key,

@@ -11,6 +11,7 @@ import logging
 import os
 import ssl
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,41 @@ def ssl_context(cert: ServingCert, client_ca: bytes | None = None) -> ssl.SSLCon
         context.load_verify_locations(cadata=client_ca.decode())
         context.verify_mode = ssl.CERT_OPTIONAL
     return context
+
+
+async def keep(
+    api: KubeApi,
+    kind: Kind,
+    name: str,
+    want: dict[str, Any],
+    update: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None],
+) -> None:
+    """The cluster-scoped object `name` made as `want` if missing; else replaced by
+    `update(want, have)` unless that says None (it is as wanted). Another writer's conflict is
+    met by reading again (five tries)."""
+    path = kind.path(name)
+    for _ in range(5):
+        try:
+            have = await api.get(path)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            try:
+                await api.create(kind.path(), want)
+            except ApiError as created:
+                if created.code == 409:
+                    continue
+                raise
+            log.info("registered %s %s", kind.name, name)
+            return
+        body = update(want, have)
+        if body is None:
+            return
+        try:
+            await api.replace(path, body)
+        except ApiError as exc:
+            if exc.code == 409:
+                continue
+            raise
+        log.info("updated %s %s", kind.name, name)
+        return

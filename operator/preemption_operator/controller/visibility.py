@@ -26,7 +26,7 @@ from ..api.meta import format_time
 from ..engine import positions
 from ..engine.cache import Cache
 from ..k8s import delegation
-from ..k8s.api import ApiError, KubeApi
+from ..k8s.api import ApiError, KubeApi, status_object
 from . import serving
 
 log = logging.getLogger(__name__)
@@ -75,18 +75,7 @@ class VisibilitySettings:
 
 
 def status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> web.Response:
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    if details:
-        body["details"] = details
-    return web.json_response(body, status=code)
+    return web.json_response(status_object(code, reason, message, details), status=code)
 
 
 def not_found(resource: str, name: str) -> web.Response:
@@ -298,35 +287,15 @@ def make_app(
 
 async def register(api: KubeApi, settings: VisibilitySettings, ca: bytes) -> None:
     """The APIService, made if missing, its service and caBundle kept as `settings` says (a
-    manifest may have made it without a caBundle)."""
-    want = settings.api_service(ca)
-    path = APIService.path(API_SERVICE)
-    for _ in range(5):
-        try:
-            have = await api.get(path)
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-            try:
-                await api.create(APIService.path(), want)
-            except ApiError as created:
-                if created.code == 409:
-                    continue
-                raise
-            log.info("registered APIService %s", API_SERVICE)
-            return
+    manifest may have made it without a caBundle, or skipping verification)."""
+
+    def update(want: dict[str, Any], have: dict[str, Any]) -> dict[str, Any] | None:
         spec = have.get("spec") or {}
         if all(spec.get(k) == v for k, v in want["spec"].items()) and not spec.get("insecureSkipTLSVerify"):
-            return
-        body = {**have, "spec": {**spec, **want["spec"], "insecureSkipTLSVerify": False}}
-        try:
-            await api.replace(path, body)
-        except ApiError as exc:
-            if exc.code == 409:
-                continue
-            raise
-        log.info("updated APIService %s (service and caBundle)", API_SERVICE)
-        return
+            return None
+        return {**have, "spec": {**spec, **want["spec"], "insecureSkipTLSVerify": False}}
+
+    await serving.keep(api, APIService, API_SERVICE, settings.api_service(ca), update)
 
 
 async def serve(api: KubeApi, settings: VisibilitySettings, cache: Cache) -> web.AppRunner:

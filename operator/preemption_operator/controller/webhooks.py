@@ -23,7 +23,7 @@ from aiohttp import web
 from ..api.kinds import Kind
 from ..jobs import webhook
 from ..jobs.framework import QUEUE_LABEL, Integration
-from ..k8s.api import ApiError, KubeApi
+from ..k8s.api import KubeApi
 from ..k8s.certs import ServingCert
 from . import serving
 
@@ -163,33 +163,14 @@ def _differs(want: dict[str, Any], have: dict[str, Any]) -> bool:
 
 
 async def register(api: KubeApi, settings: WebhookSettings, ca: bytes, integrations: Iterable[Integration]) -> None:
+    def update(want: dict[str, Any], have: dict[str, Any]) -> dict[str, Any] | None:
+        if not _differs(want, have):
+            return None
+        version = (have.get("metadata") or {}).get("resourceVersion")
+        return {**want, "metadata": {**want["metadata"], "resourceVersion": version}}
+
     for kind, body in configurations(settings, ca, integrations):
-        path = kind.path(CONFIGURATION_NAME)
-        for _ in range(5):
-            try:
-                have = await api.get(path)
-            except ApiError as exc:
-                if exc.code != 404:
-                    raise
-                try:
-                    await api.create(kind.path(), body)
-                except ApiError as created:
-                    if created.code == 409:
-                        continue
-                    raise
-                log.info("registered %s %s", kind.name, CONFIGURATION_NAME)
-                break
-            if not _differs(body, have):
-                break
-            body["metadata"]["resourceVersion"] = (have.get("metadata") or {}).get("resourceVersion")
-            try:
-                await api.replace(path, body)
-            except ApiError as exc:
-                if exc.code == 409:
-                    continue
-                raise
-            log.info("updated %s %s", kind.name, CONFIGURATION_NAME)
-            break
+        await serving.keep(api, kind, CONFIGURATION_NAME, body, update)
 
 
 # -- the server --------------------------------------------------------------------------------

@@ -764,21 +764,29 @@ class Cache:
     def pending_in(self, cluster_queue: str) -> list[WorkloadInfo] | None:
         """A ClusterQueue's pending workloads in the order the scheduler takes them (Kueue's
         PendingWorkloadsInfo): the queued ones and those waiting out a requeuing backoff, in
-        queue order. None: no such ClusterQueue."""
+        queue order. None: no such ClusterQueue. Routes only the LocalQueues that feed it."""
         tree = self.tree()
         if cluster_queue not in tree.cluster_queues:
             return None
         local_queues = self.objects["LocalQueue"]
         queued = self.queues.pending_in(cluster_queue, local_queues, tree.cluster_queues, self.namespace_labels())
+        return self._with_backoff(cluster_queue, queued)
+
+    def pending_by_cluster_queue(self) -> dict[str, list[WorkloadInfo]]:
+        """`pending_in` for every ClusterQueue, routing every LocalQueue once."""
+        tree = self.tree()
+        routed = self.queues.route(self.objects["LocalQueue"], tree.cluster_queues, self.namespace_labels())
+        return {name: self._with_backoff(name, routed.pending.get(name, [])) for name in tree.cluster_queues}
+
+    def _with_backoff(self, cluster_queue: str, queued: list[WorkloadInfo]) -> list[WorkloadInfo]:
+        local_queues = self.objects["LocalQueue"]
         waiting = [
             self.infos[key]
             for key in self._backoff
             if (lq := local_queues.get(f"{self.infos[key].namespace}/{self.infos[key].queue_name}")) is not None
             and lq.spec.cluster_queue == cluster_queue
         ]
-        if waiting:
-            queued = sorted([*queued, *waiting], key=queue_order)
-        return queued
+        return sorted([*queued, *waiting], key=queue_order) if waiting else list(queued)
 
     # -- snapshots ------------------------------------------------------------------------------
 

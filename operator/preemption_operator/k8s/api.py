@@ -19,7 +19,7 @@ from lightkube.config.kubeconfig import SingleConfig
 
 from .http11 import Http11Transport
 from .rate_limit import RateLimiter
-from .transports import AiohttpTransport, ApiError, HttpxTransport, Transport, _error
+from .transports import AiohttpTransport, ApiError, HttpxTransport, Transport, _error, status_object
 
 __all__ = [
     "LIST_PAGE",
@@ -31,6 +31,7 @@ __all__ = [
     "Transport",
     "load_config",
     "resource_of",
+    "status_object",
 ]
 
 log = logging.getLogger(__name__)

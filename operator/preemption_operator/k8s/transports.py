@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator
 from importlib import metadata
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import httpx2 as httpx
@@ -40,6 +40,22 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+
+
+def status_object(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A failure as the API server answers it (metav1.Status), for servers of our own."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
 
 
 def _error(code: int, phrase: str, retry_after_header: str | None, body: bytes) -> ApiError:

@@ -44,6 +44,8 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 from aiohttp import web
 
+from ..k8s.api import status_object
+
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Not forwarded in either direction (RFC 9110 hop-by-hop, and what aiohttp recomputes).
 HOP_BY_HOP = frozenset(
@@ -106,18 +108,7 @@ def is_watch(path: str) -> bool:
 
 
 def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> bytes:
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    if details:
-        body["details"] = details
-    return json.dumps(body).encode()
+    return json.dumps(status_object(code, reason, message, details)).encode()
 
 
 class FaultProxy:
