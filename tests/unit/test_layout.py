@@ -22,6 +22,7 @@ LAYERS: dict[str, set[str]] = {
     "offline": {"api", "engine", "jobs", "k8s"},
     "controller": {"api", "engine", "jobs", "lint", "k8s"},
     "testing": {"api", "engine", "k8s", "offline"},
+    "kubectl": {"api", "engine", "k8s", "offline"},
 }
 """What each subpackage may import of the others (beside itself)."""
 PURE = ("api", "engine", "jobs", "lint")

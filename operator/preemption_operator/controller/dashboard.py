@@ -26,13 +26,13 @@ from typing import Any
 from aiohttp import web
 
 from ..api.quantity import format_amount
+from ..api.visibility import GROUP as VISIBILITY_GROUP
+from ..api.visibility import VERSION as VISIBILITY_VERSION
 from ..engine import positions
 from ..engine.cache import Cache
 from ..k8s import delegation
 from ..k8s.api import ApiError, KubeApi
 from .timeline import Timeline
-from .visibility import GROUP as VISIBILITY_GROUP
-from .visibility import VERSION as VISIBILITY_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,17 @@ from typing import Any
 from aiohttp import web
 
 from ..api.kinds import Kind
-from ..api.meta import format_time
+from ..api.visibility import (
+    API_SERVICE,
+    DISCOVERY,
+    GROUP,
+    GROUP_DISCOVERY,
+    GROUP_VERSION,
+    PREFIX,
+    VERSION,
+    pending_workload,
+    summary,
+)
 from ..engine import positions
 from ..engine.cache import Cache
 from ..k8s import delegation
@@ -31,12 +41,7 @@ from . import serving
 
 log = logging.getLogger(__name__)
 
-GROUP = "visibility.kueue.x-k8s.io"
-VERSION = "v1beta2"
-GROUP_VERSION = f"{GROUP}/{VERSION}"
-API_SERVICE = f"{VERSION}.{GROUP}"
 APIService = Kind("APIService", "apiregistration.k8s.io", "v1", "apiservices", False)
-PREFIX = f"/apis/{GROUP}/{VERSION}"
 
 
 @dataclass(frozen=True)
@@ -87,79 +92,8 @@ def not_found(resource: str, name: str) -> web.Response:
     )
 
 
-def _pending_workload(position: positions.Position) -> dict[str, Any]:
-    obj = position.info.obj
-    meta: dict[str, Any] = {"name": obj.metadata.name, "namespace": obj.metadata.namespace}
-    if obj.metadata.creation_timestamp is not None:
-        meta["creationTimestamp"] = format_time(obj.metadata.creation_timestamp)
-    refs = (obj.metadata.model_extra or {}).get("ownerReferences")
-    owners = [
-        {key: ref.get(key, "") for key in ("apiVersion", "kind", "name", "uid")}
-        for ref in (refs if isinstance(refs, list) else [])
-        if isinstance(ref, dict)
-    ]
-    if owners:
-        meta["ownerReferences"] = owners
-    return {
-        "metadata": meta,
-        "priority": obj.spec.priority or 0,
-        "localQueueName": obj.spec.queue_name or "",
-        "positionInClusterQueue": position.in_cluster_queue,
-        "positionInLocalQueue": position.in_local_queue,
-    }
-
-
-def summary(page: list[positions.Position]) -> dict[str, Any]:
-    return {
-        "kind": "PendingWorkloadsSummary",
-        "apiVersion": GROUP_VERSION,
-        "metadata": {},
-        "items": [_pending_workload(p) for p in page],
-    }
-
-
-DISCOVERY: dict[str, Any] = {
-    "kind": "APIResourceList",
-    "apiVersion": "v1",
-    "groupVersion": GROUP_VERSION,
-    "resources": [
-        {
-            "name": "clusterqueues",
-            "singularName": "clusterqueue",
-            "namespaced": False,
-            "kind": "PendingWorkloadsSummary",
-            "verbs": [],
-        },
-        {
-            "name": "clusterqueues/pendingworkloads",
-            "singularName": "",
-            "namespaced": False,
-            "kind": "PendingWorkloadsSummary",
-            "verbs": ["get"],
-        },
-        {
-            "name": "localqueues",
-            "singularName": "localqueue",
-            "namespaced": True,
-            "kind": "PendingWorkloadsSummary",
-            "verbs": [],
-        },
-        {
-            "name": "localqueues/pendingworkloads",
-            "singularName": "",
-            "namespaced": True,
-            "kind": "PendingWorkloadsSummary",
-            "verbs": ["get"],
-        },
-    ],
-}
-GROUP_DISCOVERY: dict[str, Any] = {
-    "kind": "APIGroup",
-    "apiVersion": "v1",
-    "name": GROUP,
-    "versions": [{"groupVersion": GROUP_VERSION, "version": VERSION}],
-    "preferredVersion": {"groupVersion": GROUP_VERSION, "version": VERSION},
-}
+def _page(page: list[positions.Position]) -> dict[str, Any]:
+    return summary([pending_workload(p.info.obj, p.in_cluster_queue, p.in_local_queue) for p in page])
 
 
 def _page_options(query: Any) -> tuple[int, int] | web.Response:
@@ -261,7 +195,7 @@ def make_app(
         ordered = cache.pending_in(name)
         if ordered is None:
             return not_found("clusterqueue", name)
-        return web.json_response(summary(positions.in_cluster_queue(ordered, *options)))
+        return web.json_response(_page(positions.in_cluster_queue(ordered, *options)))
 
     async def in_local_queue(request: web.Request) -> web.Response:
         options = _page_options(request.query)
@@ -272,7 +206,7 @@ def make_app(
         if lq is None:
             return not_found("localqueue", name)
         ordered = cache.pending_in(lq.spec.cluster_queue) or []
-        return web.json_response(summary(positions.in_local_queue(ordered, namespace, name, *options)))
+        return web.json_response(_page(positions.in_local_queue(ordered, namespace, name, *options)))
 
     app = web.Application(middlewares=[guard])
     for path in ("/healthz", "/livez", "/readyz"):

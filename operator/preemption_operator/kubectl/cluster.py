@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..api.kinds import Kind
-from ..controller.visibility import PREFIX
+from ..api.visibility import PREFIX
 from ..engine import positions
 from ..engine.cache import Cache
 from ..k8s.api import ApiError, KubeApi
