@@ -154,3 +154,22 @@ def test_objects_read_from_a_cluster_settle_as_files_do() -> None:
         ("Preempted", "default/low"),
         ("Admitted", "default/incoming"),
     ]
+
+
+def test_a_topology_request_is_told_its_domain() -> None:
+    from builders import RACK, TAS_FLAVOR, TOPOLOGY, node, resource_flavor, topology
+
+    objects = [
+        topology(RACK),
+        resource_flavor(TAS_FLAVOR, topology=TOPOLOGY),
+        node("n1", {RACK: "r1"}, cpu=2),
+        node("n2", {RACK: "r2"}, cpu=4),
+        *scenario([cluster_queue("cq", 8, flavor=TAS_FLAVOR)], flavors=()),
+    ]
+    body = as_dict(pending("wide", "cq", 1, count=3, required=RACK))
+    body["metadata"]["creationTimestamp"] = rfc3339(NOW)
+    (prediction,) = what_if.predict(parse(objects), parse([body]), NOW)
+    assert prediction.admitted
+    assert prediction.flavors == {"main": {"cpu": TAS_FLAVOR}}
+    assert prediction.topology == {"main": [f"{RACK}=r2: 3 pod(s)"]}  # only r2 holds three
+    assert f"    topology {RACK}=r2: 3 pod(s)" in what_if.describe(prediction, NOW)
