@@ -8,6 +8,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from builders import admitted, cache_of, cluster_queue, cohort, pending, preemption_config, scenario
@@ -137,3 +138,16 @@ async def test_a_new_preemption_is_pushed_at_once() -> None:
         pushed = await asyncio.wait_for(event(), 10)
         assert [p["victim"] for p in pushed["preemptions"]] == ["default/one"]
         stream.close()
+
+
+@pytest.mark.looptime
+async def test_the_stream_ends_when_the_viewers_rights_are_taken_away() -> None:
+    api = ReviewApi({"good": "alice"}, allowed={"alice"})
+    async with client(api) as web:
+        stream = await web.get("/events", headers={"Authorization": "Bearer good"})
+        assert (await stream.content.readline()).startswith(b"data: ")
+        api.allowed.clear()
+        CLOCK[0] += 10.5  # the kept answers expire
+        async with asyncio.timeout(60):  # fake time: the stream looks again after ten seconds
+            rest = await stream.content.read()
+        assert rest.strip() == b""  # ended, nothing more sent

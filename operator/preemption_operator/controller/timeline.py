@@ -33,9 +33,11 @@ class Timeline:
         self.items: collections.deque[Preemption] = collections.deque(maxlen=kept)
         self.version = 0
         self.changed = asyncio.Event()
-        """Set on each new item (whoever waits clears it): the dashboard pushes at once."""
+        """Set when an item comes, then replaced by a fresh one: whoever waited on it wakes (the
+        dashboard pushes at once), and nobody has to clear it for the others."""
 
     def add(self, item: Preemption) -> None:
         self.items.append(item)
         self.version += 1
         self.changed.set()
+        self.changed = asyncio.Event()
