@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,18 @@ SA_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
 @pytest.fixture(scope="module")
-def deployed(cluster: ControlPlane) -> ControlPlane:
-    """config/ applied server-side, into its namespace (created first, as an admin would)."""
+def deployed(cluster: ControlPlane) -> Iterator[ControlPlane]:
+    """config/ applied server-side, into its namespace (created first, as an admin would). Its
+    APIService is removed afterwards: nothing serves it here, and an APIService nobody answers
+    for makes every later kubectl discovery complain."""
     exists = cluster.kubectl("get", "namespace", SYSTEM_NAMESPACE).returncode == 0
     if not exists:
         cluster.kubectl("create", "namespace", SYSTEM_NAMESPACE, check=True)
     cluster.kubectl("apply", "--server-side", "--field-manager=e2e-deploy", "-k", str(CONFIG), check=True)
-    return cluster
+    try:
+        yield cluster
+    finally:
+        cluster.kubectl("delete", "apiservice", "v1beta2.visibility.kueue.x-k8s.io", "--ignore-not-found")
 
 
 @pytest.fixture
