@@ -76,8 +76,10 @@ def test_list_shows_kueuectls_columns_positions_and_preemption_risk(
 
     pending_only = table(plugin(cluster, "list", "workload", "-n", ns, "--status", "pending").stdout)
     assert sorted(r["NAME"] for r in pending_only) == ["big", "later"]
+    # Every namespace's LocalQueues of that name (other tests' too), as kueuectl's -A does.
     everywhere = table(plugin(cluster, "list", "wl", "-A", "--localqueue", lq, "--no-risk").stdout)
-    assert {r["NAMESPACE"] for r in everywhere} == {ns}
+    assert ns in {r["NAMESPACE"] for r in everywhere} and all(r["LOCALQUEUE"] == lq for r in everywhere)
+    assert sorted(r["NAME"] for r in everywhere if r["NAMESPACE"] == ns) == ["big", "later", "low", "mid"]
     assert "PREEMPTION RISK" in everywhere[0] and all(r["PREEMPTION RISK"] == "" for r in everywhere)
 
     def counted() -> dict[str, str]:
