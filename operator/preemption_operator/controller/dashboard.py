@@ -80,17 +80,18 @@ def state(cache: Cache, timeline: Timeline | None, leading: bool = True, now: fl
             flavor, resource = fr
             nominal = node.quotas[fr].nominal if fr in node.quotas else 0
             used = node.usage.get(fr, 0)
+            borrowed = max(0, used - node.subtree_quota.get(fr, 0))
             bars.append(
                 {
                     "flavor": flavor,
                     "resource": resource,
                     "nominal": nominal,
                     "used": used,
-                    "borrowed": max(0, used - node.subtree_quota.get(fr, 0)),
+                    "borrowed": borrowed,
                     "shown": {
                         "nominal": format_amount(resource, nominal),
                         "used": format_amount(resource, used),
-                        "borrowed": format_amount(resource, max(0, used - node.subtree_quota.get(fr, 0))),
+                        "borrowed": format_amount(resource, borrowed),
                     },
                 }
             )

@@ -100,6 +100,13 @@ class QueueManager:
 
     # -- a snapshot's view
 
+    def _order_of(self, queue_key: tuple[str, str], infos: Mapping[str, WorkloadInfo]) -> _Order:
+        """The LocalQueue's kept order, sorted once the first time it is asked for."""
+        order = self._ordered.get(queue_key)
+        if order is None:
+            order = self._ordered[queue_key] = _Order(infos.values())
+        return order
+
     def route(
         self,
         local_queues: Mapping[str, v1beta2.LocalQueue],
@@ -115,9 +122,7 @@ class QueueManager:
             namespace, queue_name = queue_key
             if not infos or not queue_name:
                 continue
-            order = self._ordered.get(queue_key)
-            if order is None:
-                order = self._ordered[queue_key] = _Order(infos.values())
+            order = self._order_of(queue_key, infos)
             active, inactive = order.active, order.inactive
             problem = _problem(namespace, queue_name, local_queues, cluster_queues, namespaces)
             target = None if problem else local_queues[f"{namespace}/{queue_name}"].spec.cluster_queue
@@ -157,9 +162,7 @@ class QueueManager:
                 continue
             if _problem(namespace, queue_name, local_queues, cluster_queues, namespaces) is not None:
                 continue
-            order = self._ordered.get(queue_key)
-            if order is None:
-                order = self._ordered[queue_key] = _Order(infos.values())
+            order = self._order_of(queue_key, infos)
             if order.active:
                 runs.append(order.active)
         if len(runs) == 1:

@@ -13,12 +13,6 @@ from .listing import Risk
 AT_RISK = ("chosen", "spared")
 
 
-def _rule(source: str) -> str:
-    """The rule a candidate came from, as the explanation names it ("classic (InClusterQueue)",
-    "preemption config x rule y", ...)."""
-    return source
-
-
 def risks(simulation: Mapping[str, Any]) -> dict[str, list[Risk]]:
     """Victim key -> who threatens it, from a simulation's explanations (`Simulation.to_dict()`)."""
     found: dict[str, list[Risk]] = {}
@@ -27,7 +21,8 @@ def risks(simulation: Mapping[str, Any]) -> dict[str, list[Risk]]:
         for candidate in explanation.get("candidates") or []:
             if candidate.get("outcome") not in AT_RISK:
                 continue
-            risk = Risk(preemptor, _rule(str(candidate.get("source") or "")))
+            # The rule as the explanation names its source ("classic (InClusterQueue)", a config's rule).
+            risk = Risk(preemptor, str(candidate.get("source") or ""))
             listed = found.setdefault(str(candidate.get("workload")), [])
             if risk not in listed:
                 listed.append(risk)

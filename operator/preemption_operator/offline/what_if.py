@@ -17,9 +17,9 @@ from typing import Any
 from ..api.meta import format_time
 from ..api.v1beta2 import Workload
 from ..engine import positions
-from ..engine import workload_status as wl_status
 from ..engine.cache import Cache
 from ..engine.topology_assignment import decode_assignment
+from ..engine.workload import find_condition, is_true
 from . import simulate
 
 MAX_STEPS = 50
@@ -63,14 +63,8 @@ class Prediction:
         return asdict(self)
 
 
-def _true(status: dict[str, Any], kind: str) -> bool:
-    found = wl_status.get_condition(status, kind)
-    return found is not None and found.get("status") == "True"
-
-
 def _is_admitted(wl: Workload) -> bool:
-    status = wl.status.to_wire() if wl.status is not None else {}
-    return bool(status.get("admission")) and _true(status, "QuotaReserved")
+    return wl.status is not None and wl.status.admission is not None and is_true(wl, "QuotaReserved")
 
 
 def _placement(wl: Workload) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
@@ -92,13 +86,11 @@ def _end(wl: Workload) -> datetime | None:
     """When a running workload ends at the latest: its admission plus its maximum execution time
     (less the time it already ran before an eviction)."""
     limit = wl.spec.maximum_execution_time_seconds
-    status = wl.status.to_wire() if wl.status is not None else {}
-    admitted = wl_status.get_condition(status, "Admitted") or wl_status.get_condition(status, "QuotaReserved")
-    if limit is None or admitted is None or admitted.get("status") != "True" or _true(status, "Finished"):
+    admitted = find_condition(wl, "Admitted") or find_condition(wl, "QuotaReserved")
+    if limit is None or admitted is None or admitted.status != "True" or is_true(wl, "Finished"):
         return None
-    since = datetime.fromisoformat(str(admitted.get("lastTransitionTime")).replace("Z", "+00:00"))
-    ran = int(status.get("accumulatedPastExecutionTimeSeconds") or 0)
-    return since + timedelta(seconds=max(0, limit - ran))
+    ran = (wl.status.accumulated_past_execution_time_seconds if wl.status is not None else None) or 0
+    return admitted.last_transition_time + timedelta(seconds=max(0, limit - ran))
 
 
 def _finished(wl: Workload, at: datetime) -> Workload:
