@@ -21,6 +21,7 @@ import re
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 Workload = create_namespaced_resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads")
 PARALLEL = 8
+BARE = 1000  # requests of each bare-client measurement
 NS = "bench"
 PENDING = "preemption_operator_pending_workloads"
 
@@ -93,6 +95,40 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+PROCESSES = ("kube-apiserver", "etcd", "operator", "script")
+
+
+def cpu_by_process(operator_pid: int | None = None) -> dict[str, float]:
+    """CPU seconds so far of kube-apiserver and etcd (this script's children), the operator, this
+    script, and the machine's idle time: what each side of a phase costs is the difference."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = dict.fromkeys(PROCESSES, 0.0)
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick
+        pid, parent = int(entry.name), int(fields[1])
+        if pid == me:
+            out["script"] += seconds
+        elif pid == operator_pid:
+            out["operator"] += seconds
+        elif parent == me and name in ("kube-apiserver", "etcd"):
+            out[name] += seconds
+    out["idle"] = int(Path("/proc/stat").read_text().split("\n", 1)[0].split()[4]) / tick
+    return out
+
+
+def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in after}
 
 
 def metric_sum(op: OperatorProcess, name: str, **labels: str) -> float:
@@ -161,7 +197,9 @@ async def bare_create_rate(client: AsyncClient, count: int, namespace: str) -> f
     return count / (time.perf_counter() - started)
 
 
-async def run_operator_phase(client: AsyncClient, queues: int, per_queue: int) -> dict[str, float]:
+async def run_operator_phase(
+    client: AsyncClient, queues: int, per_queue: int, cpu: Callable[[], dict[str, float]]
+) -> dict[str, float]:
     admitted_at: dict[str, float] = {}
     created_at: dict[str, float] = {}
     total = queues * per_queue * 2
@@ -173,6 +211,7 @@ async def run_operator_phase(client: AsyncClient, queues: int, per_queue: int) -
                 admitted_at.setdefault(obj.metadata.name, time.perf_counter())
 
     watcher = asyncio.create_task(watch())
+    cpu_started = cpu()
     started = time.perf_counter()
     low = [(f"low-{q}-{i}", f"lq-{q}") for i in range(per_queue) for q in range(queues)]
     for name, _ in low:
@@ -191,6 +230,7 @@ async def run_operator_phase(client: AsyncClient, queues: int, per_queue: int) -
     while sum(1 for n, _ in high if n in admitted_at) < len(high):
         await asyncio.sleep(0.05)
     done = time.perf_counter()
+    spent = cpu_spent(cpu_started, cpu())
     watcher.cancel()
     waits = sorted(admitted_at[n] - created_at[n] for n, _ in high)
     return {
@@ -200,6 +240,8 @@ async def run_operator_phase(client: AsyncClient, queues: int, per_queue: int) -
         "overall_rate": total / (done - started),
         "p50": statistics.median(waits),
         "p99": waits[min(len(waits) - 1, int(0.99 * len(waits)))],
+        "seconds": done - started,
+        **{f"run_cpu_{name}": value for name, value in spent.items()},
     }
 
 
@@ -234,6 +276,38 @@ def wait_for(check: Any, timeout: float) -> float:
     return time.perf_counter() - started
 
 
+def cpu_table(numbers: dict[str, float], admissions: float) -> list[str]:
+    """Rows of the CPU table: this run, and the bare client's costs of the run's writes and of
+    the ceiling's, in ms per admission."""
+
+    def bare(kind: str, name: str) -> float:
+        return numbers[f"bare_{kind}_cpu_{name}"] / BARE  # seconds per request
+
+    def row(label: str, api: float, etcd: float, clients: float) -> str:
+        cells = [api, etcd, clients, api + etcd + clients]
+        return f"| {label} | " + " | ".join(f"{1000 * c:.1f}" for c in cells) + " |"
+
+    run = {k: numbers[f"run_cpu_{k}"] / admissions for k in PROCESSES}
+    patches = numbers["requests_PATCH"] / admissions
+    posts = numbers["events_posted"] / admissions
+    creations = 1 + posts  # the Workload, and Events costed as creations
+
+    def writes(creations: float, patches: float) -> tuple[float, float, float]:
+        return tuple(  # type: ignore[return-value]
+            creations * bare("create", n) + patches * bare("patch", n) for n in ("kube-apiserver", "etcd", "script")
+        )
+
+    return [
+        row("this run", run["kube-apiserver"], run["etcd"], run["operator"] + run["script"]),
+        row(
+            f"the run's writes at the bare client's cost ({creations:.2f} creations, Events included; "
+            f"{patches:.2f} patches)",
+            *writes(creations, patches),
+        ),
+        row("the ceiling's writes at the bare client's cost (1 creation, 1.5 patches)", *writes(1, 1.5)),
+    ]
+
+
 def previous_rows(path: Path) -> dict[str, str]:
     """The measures of the results file about to be replaced: "what changed" is then this run's
     figure next to the recorded one, both printed by this script."""
@@ -262,8 +336,11 @@ def main() -> None:
         async def measure() -> tuple[float, float, float, dict[str, float]]:
             client = AsyncClient(config=config, field_manager="benchmark")
             try:
-                before = await bare_patch_rate(client, 1000, "baseline-before")
-                creates = await bare_create_rate(client, 1000, "baseline-creates")
+                cpu_start = cpu_by_process()
+                before = await bare_patch_rate(client, BARE, "baseline-before")
+                cpu_patched = cpu_by_process()
+                creates = await bare_create_rate(client, BARE, "baseline-creates")
+                cpu_created = cpu_by_process()
                 operator = OperatorProcess(
                     "bench", plane.kubeconfig, Path(work), lease_name="bench", leader_election=False
                 )
@@ -272,11 +349,19 @@ def main() -> None:
                 pid = operator.popen.pid
                 cpu_before = cpu_seconds(pid)
                 try:
-                    numbers = await run_operator_phase(client, args.queues, per_queue)
+                    numbers = await run_operator_phase(client, args.queues, per_queue, lambda: cpu_by_process(pid))
+                    for name, value in cpu_spent(cpu_start, cpu_patched).items():
+                        numbers[f"bare_patch_cpu_{name}"] = value
+                    for name, value in cpu_spent(cpu_patched, cpu_created).items():
+                        numbers[f"bare_create_cpu_{name}"] = value
                     numbers["cpu"] = cpu_seconds(pid) - cpu_before
                     for method in ("PATCH", "POST", "GET", "PUT"):
                         numbers[f"requests_{method}"] = metric_sum(
                             operator, "preemption_operator_api_requests_total", method=method
+                        )
+                    for resource in ("workloads/status", "clusterqueues/status", "localqueues/status"):
+                        numbers[f"patch_{resource}"] = metric_sum(
+                            operator, "preemption_operator_api_requests_total", method="PATCH", resource=resource
                         )
                     numbers["events_posted"] = metric_sum(
                         operator, "preemption_operator_events_total", outcome="posted"
@@ -315,7 +400,7 @@ def main() -> None:
                 synced = re.search(r"cache synced: (\d+) workloads", restarted.log())
                 numbers["synced"] = float(synced.group(1)) if synced else float("nan")
                 restarted.stop()
-                after = await bare_patch_rate(client, 1000, "baseline-after")
+                after = await bare_patch_rate(client, BARE, "baseline-after")
                 return before, after, creates, numbers
             finally:
                 await client.close()
@@ -361,6 +446,7 @@ def main() -> None:
             f"{best_ratio:.2f}",
         ),
     ]
+    cpu_rows = cpu_table(numbers, admissions)
     previous = previous_rows(args.output)
     table = ["| measure | this run | the run recorded before it |", "|---|---:|---:|"]
     table += [f"| {name} | {value} | {previous.get(name, 'not measured')} |" for name, value in rows]
@@ -387,6 +473,12 @@ def main() -> None:
             f"| engine decisions, share of the cycles' time (decision ÷ cycle histogram sums) | "
             f"{100 * numbers['decide'] / max(numbers['cycles'], 1e-9):.0f}% |",
             f"| status PATCHes per admission | {numbers['requests_PATCH'] / admissions:.2f} |",
+            "| of them Workload / ClusterQueue / LocalQueue status, per admission | "
+            + " / ".join(
+                f"{numbers[f'patch_{r}'] / admissions:.2f}"
+                for r in ("workloads/status", "clusterqueues/status", "localqueues/status")
+            )
+            + " |",
             f"| Event POSTs per admission (Events counted up instead: {numbers['events_patched']:.0f}) | "
             f"{numbers['events_posted'] / admissions:.2f} |",
             f"| Events not posted: queue full (dropped, as client-go's recorder drops beyond 1000 queued) / "
@@ -394,6 +486,21 @@ def main() -> None:
             f"{numbers['events_failed']:.0f} |",
             f"| GET (re-reads after a conflict) / PUT, per admission | {numbers['requests_GET'] / admissions:.2f} / "
             f"{numbers['requests_PUT'] / admissions:.2f} |",
+            "",
+            "## Where the machine's CPU goes",
+            "",
+            f"CPU time per admission, ms, measured in the same run (/proc; the run took {numbers['seconds']:.1f} s, "
+            f"the machine was idle {numbers['run_cpu_idle']:.1f} s of it). *Clients* are the operator and this "
+            "script (its creations and its watch) in the first row, the bare client in the others.",
+            "",
+            "| per admission | kube-apiserver | etcd | clients | all |",
+            "|---|---:|---:|---:|---:|",
+            *cpu_rows,
+            "",
+            "The first row less the second is what costs beyond the writes themselves: kube-apiserver serving "
+            "two watches of every Workload (the operator's and this script's), this script decoding its watch, "
+            "the operator's CPU beyond a bare client's. The second less the third is the writes the ceiling "
+            "leaves out (Events, queue statuses, pending reasons).",
             "",
             "## Memory and restart",
             "",
