@@ -1726,3 +1726,56 @@ def test_an_admission_check_gates_admission_its_retry_requeues_and_its_rejection
         if s.name == "kueue_evicted_workloads_total" and s.labels.get("cluster_queue") == cq_name
     }
     assert samples.get(("AdmissionCheck", "")) == 1 and samples.get(("Deactivated", "AdmissionCheck")) == 1, samples
+
+
+def test_a_job_past_its_maximum_execution_time_is_deactivated_and_stopped(
+    sc: Scenario, operators: OperatorPool
+) -> None:
+    """A Job labelled kueue.x-k8s.io/max-exec-time-seconds: its Workload carries the limit, is
+    admitted and its pods run; once it has run that long, the Workload is marked, made inactive
+    and evicted with Kueue's reason, message and Warning Event, and the Job is suspended again."""
+    ns = sc.namespace
+    batch_flavor(sc)
+    cq_name = sc.name("timed")
+    sc.apply(
+        cluster_queue(cq_name, 4, flavor=sc.flavor),
+        {
+            "apiVersion": KUEUE,
+            "kind": "LocalQueue",
+            "metadata": {"name": "timed", "namespace": ns},
+            "spec": {"clusterQueue": cq_name},
+        },
+    )
+    op = operators.start()
+    capped = batch_job("capped", ns, "timed", cpu="1", pod_annotations={COMPLETE_AFTER: "600s"})
+    capped["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "4"
+    sc.apply(capped)
+
+    def running() -> dict[str, Any]:
+        wl = workload_of(sc, "capped")
+        assert wl["spec"].get("maximumExecutionTimeSeconds") == 4, wl["spec"]
+        assert is_true(wl, "Admitted"), wl.get("status")
+        found = pods(sc, "capped")
+        assert found and all(p["spec"].get("nodeName") for p in found)
+        return wl
+
+    wl = wait_until(running, timeout=60, what="capped admitted and running", diagnostics=op.tail)
+    name = wl["metadata"]["name"]
+
+    def deactivated() -> dict[str, Any]:
+        wl = workload_of(sc, "capped")
+        assert wl["spec"].get("active") is False, wl["spec"]
+        evicted = condition(wl, "Evicted") or {}
+        assert (evicted.get("status"), evicted.get("reason"), evicted.get("message")) == (
+            "True",
+            "DeactivatedDueToMaximumExecutionTimeExceeded",
+            "The workload is deactivated due to exceeding the maximum execution time",
+        ), wl["status"]["conditions"]
+        assert not is_true(wl, "QuotaReserved")
+        assert suspended(job(sc, "capped"))
+        return wl
+
+    wait_until(deactivated, timeout=60, what="capped deactivated and its Job suspended", diagnostics=op.tail)
+    exceeded = [e for e in sc.events_about("Workload", name, ns) if e["reason"] == "MaximumExecutionTimeExceeded"]
+    assert [(e["type"], e["message"]) for e in exceeded] == [("Warning", "The maximum execution time (4s) exceeded")]
+    wait_until(lambda: pods(sc, "capped") == [], timeout=60, what="capped's pods gone", diagnostics=op.tail)

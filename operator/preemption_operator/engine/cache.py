@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..api import kinds, v1beta2
 from ..api.meta import ObjectMeta
 from ..api.quantity import to_amount
-from . import admission_checks, pods_ready
+from . import admission_checks, execution_time, pods_ready
 from .fair_sharing import OFF, FairSharing, parse_weight
 from .limits import LimitBook, Pair, PastPreemption, past_preemption, remember
 from .notices import Notice
@@ -136,6 +136,8 @@ class Cache:
         """Workloads holding quota without PodsReady=True (what blockAdmission waits for)."""
         self._marked: set[str] = set()
         """Active workloads marked DeactivationTarget: to be made inactive."""
+        self._expiring: dict[str, datetime] = {}
+        """Admitted workloads with a maximum execution time, by when they use it up."""
         self._backoff: dict[str, datetime | None] = {}
         """Pending workloads in their requeuing backoff (not queued), with their requeueAt."""
         self._awaiting: set[str] = set()
@@ -576,6 +578,11 @@ class Cache:
             due = pods_ready.deadline(info.obj, self.pods_ready) if eligible else None
             if due is not None:
                 self._not_ready[info.key] = due
+        if info.cluster_queue is not None and info.active and not info.evicted and not marked:
+            # One being evicted already is left to its eviction (Kueue would mark it too).
+            expires = execution_time.deadline(info.obj)
+            if expires is not None:
+                self._expiring[info.key] = expires
         if (
             info.cluster_queue is not None
             and info.active
@@ -606,6 +613,7 @@ class Cache:
         if info is None:
             return
         self._not_ready.pop(key, None)
+        self._expiring.pop(key, None)
         self._unready.discard(key)
         self._marked.discard(key)
         self._awaiting.discard(key)
@@ -814,6 +822,14 @@ class Cache:
                 timed_out.append((self.infos[key], cause))
             elif wake_at is None or deadline < wake_at:
                 wake_at = deadline
+        expired: list[WorkloadInfo] = []
+        for key, expires in sorted(self._expiring.items()):
+            if key in in_flight:
+                continue
+            if expires <= now:
+                expired.append(self.infos[key])
+            elif wake_at is None or expires < wake_at:
+                wake_at = expires
         backing_off: dict[str, list[WorkloadInfo]] = {}
         for key, requeue_at in sorted(self._backoff.items()):
             info = self.infos[key]
@@ -860,6 +876,7 @@ class Cache:
             pods_ready=self.pods_ready,
             timed_out=timed_out,
             marked=[self.infos[key] for key in sorted(self._marked) if key not in in_flight],
+            expired=expired,
             backoffs=backoffs,
             wake_at=wake_at,
             unready=frozenset(self._unready),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import admission_checks
+from . import admission_checks, execution_time
 from . import workload_status as wl_status
 from .limits import PastPreemption
 from .scheduler import (
@@ -190,12 +190,18 @@ def deactivation(d: Deactivation, now: datetime) -> StatusChange:
         target = wl_status.get_condition(status, "DeactivationTarget") or {}
         if target.get("status") == "True":
             return None  # marked already: only the spec is left to write
-        return wl_status.deactivation_target(status, d.reason, d.message, now, _generation(current))
+        out = wl_status.deactivation_target(status, d.reason, d.message, now, _generation(current))
+        if d.reason == execution_time.REASON:
+            out.pop("accumulatedPastExecutionTimeSeconds", None)  # used up: Kueue starts it over
+        return out
 
     wl = d.workload
     events: tuple[EventNote, ...] = ()
     if d.reason == admission_checks.REASON:
         events = (EventNote("workload", "Warning", admission_checks.REJECTED_EVENT, f"Deactivated due to {d.message}"),)
+    elif d.reason == execution_time.REASON:
+        limit = wl.obj.spec.maximum_execution_time_seconds or 0
+        events = (EventNote("workload", "Warning", execution_time.REASON, execution_time.event_message(limit)),)
     return StatusChange(
         DEACTIVATED,
         wl,

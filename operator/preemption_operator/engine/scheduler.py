@@ -17,7 +17,7 @@ from itertools import filterfalse
 
 from ..api.meta import format_time
 from ..api.quantity import format_amount
-from . import admission_checks, pods_ready, protection
+from . import admission_checks, execution_time, pods_ready, protection
 from .candidates import CandidateRecord, ExtraCandidates, Target, limit_pair
 from .flavors import Assignment, Granular, Mode, Possibility, assign_flavors
 from .notices import Notice
@@ -104,7 +104,8 @@ class Eviction:
 
 @dataclass(frozen=True)
 class Deactivation:
-    """A workload Kueue deactivates (its requeuing limit reached): marked DeactivationTarget,
+    """A workload Kueue deactivates (its requeuing limit reached, an AdmissionCheck rejected it,
+    its maximum execution time used up): marked DeactivationTarget,
     then made inactive; its eviction follows as a deactivated workload's."""
 
     workload: WorkloadInfo
@@ -631,6 +632,7 @@ class Scheduler:
             else:
                 result.evicted.append(Eviction(wl, reason, message))
         self._pods_ready(snapshot, result)
+        self._execution_time(snapshot, result)
         self._admission_checks(snapshot, result)
         order = self._tournament if snapshot.fair_sharing.enabled else self._sorted
         queues: set[str] | None = None
@@ -686,6 +688,15 @@ class Scheduler:
         result.requeued.extend(snapshot.backoffs)
         if snapshot.wake_at is not None and (result.retry_at is None or snapshot.wake_at < result.retry_at):
             result.retry_at = snapshot.wake_at
+
+    @staticmethod
+    def _execution_time(snapshot: Snapshot, result: CycleResult) -> None:
+        """Workloads that have run for their maximum execution time are deactivated, as Kueue's
+        workload controller does (one whose pods just timed out is left to that decision)."""
+        timed_out = {wl.key for wl, _ in snapshot.timed_out}
+        for wl in snapshot.expired:
+            if wl.key not in timed_out:
+                result.deactivated.append(Deactivation(wl, execution_time.REASON, execution_time.MESSAGE))
 
     @staticmethod
     def _admission_checks(snapshot: Snapshot, result: CycleResult) -> None:

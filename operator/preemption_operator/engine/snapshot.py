@@ -207,10 +207,12 @@ class Snapshot:
     """Admitted workloads whose pods were not ready in time, with the underlying cause."""
     marked: list[WorkloadInfo] = field(default_factory=list)
     """Active workloads marked DeactivationTarget (Kueue makes them inactive)."""
+    expired: list[WorkloadInfo] = field(default_factory=list)
+    """Admitted workloads that have run for their maximum execution time (to be deactivated)."""
     backoffs: list[WorkloadInfo] = field(default_factory=list)
     """Pending workloads whose requeuing backoff is over: they may be queued again."""
     wake_at: datetime | None = None
-    """The next time a timeout passes or a backoff ends."""
+    """The next time a timeout passes, a backoff ends or a maximum execution time is used up."""
     unready: frozenset[str] = frozenset()
     """Workloads holding quota without PodsReady=True (waitForPodsReady only)."""
     backing_off: dict[str, list[WorkloadInfo]] = field(default_factory=dict)

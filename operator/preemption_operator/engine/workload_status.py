@@ -158,12 +158,6 @@ def evicted(
         # (Kueue counts it as done); only the quota is given back, once nothing runs.
         return completed(out, now, generation) if release else out
     evicted_message, preempted_message = eviction_messages(decision)
-    reserved = get_condition(out, "QuotaReserved")
-    if reserved is not None and reserved.get("status") == "True" and reserved.get("lastTransitionTime"):
-        # As Kueue does: the time it ran counts towards its accumulated execution time.
-        started = datetime.fromisoformat(str(reserved["lastTransitionTime"]).replace("Z", "+00:00"))
-        ran = max(0, int((now - started).total_seconds()))
-        out["accumulatedPastExecutionTimeSeconds"] = int(out.get("accumulatedPastExecutionTimeSeconds") or 0) + ran
     _prepare_eviction(out, "Preempted", evicted_message, now, generation)
     set_condition(out, "Preempted", "True", decision.target.reason, preempted_message, now, generation)
     cause = decision.target.rule.config if decision.target.rule is not None else ""
@@ -303,6 +297,14 @@ def _count_eviction(status: dict[str, Any], reason: str, cause: str) -> None:
 def released(status: dict[str, Any], message: str, now: datetime, generation: int | None) -> dict[str, Any]:
     """Quota given back after an eviction: admission cleared, requeued, pending evaluation."""
     status.pop("admission", None)
+    admitted = get_condition(status, "Admitted")
+    if admitted is not None and admitted.get("status") == "True" and admitted.get("lastTransitionTime"):
+        # As Kueue's SyncAdmittedCondition: the time it was admitted counts towards its
+        # maximum execution time (whole seconds, rounded down).
+        ran = max(0, int((now - _parsed(str(admitted["lastTransitionTime"]))).total_seconds()))
+        status["accumulatedPastExecutionTimeSeconds"] = (
+            int(status.get("accumulatedPastExecutionTimeSeconds") or 0) + ran
+        )
     set_condition(status, "QuotaReserved", "False", "PendingEvaluation", message, now, generation)
     set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", now, generation)
     set_condition(status, "Requeued", "True", "Preempted", message, now, generation)
