@@ -230,3 +230,19 @@ def test_the_harness_watches_integrate_every_hold_and_the_status_over_one_window
     assert status == pytest.approx((2 * 1 + 3 * 3) * 1_000_000)
     watch.points["clusterqueues"] = []
     assert watch.integrals() is None  # nothing seen: no figure, not a zero
+
+
+def test_the_scheduling_time_starts_with_the_first_workload_set(tmp_path: Path) -> None:
+    """*first workload set → recorder done* leaves out both sides' start and the runner's own
+    setup after it resumes: it runs from the generator's first `generate workload group` line."""
+    harness = kueue_harness()
+    (tmp_path / "runner.log").write_text(
+        "2026-12-04T04:43:22.000000000Z\tINFO\tStarting process\n"
+        "2026-12-04T04:43:24.250000000Z\tINFO\tgenerate workload group\tStart generation\n"
+        "2026-12-04T04:43:25.000000000Z\tINFO\tgenerate workload group\tStart generation\n"
+        "2026-12-04T04:43:50.000000000Z\tINFO\tRecorder done\n"
+    )
+    run = harness.Run("ours", Fraction(1, 10), 1, tmp_path, 1500)
+    harness.collect(harness.Binaries(tmp_path, tmp_path, None, tmp_path, "v0.19.2"), run, {})
+    assert run.throughput_s == 28.0
+    assert run.scheduling_s == 25.75
