@@ -171,3 +171,22 @@ def test_risk_names_the_pending_workload_that_would_take_an_admitted_one() -> No
     sim = simulate.run(objects, NOW, max_cycles=1)
     assert not [a for a in sim.actions if a["action"] == "Preempted"]
     assert risk.risks(sim.to_dict()) == {"default/low": [listing.Risk("default/big", "classic (InClusterQueue)")]}
+
+
+def test_risk_under_fair_sharing_names_the_candidates_that_were_not_enough() -> None:
+    """The same with fair sharing on: the fair strategies take low, big still does not fit, and
+    low is at risk from big all the same (its search records low as eligible, not enough)."""
+    from preemption_operator.engine.fair_sharing import FairSharing
+
+    objects = parse(
+        scenario(
+            [cluster_queue("cq", 2, within="LowerPriority")],
+            admitted("low", "cq", 1, priority=1),
+            admitted("mid", "cq", 1, priority=20),
+            pending("big", "cq", 2, priority=10),
+        )
+    )
+    sim = simulate.run(objects, NOW, max_cycles=1, fair_sharing=FairSharing(enabled=True))
+    assert not [a for a in sim.actions if a["action"] == "Preempted"]
+    found = risk.risks(sim.to_dict())
+    assert list(found) == ["default/low"] and [r.preemptor for r in found["default/low"]] == ["default/big"]

@@ -391,6 +391,8 @@ class _FairStrategy:
         if not fits:
             for cand in taken:
                 snapshot.add_workload(cand.workload)
+                if self.complete:  # what explain and the preemption-risk view show
+                    ctx.record(cand.workload, "spared", NOT_ENOUGH, cand.source)
             return None
 
         def rest() -> Iterator[Candidate]:
