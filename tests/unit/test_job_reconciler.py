@@ -406,6 +406,31 @@ def test_a_queue_changed_while_suspended_moves_the_workload() -> None:
     assert isinstance(step, UpdateWorkload) and step.spec["queueName"] == "team-b"
 
 
+MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
+
+
+def test_a_max_exec_time_label_changed_while_suspended_updates_the_workload() -> None:
+    """Kueue's EquivalentToWorkload compares spec.maximumExecutionTimeSeconds with the label:
+    set, changed or removed on a suspended job, the Workload follows."""
+    body = job(labels={MAX_EXEC: "600"})
+    workload = created(body)
+    assert workload["spec"]["maximumExecutionTimeSeconds"] == 600
+    assert not isinstance(plan(BatchJob(body), workload, FLAVORS, NOW), UpdateWorkload)  # it matches
+    body["metadata"]["labels"][MAX_EXEC] = "60"
+    step = plan(BatchJob(body), workload, FLAVORS, NOW)
+    assert isinstance(step, UpdateWorkload) and step.spec["maximumExecutionTimeSeconds"] == 60
+    del body["metadata"]["labels"][MAX_EXEC]
+    step = plan(BatchJob(body), workload, FLAVORS, NOW)
+    assert isinstance(step, UpdateWorkload) and "maximumExecutionTimeSeconds" not in step.spec
+
+
+def test_a_max_exec_time_label_changed_after_reservation_replaces_the_workload() -> None:
+    body = job(labels={MAX_EXEC: "600"})
+    workload = admitted(created(body))
+    body["metadata"]["labels"][MAX_EXEC] = "60"
+    assert isinstance(plan(BatchJob(body), workload, FLAVORS, NOW), DeleteWorkload)
+
+
 # -- the engine leaves a job's quota to its job --------------------------------------------------
 
 

@@ -334,7 +334,11 @@ def original_infos(workload: Mapping[str, Any]) -> list[PodSetInfo]:
 def _equivalent(job: GenericJob, workload: Mapping[str, Any], reserved: bool) -> bool:
     """Kueue's EquivalentToWorkload: a reserved Workload is compared with its admitted counts
     (partial admission changed the job's), and a suspended job may also match the spec's."""
-    pod_sets = [dict(ps) for ps in (workload.get("spec") or {}).get("podSets") or []]
+    spec = workload.get("spec") or {}
+    labels: Mapping[str, str] = (job.obj.get("metadata") or {}).get("labels") or {}
+    if spec.get("maximumExecutionTimeSeconds") != maximum_execution_time(labels):
+        return False  # the label changed: the Workload is updated or made again, as in Kueue
+    pod_sets = [dict(ps) for ps in spec.get("podSets") or []]
     if not reserved:
         return job.equivalent(pod_sets, admitted=False)
     assigned = {
@@ -468,6 +472,10 @@ def plan(
             return PatchJob(tuple(job.stop(originals)), JobEvent("Normal", "Stopped", message))
         if not reserved and composable is None:  # a group's Workload is made again, never changed
             spec = {**dict(workload.get("spec") or {}), "podSets": job.pod_sets(), "queueName": job.queue_name()}
+            spec.pop("maximumExecutionTimeSeconds", None)
+            labels = (job.obj.get("metadata") or {}).get("labels") or {}
+            if (limit := maximum_execution_time(labels)) is not None:
+                spec["maximumExecutionTimeSeconds"] = limit
             message = f"Updated not matching Workload for suspended job: {_ref(workload)}"
             return UpdateWorkload(spec, JobEvent("Normal", "UpdatedWorkload", message))
         return DeleteWorkload(JobEvent("Normal", "DeletedWorkload", f"Deleted not matching Workload: {_ref(workload)}"))
