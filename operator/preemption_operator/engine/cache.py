@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,22 @@ def _relevant(kind: str, obj: Any) -> tuple[Any, ...]:
 
 def _differs(kind: str, previous: Any, current: Any) -> bool:
     return _relevant(kind, previous) != _relevant(kind, current)
+
+
+def _passed(
+    deadlines: Iterable[tuple[str, datetime]], now: datetime, skip: AbstractSet[str], wake_at: datetime | None
+) -> tuple[list[str], datetime | None]:
+    """The keys (in the given order, `skip` left out) whose deadline has passed, and `wake_at`
+    brought forward to the earliest deadline still ahead."""
+    passed = []
+    for key, deadline in deadlines:
+        if key in skip:
+            continue
+        if deadline <= now:
+            passed.append(key)
+        elif wake_at is None or deadline < wake_at:
+            wake_at = deadline
+    return passed, wake_at
 
 
 class Cache:
@@ -812,24 +829,12 @@ class Cache:
         in_flight = self.evicting | self.admitting
         drains = self.queues.drains(tree.cluster_queues, tree.draining, local_queues, self.infos, in_flight)
         limits = self.limits(now)
-        timed_out: list[tuple[WorkloadInfo, str]] = []
         backoffs: list[WorkloadInfo] = []
-        wake_at: datetime | None = None
-        for key, (cause, deadline) in sorted(self._not_ready.items()):
-            if key in in_flight:
-                continue
-            if deadline <= now:
-                timed_out.append((self.infos[key], cause))
-            elif wake_at is None or deadline < wake_at:
-                wake_at = deadline
-        expired: list[WorkloadInfo] = []
-        for key, expires in sorted(self._expiring.items()):
-            if key in in_flight:
-                continue
-            if expires <= now:
-                expired.append(self.infos[key])
-            elif wake_at is None or expires < wake_at:
-                wake_at = expires
+        not_ready = sorted(self._not_ready.items())
+        passed, wake_at = _passed(((k, d) for k, (_, d) in not_ready), now, in_flight, None)
+        timed_out = [(self.infos[key], self._not_ready[key][0]) for key in passed]
+        passed, wake_at = _passed(sorted(self._expiring.items()), now, in_flight, wake_at)
+        expired = [self.infos[key] for key in passed]
         backing_off: dict[str, list[WorkloadInfo]] = {}
         for key, requeue_at in sorted(self._backoff.items()):
             info = self.infos[key]

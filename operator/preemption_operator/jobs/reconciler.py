@@ -173,6 +173,17 @@ def maximum_execution_time(labels: Mapping[str, str]) -> int | None:
     return value if 0 < value < 2**31 else None
 
 
+def _labels(job: GenericJob) -> Mapping[str, str]:
+    return (job.obj.get("metadata") or {}).get("labels") or {}
+
+
+def _set_limit(spec: dict[str, Any], job_labels: Mapping[str, str]) -> None:
+    """spec.maximumExecutionTimeSeconds as the job's label says, or none."""
+    spec.pop("maximumExecutionTimeSeconds", None)
+    if (limit := maximum_execution_time(job_labels)) is not None:
+        spec["maximumExecutionTimeSeconds"] = limit
+
+
 def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, str], int | None]) -> dict[str, Any]:
     """The Workload for a job: the name its integration gives it, the object that stands for the
     job as controller owner, the job's pod sets and priority. `priority(kind, name)` gives a
@@ -200,8 +211,7 @@ def new_workload(job: GenericJob, settings: Settings, priority: Callable[[str, s
     else:
         labels[JOB_UID_LABEL] = uid
     spec: dict[str, Any] = {"podSets": job.pod_sets(), "queueName": job.queue_name()}
-    if (limit := maximum_execution_time(job_labels)) is not None:
-        spec["maximumExecutionTimeSeconds"] = limit
+    _set_limit(spec, job_labels)
     workload_class = job_labels.get(PRIORITY_CLASS_LABEL)
     ref: dict[str, str] | None = None
     if workload_class:
@@ -335,8 +345,7 @@ def _equivalent(job: GenericJob, workload: Mapping[str, Any], reserved: bool) ->
     """Kueue's EquivalentToWorkload: a reserved Workload is compared with its admitted counts
     (partial admission changed the job's), and a suspended job may also match the spec's."""
     spec = workload.get("spec") or {}
-    labels: Mapping[str, str] = (job.obj.get("metadata") or {}).get("labels") or {}
-    if spec.get("maximumExecutionTimeSeconds") != maximum_execution_time(labels):
+    if spec.get("maximumExecutionTimeSeconds") != maximum_execution_time(_labels(job)):
         return False  # the label changed: the Workload is updated or made again, as in Kueue
     pod_sets = [dict(ps) for ps in spec.get("podSets") or []]
     if not reserved:
@@ -472,10 +481,7 @@ def plan(
             return PatchJob(tuple(job.stop(originals)), JobEvent("Normal", "Stopped", message))
         if not reserved and composable is None:  # a group's Workload is made again, never changed
             spec = {**dict(workload.get("spec") or {}), "podSets": job.pod_sets(), "queueName": job.queue_name()}
-            spec.pop("maximumExecutionTimeSeconds", None)
-            labels = (job.obj.get("metadata") or {}).get("labels") or {}
-            if (limit := maximum_execution_time(labels)) is not None:
-                spec["maximumExecutionTimeSeconds"] = limit
+            _set_limit(spec, _labels(job))
             message = f"Updated not matching Workload for suspended job: {_ref(workload)}"
             return UpdateWorkload(spec, JobEvent("Normal", "UpdatedWorkload", message))
         return DeleteWorkload(JobEvent("Normal", "DeletedWorkload", f"Deleted not matching Workload: {_ref(workload)}"))
