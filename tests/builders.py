@@ -47,7 +47,7 @@ from typing import Any
 import yaml
 
 from preemption_operator.api.objects import parse_object
-from preemption_operator.engine import CycleResult, Engine, QueueState
+from preemption_operator.engine import CycleResult, Engine, QueueState, StatusChange, status_changes
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.fair_sharing import OFF as FAIR_OFF
 from preemption_operator.engine.fair_sharing import FairSharing
@@ -729,6 +729,25 @@ def one_cycle(
 ) -> CycleResult:
     """Cache → snapshot(now) → Engine().cycle(...)."""
     return one_cycle_with_snapshot(objects, now, fair_sharing)[0]
+
+
+def cycle_applied(
+    objects: Iterable[Obj | WorkloadBuilder], now: datetime = NOW
+) -> tuple[CycleResult, list[StatusChange], dict[str, Obj]]:
+    """One cycle from a fresh cache: its result, its status changes and, per workload key, its
+    status once they are applied in order."""
+    cache = cache_of(objects)
+    result = Engine().cycle(cache.snapshot(now), QueueState())
+    made = status_changes(result, now)
+    out: dict[str, Obj] = {}
+    for change in made:
+        current = {**cache.infos[change.key].obj.to_wire()}
+        if change.key in out:
+            current["status"] = out[change.key]
+        new = change.compute(current)
+        if new is not None:
+            out[change.key] = new
+    return result, made, out
 
 
 @dataclass

@@ -12,12 +12,24 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from builders import NOW, T0, WorkloadBuilder, cluster_queue, parse, pending, quota, resource_flavor, rfc3339, scenario
+from builders import (
+    NOW,
+    T0,
+    WorkloadBuilder,
+    cluster_queue,
+    cycle_applied,
+    parse,
+    pending,
+    quota,
+    resource_flavor,
+    rfc3339,
+    scenario,
+)
 from preemption_operator.api.objects import parse_object
 from preemption_operator.api.v1beta2 import ClusterQueue
 from preemption_operator.cli import cli
-from preemption_operator.engine import Engine, QueueState, changes
 from preemption_operator.engine import admission_checks as ac
+from preemption_operator.engine import changes
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.workload_status import get_condition
 from preemption_operator.jobs.batch_job import BatchJob
@@ -74,18 +86,7 @@ def reserved(name: str, cq: str, *checks: Obj, admitted: bool = False, flavor: s
 
 def _cycle(objects: list[Obj], now: datetime = NOW) -> tuple[list[changes.StatusChange], dict[str, Obj]]:
     """One cycle; its status changes and, per workload, its status once they are applied."""
-    cache = Cache()
-    cache.load(parse(objects))
-    result = Engine().cycle(cache.snapshot(now), QueueState())
-    out: dict[str, Obj] = {}
-    made = changes.status_changes(result, now)
-    for change in made:
-        current = {**cache.infos[change.key].obj.to_wire()}
-        if change.key in out:
-            current["status"] = out[change.key]
-        new = change.compute(current)
-        if new is not None:
-            out[change.key] = new
+    _, made, out = cycle_applied(objects, now)
     return made, out
 
 

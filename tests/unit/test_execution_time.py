@@ -11,10 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from builders import NOW, WorkloadBuilder, admitted, cluster_queue, parse, pending, scenario
-from preemption_operator.engine import QueueState, changes
-from preemption_operator.engine.cache import Cache
-from preemption_operator.engine.engine import Engine
+from builders import NOW, WorkloadBuilder, admitted, cluster_queue, cycle_applied, parse, pending, scenario
 from preemption_operator.engine.execution_time import deadline
 from preemption_operator.engine.workload_status import get_condition
 from preemption_operator.offline import simulate as simulation
@@ -29,23 +26,6 @@ def limited(builder: WorkloadBuilder, seconds: int) -> WorkloadBuilder:
     return builder
 
 
-def _cycle(objects: list[Obj], now: datetime = NOW) -> tuple[Any, list[changes.StatusChange], dict[str, Obj]]:
-    """One cycle: its result, its status changes and, per workload, its status once they are applied."""
-    cache = Cache()
-    cache.load(parse(objects))
-    result = Engine().cycle(cache.snapshot(now), QueueState())
-    made = changes.status_changes(result, now)
-    out: dict[str, Obj] = {}
-    for change in made:
-        current = {**cache.infos[change.key].obj.to_wire()}
-        if change.key in out:
-            current["status"] = out[change.key]
-        new = change.compute(current)
-        if new is not None:
-            out[change.key] = new
-    return result, made, out
-
-
 # -- Kueue's TestReconcile ---------------------------------------------------------------------
 
 
@@ -53,7 +33,7 @@ def test_admitted_workload_with_max_execution_time() -> None:
     """ "admitted workload with max execution time": 120 s, admitted a minute ago: nothing is
     written, and the next look is due in a minute (Kueue's RequeueAfter)."""
     body = limited(admitted("wl", "cq", at=NOW - MINUTE), 120)
-    result, made, _ = _cycle(scenario([cluster_queue("cq", 4)], body))
+    result, made, _ = cycle_applied(scenario([cluster_queue("cq", 4)], body))
     assert made == []
     assert result.retry_at == NOW + MINUTE
 
@@ -62,7 +42,7 @@ def test_admitted_workload_with_max_execution_time_expired() -> None:
     """ "admitted workload with max execution time - expired": 60 s, admitted two minutes ago: the
     DeactivationTarget mark with Kueue's reason and message, and its Warning Event."""
     body = limited(admitted("wl", "cq", at=NOW - 2 * MINUTE), 60)
-    _, made, out = _cycle(scenario([cluster_queue("cq", 4)], body))
+    _, made, out = cycle_applied(scenario([cluster_queue("cq", 4)], body))
     assert [c.action for c in made] == ["Deactivated"]
     assert made[0].deactivate  # then spec.active=false
     target = get_condition(out["default/wl"], "DeactivationTarget") or {}
@@ -92,24 +72,24 @@ def test_no_deadline_without_a_limit_or_an_admission() -> None:
 def test_the_limit_is_used_up_exactly_at_the_deadline() -> None:
     """Kueue deactivates once the remaining time is not above zero."""
     body = limited(admitted("wl", "cq", at=NOW - 60 * SECOND), 60)
-    _, made, _ = _cycle(scenario([cluster_queue("cq", 4)], body))
+    _, made, _ = cycle_applied(scenario([cluster_queue("cq", 4)], body))
     assert [c.action for c in made] == ["Deactivated"]
     body = limited(admitted("wl", "cq", at=NOW - 59 * SECOND), 60)
-    result, made, _ = _cycle(scenario([cluster_queue("cq", 4)], body))
+    result, made, _ = cycle_applied(scenario([cluster_queue("cq", 4)], body))
     assert made == [] and result.retry_at == NOW + SECOND
 
 
 def test_the_mark_clears_the_accumulated_time() -> None:
     """Kueue starts the count over when it marks the workload for this reason."""
     body = limited(admitted("wl", "cq", at=NOW - MINUTE), 100).accumulated(50)
-    _, _, out = _cycle(scenario([cluster_queue("cq", 4)], body))
+    _, _, out = cycle_applied(scenario([cluster_queue("cq", 4)], body))
     assert get_condition(out["default/wl"], "DeactivationTarget") is not None
     assert "accumulatedPastExecutionTimeSeconds" not in out["default/wl"]
 
 
 def test_a_workload_without_a_limit_runs_on() -> None:
     body = admitted("wl", "cq", at=NOW - 1000 * MINUTE)
-    result, made, _ = _cycle(scenario([cluster_queue("cq", 4)], body))
+    result, made, _ = cycle_applied(scenario([cluster_queue("cq", 4)], body))
     assert made == [] and result.retry_at is None
 
 

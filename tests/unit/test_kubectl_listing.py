@@ -157,10 +157,9 @@ def test_stop_and_resume_are_kueues_stop_policy_and_active() -> None:
     )
 
 
-def test_risk_names_the_pending_workload_that_would_take_an_admitted_one() -> None:
-    """big may take low (lower priority) but not mid; low alone is not enough, so nothing is
-    preempted, and low is at risk from big all the same."""
-    objects = parse(
+def _big_mid_low() -> list[Any]:
+    """big (2 cpu) pending in a queue of 2 held by low (priority 1) and mid (20)."""
+    return parse(
         scenario(
             [cluster_queue("cq", 2, within="LowerPriority")],
             admitted("low", "cq", 1, priority=1),
@@ -168,6 +167,12 @@ def test_risk_names_the_pending_workload_that_would_take_an_admitted_one() -> No
             pending("big", "cq", 2, priority=10),
         )
     )
+
+
+def test_risk_names_the_pending_workload_that_would_take_an_admitted_one() -> None:
+    """big may take low (lower priority) but not mid; low alone is not enough, so nothing is
+    preempted, and low is at risk from big all the same."""
+    objects = _big_mid_low()
     sim = simulate.run(objects, NOW, max_cycles=1)
     assert not [a for a in sim.actions if a["action"] == "Preempted"]
     assert risk.risks(sim.to_dict()) == {"default/low": [listing.Risk("default/big", "classic (InClusterQueue)")]}
@@ -178,14 +183,7 @@ def test_risk_under_fair_sharing_names_the_candidates_that_were_not_enough() -> 
     low is at risk from big all the same (its search records low as eligible, not enough)."""
     from preemption_operator.engine.fair_sharing import FairSharing
 
-    objects = parse(
-        scenario(
-            [cluster_queue("cq", 2, within="LowerPriority")],
-            admitted("low", "cq", 1, priority=1),
-            admitted("mid", "cq", 1, priority=20),
-            pending("big", "cq", 2, priority=10),
-        )
-    )
+    objects = _big_mid_low()
     sim = simulate.run(objects, NOW, max_cycles=1, fair_sharing=FairSharing(enabled=True))
     assert not [a for a in sim.actions if a["action"] == "Preempted"]
     found = risk.risks(sim.to_dict())
