@@ -523,3 +523,78 @@ def test_property_pending_order_is_a_fresh_sort_after_any_changes(steps) -> None
         for wl_name, (lq, _, _) in sorted(live.items(), key=lambda kv: (-kv[1][1], kv[1][2], kv[0])):
             expected.setdefault(target[lq], []).append(wl_name)
         assert got == expected
+
+
+# -- Workloads deleted while their pods may still run --------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["admit", "pend", "delete", "depart", "departed", "relist", "snapshot"]),
+            st.integers(0, 5),  # which workload
+            st.integers(1, 3),  # its cpu
+        ),
+        max_size=40,
+    )
+)
+def test_property_a_departing_workload_holds_its_quota_until_it_has_departed(steps) -> None:
+    """Whatever runs of admissions, deletions (plain, or while pods may run), pods gone, lists and
+    snapshots: a ClusterQueue's usage is the sum of the workloads that hold quota by the model (a
+    deleted one while it departs, unless made again under its name), departing ones are never
+    candidates nor drained, and one departs only while it holds quota."""
+    cache = Cache()
+    cache.load(parse([namespace(), resource_flavor(), cluster_queue("cq", 100, within="LowerPriority")]))
+    objects: dict[str, Obj] = {}  # what the API holds
+    holding: dict[str, int] = {}  # key -> cpu held by the model
+    departing: set[str] = set()
+    version = 10
+    for action, index, cpu in steps:
+        version += 1
+        name = f"w{index}"
+        key = f"{NAMESPACE}/{name}"
+        if action in ("admit", "pend"):
+            made = admitted(name, "cq", cpu) if action == "admit" else pending(name, "cq", cpu)
+            body = made.obj()
+            body["metadata"]["resourceVersion"] = str(version)
+            objects[key] = body
+            cache.upsert(parse_object(body))
+            departing.discard(key)  # made again under its name: the new one is what counts
+            holding.pop(key, None)
+            if action == "admit":
+                holding[key] = cpu
+        elif action in ("delete", "depart") and key in objects:
+            del objects[key]
+            if action == "depart" and key in holding:
+                assert cache.depart(key, str(version)) is not Change.NONE
+                departing.add(key)
+            else:
+                cache.delete("Workload", key, str(version))
+                holding.pop(key, None)
+                departing.discard(key)
+        elif action == "departed":
+            cache.departed(key)
+            if key in departing:
+                departing.discard(key)
+                holding.pop(key, None)
+        elif action == "relist":
+            cache.replace("Workload", [parse_object(b) for b in objects.values()], str(version))
+        snapshot = cache.snapshot(NOW)
+        cq = snapshot.cluster_queues["cq"]
+        assert cq.node.usage.get(("default", "cpu"), 0) == 1000 * sum(holding.values())
+        assert cache.departing == departing
+        assert not departing & {wl.key for wl in snapshot.admitted(cq)}
+        assert not departing & {d[0].key for d in snapshot.drains}
+
+
+def test_a_departing_workload_is_neither_timed_out_nor_drained() -> None:
+    """It is gone from the API: nothing may be written to it, and its pods are stopping anyway."""
+    cache = Cache()
+    stopped = cluster_queue("cq", 4)
+    stopped["spec"]["stopPolicy"] = "HoldAndDrain"
+    cache.load(parse(scenario([stopped], admitted("old", "cq", 2))))
+    assert [d[0].key for d in cache.snapshot(NOW).drains] == [f"{NAMESPACE}/old"]
+    cache.depart(f"{NAMESPACE}/old", "99")
+    snapshot = cache.snapshot(NOW)
+    assert snapshot.drains == [] and snapshot.cluster_queues["cq"].node.usage[("default", "cpu")] == 2000

@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from builders import NOW, as_dict, cluster_queue, local_queue, pending, resource_flavor
 from preemption_operator.api import kinds
 from preemption_operator.controller.feeder import CacheFeeder
 from preemption_operator.controller.jobs import ORPHANS, JobController
 from preemption_operator.controller.started_pods import POD, StartedPods
+from preemption_operator.engine import Engine, QueueState
 from preemption_operator.engine.cache import Cache
 from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
 from preemption_operator.jobs.framework import QUEUE_LABEL as QUEUE
@@ -469,7 +471,9 @@ def test_started_pods_tell_when_a_workloads_first_pod_comes_and_its_last_goes() 
     wl = f"{NS}/job-train-12345"
     assert started.running(wl)  # before the first list
     started.replace(POD, [], "1")
-    assert not started.running(wl) and told == []
+    # It was said to run only because the list had not come: that it does not is news.
+    assert not started.running(wl) and told == [wl]
+    told.clear()
     started.event(POD, "ADDED", started_pod())
     assert started.running(wl) and told == [wl]
     second = started_pod()
@@ -488,6 +492,77 @@ def test_started_pods_tell_when_a_workloads_first_pod_comes_and_its_last_goes() 
     assert not started.running(wl) and told == [wl, wl]  # nothing runs under it: nothing changed
     started.replace(POD, [started_pod()], "3")
     assert told == [wl, wl, wl]
+
+
+def test_started_pods_tell_at_the_first_list_of_a_workload_said_to_run_before_it() -> None:
+    """A Workload deleted before the pods are listed keeps its quota (not seen is not gone); the
+    list must say so when it shows none of its pods, or that quota would never come back."""
+    told: list[str] = []
+    started = StartedPods(told.append)
+    running, idle, unasked = (f"{NS}/job-{name}-12345" for name in ("train", "idle", "other"))
+    assert started.running(running) and started.running(idle)
+    started.replace(POD, [started_pod()], "1")
+    assert told == [idle, running] and not started.running(idle) and not started.running(unasked)
+    started.replace(POD, [], "2")
+    assert told == [idle, running, running]  # asked once: the next lists tell changes only
+
+
+def running_workload() -> dict[str, Any]:
+    """The Job's Workload, admitted and running (what the garbage collector deletes with the Job)."""
+    workload = copy.deepcopy(evicted_workload())
+    workload["status"]["conditions"] = [
+        c for c in workload["status"]["conditions"] if c["type"] not in ("Evicted", "Preempted")
+    ]
+    return workload
+
+
+def test_a_workload_deleted_with_its_job_keeps_its_quota_while_its_started_pods_may_run() -> None:
+    """The chaos suite's over-committed cohort: a running Job was deleted, and the garbage collector
+    deleted its Workload and its pods at once; the pods ran out their grace period on their nodes
+    while the Workload's quota went to the next workload (Kueue's finalizer holds the Workload;
+    this operator adds none)."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, waker, cache = setup(api, started=started)
+    feeder = controller.feeder
+    key = f"{NS}/job-train-12345"
+    feeder.replace(kinds.ResourceFlavor, [resource_flavor("on-demand")], "1")
+    feeder.replace(kinds.ClusterQueue, [cluster_queue("research", 2, flavor="on-demand")], "1")
+    feeder.replace(kinds.LocalQueue, [local_queue("research", namespace=NS)], "1")
+    feeder.event(kinds.Workload, "MODIFIED", copy.deepcopy(api.put(running_workload())))
+    waiting = as_dict(pending("next", "research", 2, namespace=NS))
+    feeder.event(kinds.Workload, "ADDED", copy.deepcopy(waiting))
+    started.replace(POD, [started_pod(spec__nodeName="kwok-1", status__phase="Running")], "1")
+
+    gone = copy.deepcopy(stored_workload(api))
+    gone["metadata"]["resourceVersion"] = str(int(gone["metadata"]["resourceVersion"]) + 1)
+    controller.event(JOB, "DELETED", copy.deepcopy(stored_job(api)))
+    for handler in (feeder, controller):
+        handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
+    # Its pod is being deleted, but bound: it still runs on its quota.
+    started.event(POD, "MODIFIED", started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1"))
+    assert key in cache.departing and waker.released == []
+    result = Engine().cycle(cache.snapshot(NOW), QueueState())
+    assert result.admitted == [] and result.preempted == []  # no room, and nothing left to evict
+    # A fresh list of Workloads does not show it: it stays until its pods are gone.
+    feeder.replace(kinds.Workload, [copy.deepcopy(waiting)], str(int(gone["metadata"]["resourceVersion"]) + 1))
+    assert key in cache.departing and waker.released == []
+
+    started.event(POD, "DELETED", started_pod())
+    assert key not in cache.infos and not cache.departing
+    assert waker.released == ["research"]
+    result = Engine().cycle(cache.snapshot(NOW), QueueState())
+    assert [a.workload.key for a in result.admitted] == [f"{NS}/next"]
+
+
+def test_a_deleted_workload_without_pods_that_may_run_gives_its_quota_back_at_once() -> None:
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, waker, cache = setup(api, started=started)
+    started.replace(POD, [started_pod(status__phase="Succeeded", spec__nodeName="kwok-1")], "1")
+    controller.feeder.event(kinds.Workload, "DELETED", copy.deepcopy(stored_workload(api)))
+    assert f"{NS}/job-train-12345" not in cache.infos and not cache.departing
+    assert waker.released == ["research"]
 
 
 @pytest.mark.looptime

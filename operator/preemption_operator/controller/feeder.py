@@ -109,6 +109,9 @@ class CacheFeeder:
         """Objects left out (or held from their admission only) because they do not parse."""
         self._refs: dict[tuple[str, str], dict[str, Any]] = {}
         """Their identity (name, namespace, uid), so that Events about them reach `kubectl describe`."""
+        self.pods_may_run: Callable[[str], bool] | None = None
+        """Whether pods started under a Workload (by key) may still run (None: not followed). A
+        Workload deleted meanwhile keeps its quota until `pods_changed` says they are gone."""
         self._read: dict[str, tuple[Any, dict[str, Any]]] = {}
         """Per Workload, the spec and metadata (but its resourceVersion) of the version last parsed
         whole, as they came: a watch event that differs only in its status is read from its status
@@ -191,9 +194,26 @@ class CacheFeeder:
         if kind == "Workload":
             self._read.pop(key, None)
         previous = self.cache.infos.get(key) if kind == "Workload" else None
-        change = self.cache.delete(kind, key, (body.get("metadata") or {}).get("resourceVersion"))
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if kind == "Workload" and self.pods_may_run is not None and self.pods_may_run(key):
+            change = self.cache.depart(key, version)
+            if change is Change.STORED:
+                log.info(
+                    "Workload %s was deleted while pods started under it may run: its quota is held until they end", key
+                )
+        else:
+            change = self.cache.delete(kind, key, version)
         self._wake(kind, key, previous, change)
         return change
+
+    def pods_changed(self, key: str) -> None:
+        """Pods started under the Workload `key` came or went: a deleted one whose last pod is
+        gone gives its quota back."""
+        if key not in self.cache.departing or self.pods_may_run is None or self.pods_may_run(key):
+            return
+        previous = self.cache.infos.get(key)
+        self._wake("Workload", key, previous, self.cache.departed(key))
+        log.info("the pods of deleted Workload %s have ended: its quota is given back", key)
 
     def gone(self, kind: str, key: str, uid: str | None = None) -> None:
         """A write found the object deleted (404): it leaves the cache at once, whatever the watch

@@ -102,13 +102,14 @@ class JobController:
         self.closing = closing
         """Whether a namespace is being deleted: nothing new can be made there."""
         self.managed = managed
+        """Whether the jobs of a namespace are managed (Kueue's managedJobsNamespaceSelector):
+        the others are left alone."""
         self.started = started
         """The pods started under each Workload that may still run (None: the jobs' own status
         is trusted alone); its watch tells this controller when a Workload's last one goes."""
         if started is not None:
             started.changed = self._pods_changed
-        """Whether the jobs of a namespace are managed (Kueue's managedJobsNamespaceSelector):
-        the others are left alone."""
+            feeder.pods_may_run = started.running
         every = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
         chosen = tuple(integration for integration in every if integration.reconciled)
         self.integrations = {integration.kind.name: integration for integration in chosen}
@@ -237,6 +238,7 @@ class JobController:
         return any(self._children.get(job, {}).values())
 
     def _pods_changed(self, workload_key: str) -> None:
+        self.feeder.pods_changed(workload_key)
         job = self._owned.get(workload_key)
         if job is not None and job in self.jobs:
             self._enqueue(job)

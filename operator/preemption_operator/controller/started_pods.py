@@ -52,11 +52,17 @@ class StartedPods:
         """Pod key -> the Workload key it runs under (only pods that may run)."""
         self._pods: dict[str, set[str]] = {}
         """Workload key -> its pods that may run."""
+        self._asked: set[str] = set()
+        """Workloads said to have pods before the first list, only because it had not come: told
+        as changed when it shows none."""
 
     def running(self, workload_key: str) -> bool:
         """Whether a pod started under this Workload may still run (True before the first list:
         not seen is not gone)."""
-        return not self.listed or bool(self._pods.get(workload_key))
+        if not self.listed:
+            self._asked.add(workload_key)
+            return True
+        return bool(self._pods.get(workload_key))
 
     def replace(self, kind: Kind, items: list[dict[str, Any]], resource_version: str) -> None:
         before = set(self._pods)
@@ -67,7 +73,8 @@ class StartedPods:
             if key is not None:
                 self._add(pod_key, key)
         self.listed = True
-        for key in before ^ set(self._pods):
+        asked, self._asked = self._asked, set()
+        for key in sorted((before ^ set(self._pods)) | (asked - set(self._pods))):
             self.changed(key)
 
     def event(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> None:

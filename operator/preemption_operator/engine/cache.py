@@ -171,6 +171,11 @@ class Cache:
         self._unreadable: dict[str, str] = {}
         """Workloads whose spec cannot be read, by key, with the problem: they keep the quota their
         recorded admission holds, and are never scheduled or chosen as victims."""
+        self._departing: set[str] = set()
+        """Workloads the API has deleted while pods started under them may still run (the garbage
+        collector deletes a deleted job's Workload and its pods at once, and the pods run out their
+        grace period): they keep their quota until `departed`, and are never scheduled, written or
+        chosen as victims."""
         self._priority_classes: dict[tuple[str, str], PriorityClassInfo] = {}
         self._by_class: dict[tuple[str, str], set[str]] = {}
         """Workloads per priority class they name, so a class change rebuilds only those."""
@@ -231,6 +236,9 @@ class Cache:
             self._tombstones.pop((kind, key), None)
         if kind == "Workload":
             self._unreadable.pop(key, None)
+            # Made again under the name (newer than the deletion): the new one is what the API
+            # holds; what pods of the old one still run is no longer counted.
+            self._departing.discard(key)
             self.objects[kind][key] = obj
             self._note_past(key, obj)
             self._set_observed(key, build_info(obj, self._priority_classes, self._observed.get(key), self._by_creation))
@@ -260,6 +268,41 @@ class Cache:
         self._note_past(key, obj)
         self._set_observed(key, build_info(obj, self._priority_classes, None, self._by_creation))
         return Change.RELEVANT
+
+    def depart(self, key: str, resource_version: str | None = None) -> Change:
+        """The API deleted this Workload (at `resource_version`) while pods started under it may
+        still run: one that holds quota keeps it, as it was, until `departed` (Kueue holds the
+        Workload itself back with a finalizer; this operator adds none). Any other is deleted."""
+        info = self._observed.get(key)
+        if info is None or info.cluster_queue is None or info.finished:
+            return self.delete("Workload", key, resource_version)
+        known = [
+            v
+            for v in (
+                _version(resource_version),
+                self._versions.pop(("Workload", key), None),
+                self._tombstones.get(("Workload", key)),
+            )
+            if v is not None
+        ]
+        if known:
+            self._tombstones[("Workload", key)] = max(known)
+        if key in self._departing:
+            return Change.NONE
+        self._departing.add(key)
+        self._assumed.pop(key, None)  # nothing can be written to it any more
+        self._reindex(key)
+        return Change.STORED
+
+    def departed(self, key: str) -> Change:
+        """The last pod that may run under a departing Workload is gone: its quota comes back."""
+        if key not in self._departing:
+            return Change.NONE
+        return self.delete("Workload", key)
+
+    @property
+    def departing(self) -> frozenset[str]:
+        return frozenset(self._departing)
 
     def _check(self, kind: str, key: str, obj: Any) -> None:
         """Annotations the engine reads but the API server cannot validate."""
@@ -299,6 +342,7 @@ class Cache:
         self.notices.pop((kind, key), None)
         if kind == "Workload":
             self._unreadable.pop(key, None)
+            self._departing.discard(key)
             self._assumed.pop(key, None)
             if not self.objects["PreemptionLimit"]:
                 self._past.pop(key, None)  # with limits, its preemption still counts in their windows
@@ -322,6 +366,8 @@ class Cache:
             seen.add(_key(obj.metadata))
             change = max(change, self.upsert(obj))
         for key in [k for k in self.objects[kind] if k not in seen]:
+            if kind == "Workload" and key in self._departing:
+                continue  # deleted already: it goes when its pods have
             held = self._versions.get((kind, key))
             if listed is not None and held is not None and held > listed:
                 continue  # written after the list was taken
@@ -584,6 +630,9 @@ class Cache:
         self.infos[info.key] = info
         if info.finished:
             return
+        if info.key in self._departing:
+            self._hold(info)  # its quota only: nothing is timed, checked or drained
+            return
         marked = info.active and is_true(info.obj, pods_ready.DEACTIVATION_TARGET)
         if marked:
             self._marked.add(info.key)
@@ -613,17 +662,22 @@ class Cache:
         if info.cluster_queue is not None:
             if not info.active and info.key not in self._unreadable:
                 self.queues.deactivated.add(info.key)
-            if self._tas is not None:
-                self._tas.add(info)
-            if self._tree is not None:
-                cq = self._tree.cluster_queues.get(info.cluster_queue)
-                if cq is not None:
-                    cq.workloads[info.key] = info
-                    cq.node.add(info.usage)
-                else:
-                    self._tree.orphans[info.key] = info.cluster_queue
+            self._hold(info)
         elif info.key not in self._unreadable:
             self.queues.add_pending(info)
+
+    def _hold(self, info: WorkloadInfo) -> None:
+        """Counts a workload's quota in its ClusterQueue (and its pods' room on the nodes)."""
+        assert info.cluster_queue is not None
+        if self._tas is not None:
+            self._tas.add(info)
+        if self._tree is not None:
+            cq = self._tree.cluster_queues.get(info.cluster_queue)
+            if cq is not None:
+                cq.workloads[info.key] = info
+                cq.node.add(info.usage)
+            else:
+                self._tree.orphans[info.key] = info.cluster_queue
 
     def _remove_workload(self, key: str) -> None:
         info = self.infos.pop(key, None)
@@ -827,7 +881,8 @@ class Cache:
         # Neither an eviction nor an admission being written is drained (or timed out) until its
         # write is done.
         in_flight = self.evicting | self.admitting
-        drains = self.queues.drains(tree.cluster_queues, tree.draining, local_queues, self.infos, in_flight)
+        departing = frozenset(self._departing)
+        drains = self.queues.drains(tree.cluster_queues, tree.draining, local_queues, self.infos, in_flight | departing)
         limits = self.limits(now)
         backoffs: list[WorkloadInfo] = []
         not_ready = sorted(self._not_ready.items())
@@ -874,6 +929,7 @@ class Cache:
             namespace_labels=namespaces,
             evicting=self.evicting,
             unreadable=frozenset(self._unreadable),
+            departing=departing,
             fair_sharing=self.fair_sharing,
             limits=limits,
             keys=routed.keys,

@@ -191,6 +191,9 @@ class Snapshot:
     unreadable: frozenset[str] = frozenset()
     """Workloads whose spec cannot be read: they hold the quota of their recorded admission and
     are never chosen (nothing about them can be judged)."""
+    departing: frozenset[str] = frozenset()
+    """Workloads deleted while pods started under them may still run: they hold their quota until
+    those pods are gone and are never chosen (there is nothing left to evict)."""
     fair_sharing: FairSharing = OFF
     """The fair-sharing switch and strategies (Kueue's Configuration fairSharing)."""
     limits: LimitBook | None = None
@@ -328,8 +331,8 @@ class Snapshot:
 
     def admitted(self, cq: ClusterQueueInfo) -> Iterator[WorkloadInfo]:
         """Preemption candidates of `cq`: workloads reserving quota there, skipping simulated
-        removals, workloads admitted in this very round, preemptors holding room and workloads
-        being evicted."""
+        removals, workloads admitted in this very round, preemptors holding room, workloads
+        being evicted, and those unreadable or deleted (departing)."""
         for wl in cq.workloads.values():
             key = wl.key
             if (
@@ -339,6 +342,7 @@ class Snapshot:
                 and key not in self.evicting
                 and key not in self._victims
                 and key not in self.unreadable
+                and key not in self.departing
             ):
                 yield wl
 
