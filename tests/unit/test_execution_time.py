@@ -69,6 +69,20 @@ def test_no_deadline_without_a_limit_or_an_admission() -> None:
     assert deadline(parse([limited(pending("wl", "cq"), 10).obj()])[0]) is None
 
 
+def test_a_limit_used_up_before_this_admission_ends_at_the_admission() -> None:
+    wl = parse([limited(admitted("wl", "cq", at=NOW - MINUTE), 60).accumulated(90).obj()])[0]
+    assert deadline(wl) == NOW - MINUTE
+
+
+def test_a_reservation_alone_counts_only_when_asked() -> None:
+    """What-if inputs often record only QuotaReserved; the operator waits for Admitted."""
+    body = limited(admitted("wl", "cq", at=NOW - MINUTE), 120).obj()
+    body["status"]["conditions"] = [c for c in body["status"]["conditions"] if c["type"] != "Admitted"]
+    wl = parse([body])[0]
+    assert deadline(wl) is None
+    assert deadline(wl, reservation=True) == NOW + MINUTE
+
+
 def test_the_limit_is_used_up_exactly_at_the_deadline() -> None:
     """Kueue deactivates once the remaining time is not above zero."""
     body = limited(admitted("wl", "cq", at=NOW - 60 * SECOND), 60)

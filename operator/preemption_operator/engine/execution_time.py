@@ -21,14 +21,18 @@ def event_message(limit: int) -> str:
     return f"The maximum execution time ({limit}s) exceeded"
 
 
-def deadline(obj: v1beta2.Workload) -> datetime | None:
+def deadline(obj: v1beta2.Workload, *, reservation: bool = False) -> datetime | None:
     """When an admitted workload with a maximum execution time has used it up: its admission
-    time plus what is left of it. None when it has no limit or is not admitted."""
+    time plus what is left of it (never before the admission). None when it has no limit or is
+    not admitted. With `reservation`, a workload that shows no Admitted condition at all counts
+    from its QuotaReserved (what-if inputs often record only the reservation)."""
     limit = obj.spec.maximum_execution_time_seconds
     if limit is None:
         return None
     admitted = find_condition(obj, "Admitted")
+    if admitted is None and reservation:
+        admitted = find_condition(obj, "QuotaReserved")
     if admitted is None or admitted.status != "True":
         return None
     ran = (obj.status.accumulated_past_execution_time_seconds or 0) if obj.status is not None else 0
-    return admitted.last_transition_time + timedelta(seconds=limit - ran)
+    return admitted.last_transition_time + timedelta(seconds=max(0, limit - ran))

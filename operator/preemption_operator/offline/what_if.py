@@ -11,15 +11,15 @@ in turn, that workload finished, and the cycles run again, until it is admitted.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ..api.meta import format_time
 from ..api.v1beta2 import Workload
-from ..engine import positions
+from ..engine import execution_time, positions
 from ..engine.cache import Cache
 from ..engine.topology_assignment import decode_assignment
-from ..engine.workload import find_condition, is_true
+from ..engine.workload import is_true
 from . import simulate
 
 MAX_STEPS = 50
@@ -83,14 +83,8 @@ def _placement(wl: Workload) -> tuple[dict[str, dict[str, str]], dict[str, list[
 
 
 def _end(wl: Workload) -> datetime | None:
-    """When a running workload ends at the latest: its admission plus its maximum execution time
-    (less the time it already ran before an eviction)."""
-    limit = wl.spec.maximum_execution_time_seconds
-    admitted = find_condition(wl, "Admitted") or find_condition(wl, "QuotaReserved")
-    if limit is None or admitted is None or admitted.status != "True" or is_true(wl, "Finished"):
-        return None
-    ran = (wl.status.accumulated_past_execution_time_seconds if wl.status is not None else None) or 0
-    return admitted.last_transition_time + timedelta(seconds=max(0, limit - ran))
+    """When a running workload ends at the latest: when its maximum execution time runs out."""
+    return None if is_true(wl, "Finished") else execution_time.deadline(wl, reservation=True)
 
 
 def _finished(wl: Workload, at: datetime) -> Workload:
