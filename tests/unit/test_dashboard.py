@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from builders import admitted, cache_of, cluster_queue, cohort, pending, preemption_config, scenario
+from builders import admitted, cache_of, cluster_queue, cohort, cycle_applied, pending, preemption_config, scenario
+from preemption_operator.api import kinds
 from preemption_operator.controller import dashboard
+from preemption_operator.controller.feeder import CacheFeeder
 from preemption_operator.controller.timeline import Preemption, Timeline
+from preemption_operator.engine.cache import Cache
 from preemption_operator.k8s import delegation
 
 
@@ -58,9 +61,69 @@ def test_the_state_has_the_bars_the_tree_the_positions_and_the_preemptions() -> 
     assert {c["name"]: c["parent"] for c in data["cohorts"]} == {"org": "", "team": "org"}
     assert data["preemptionConfigs"] == [{"name": "guard", "flapFree": "Unknown", "reason": "", "message": ""}]
     assert [p["victim"] for p in data["preemptions"]] == ["default/new", "default/old"]  # newest first
-    # A replica that does not lead decides nothing: it has no preemptions to show, and says so.
     follower = dashboard.state(setup(), timeline, leading=False)
-    assert follower["preemptions"] == [] and follower["leading"] is False
+    assert [p["victim"] for p in follower["preemptions"]] == ["default/new", "default/old"]
+    assert follower["leading"] is False
+
+
+def test_a_standby_shows_the_preemptions_the_victims_statuses_record() -> None:
+    """Only the leader decides, but `kubectl port-forward deploy/...` may reach a standby: its
+    timeline is filled from the Workloads as they come in, the preemptor named by its UID."""
+    objects = scenario(
+        [cluster_queue("cq", 4, within="LowerPriority")],
+        admitted("low", "cq", 4, priority=0),
+        pending("high", "cq", 4, priority=10),
+    )
+    _, made, statuses = cycle_applied(objects)
+    assert [c.action for c in made] == ["Preempted", "Pending"]  # the preemptor waits for the room
+    victim = next(b for b in objects if b["metadata"]["name"] == "low")
+    victim = {**victim, "metadata": {**victim["metadata"], "resourceVersion": "7"}, "status": statuses["default/low"]}
+    timeline = Timeline()
+    cache = Cache()
+    feeder = CacheFeeder(cache, Waker())
+    feeder.preempted = timeline.observe
+    for body in objects:
+        feeder.ingest(body["kind"], victim if body["metadata"]["name"] == "low" else body)
+    (shown,) = dashboard.state(cache, timeline, leading=False)["preemptions"]
+    assert (shown["preemptor"], shown["victim"], shown["reason"], shown["victim_cluster_queue"]) == (
+        "default/high",
+        "default/low",
+        "InClusterQueue",
+        "cq",
+    )
+    assert shown["message"].startswith("Preempted to accommodate a workload (UID: ")
+    # On the leader its write's answer is observed first; the leader's own item (the exact time of
+    # the write) then takes its place, and a list showing it again changes nothing.
+    message = made[0].record["message"]
+    written = Preemption(1e9 + 0.25, "default/high", "cq", "default/low", "cq", "InClusterQueue", "", message)
+    timeline.add(written)
+    assert timeline.items == [written]
+    again = {**victim, "metadata": {**victim["metadata"], "resourceVersion": "9"}}  # parsed again
+    listed = [b for b in objects if b["kind"] == "Workload" and b["metadata"]["name"] != "low"] + [again]
+    feeder.replace(kinds.Workload, listed, "9")
+    assert timeline.items == [written]
+
+
+def test_the_timeline_keeps_the_newest_in_time_order_once_each() -> None:
+    timeline = Timeline(kept=2)
+    for victim, at in (("default/b", 2.0), ("default/a", 1.0), ("default/c", 3.0)):
+        timeline.add(preemption(victim, at))
+    assert [p.victim for p in timeline.items] == ["default/b", "default/c"]  # oldest dropped
+    version = timeline.version
+    timeline.add(preemption("default/a", 1.0))  # a list brings the dropped one again: too old
+    timeline.add(preemption("default/c", 3.0))  # kept already
+    assert [p.victim for p in timeline.items] == ["default/b", "default/c"] and timeline.version == version
+
+
+class Waker:
+    def poke(self) -> None:
+        pass
+
+    def quota_released(self, cluster_queue: str) -> None:
+        pass
+
+    def config_changed(self) -> None:
+        pass
 
 
 class ReviewApi:

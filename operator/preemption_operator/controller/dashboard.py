@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -66,6 +67,23 @@ def _condition(obj: Any, kind: str) -> dict[str, Any] | None:
         if condition.get("type") == kind:
             return dict(condition)
     return None
+
+
+_PREEMPTOR_UID = re.compile(r"\(UID: ([^,)]+)")
+"""Kueue's preemption message names the preemptor by UID only."""
+
+
+def _preemptions(cache: Cache, timeline: Timeline | None) -> list[dict[str, Any]]:
+    """Newest first. A preemption read from a victim's status under classic preemption or fair
+    sharing names its preemptor by UID: it is named by key while the cache has it."""
+    items = [item.to_dict() for item in reversed(timeline.items)] if timeline is not None else []
+    unnamed = [item for item in items if not item["preemptor"]]
+    if unnamed:
+        keys = {str(wl.metadata.uid): key for key, wl in cache.objects["Workload"].items() if wl.metadata.uid}
+        for item in unnamed:
+            found = _PREEMPTOR_UID.search(item["message"])
+            item["preemptor"] = keys.get(found[1], "") if found is not None else ""
+    return items
 
 
 def state(cache: Cache, timeline: Timeline | None, leading: bool = True, now: float | None = None) -> dict[str, Any]:
@@ -133,7 +151,7 @@ def state(cache: Cache, timeline: Timeline | None, leading: bool = True, now: fl
                 "message": (flap or {}).get("message", ""),
             }
         )
-    preemptions = [item.to_dict() for item in reversed(timeline.items)] if timeline is not None and leading else []
+    preemptions = _preemptions(cache, timeline)
     return {
         "at": now if now is not None else time.time(),
         "cohorts": cohorts,

@@ -15,6 +15,7 @@ from ..api.kinds import Kind
 from ..api.objects import ObjectError, parse_object
 from ..api.v1beta2 import Workload
 from ..engine.cache import Cache, Change
+from ..engine.limits import PastPreemption, past_preemption
 from ..engine.notices import Notice
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,9 @@ class CacheFeeder:
         """Objects left out (or held from their admission only) because they do not parse."""
         self._refs: dict[tuple[str, str], dict[str, Any]] = {}
         """Their identity (name, namespace, uid), so that Events about them reach `kubectl describe`."""
+        self.preempted: Callable[[PastPreemption], None] | None = None
+        """Told of each preemption a Workload's status records as it comes in (the dashboard's
+        timeline, on every replica)."""
         self.pods_may_run: Callable[[str], bool] | None = None
         """Whether pods started under a Workload (by key) may still run (None: not followed). A
         Workload deleted meanwhile keeps its quota until `pods_changed` says they are gone."""
@@ -137,6 +141,7 @@ class CacheFeeder:
             obj = self._parse(kind.name, key, body)
             if obj is not None:
                 kept[key] = obj
+                self._observe(kind.name, obj)
             elif kind.name == "Workload" and key in self.cache.unreadable:
                 kept[key] = held[key]  # unreadable, but holding quota: kept as `_parse` stored it
         # Bad objects that are gone from the list are forgotten with them.
@@ -184,8 +189,16 @@ class CacheFeeder:
                 return Change.RELEVANT
             return self._drop(kind, key, previous)
         change = self.cache.upsert(obj)
+        if change is not Change.NONE:
+            self._observe(kind, obj)
         self._wake(kind, key, previous, change)
         return change
+
+    def _observe(self, kind: str, obj: Any) -> None:
+        if kind == "Workload" and self.preempted is not None:
+            found = past_preemption(obj)
+            if found is not None:
+                self.preempted(found)
 
     def forget(self, kind: str, body: dict[str, Any]) -> Change:
         key = _key(body)

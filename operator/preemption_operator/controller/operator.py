@@ -166,6 +166,8 @@ class Operator:
             timeline=self.timeline,
         )
         feeder = self.scheduling.feeder
+        if options.dashboard is not None:  # only the dashboard shows the timeline
+            feeder.preempted = self.timeline.observe
         self.jobs: JobController | None = None
         if self.integrations:
             self.jobs = JobController(

@@ -1,13 +1,18 @@
-"""The recent preemptions, newest last, as the dashboard shows them: who took whose place, under
-which rule, why, and when. Appended to when a preemption's write succeeds (so only the leader,
-which decides, has them); bounded, so it costs nothing to keep."""
+"""The recent preemptions, oldest first, as the dashboard shows them: who took whose place, under
+which rule, why, and when. The leader adds each one when its eviction is written; every replica
+also adds those the victims' statuses record as the Workloads come in (`observe`), so a standby's
+dashboard shows them too, and a new leader starts with the recent past. One preemption seen both
+ways is kept once. Bounded, so it costs nothing to keep."""
 
 from __future__ import annotations
 
 import asyncio
-import collections
+import bisect
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from ..engine.limits import PastPreemption
+from ..engine.protection import LAST_RESORT_SUFFIX
 
 KEPT = 200
 
@@ -15,7 +20,8 @@ KEPT = 200
 @dataclass(frozen=True)
 class Preemption:
     at: float
-    """Seconds since the epoch, when the eviction was written."""
+    """Seconds since the epoch: when the eviction was written (observed: the time of the victim's
+    Preempted condition)."""
     preemptor: str
     preemptor_cluster_queue: str
     victim: str
@@ -27,17 +33,64 @@ class Preemption:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def identity(self) -> tuple[str, str]:
+        """The same preemption as the leader wrote it and as the victim's status shows it."""
+        return (self.victim, self.message.removesuffix(LAST_RESORT_SUFFIX))
+
 
 class Timeline:
     def __init__(self, kept: int = KEPT) -> None:
-        self.items: collections.deque[Preemption] = collections.deque(maxlen=kept)
+        self.kept = kept
+        self.items: list[Preemption] = []
+        """Oldest first (by `at`), at most `kept`."""
+        self._identities: set[tuple[str, str]] = set()
+        self._observed: set[tuple[str, str]] = set()
+        """Identities of the items read from statuses (not added by the leader's write)."""
         self.version = 0
         self.changed = asyncio.Event()
         """Set when an item comes, then replaced by a fresh one: whoever waited on it wakes (the
         dashboard pushes at once), and nobody has to clear it for the others."""
 
-    def add(self, item: Preemption) -> None:
-        self.items.append(item)
+    def add(self, item: Preemption, *, observed: bool = False) -> None:
+        """A preemption as the leader wrote it, or (`observed`) as a victim's status shows it.
+        The leader's own write answer is observed before it adds the preemption: its item (the
+        exact time, the rule's selectors, the preemptor's key) then takes the observed one's place."""
+        identity = item.identity
+        if identity in self._identities:
+            if observed or identity not in self._observed:
+                return  # seen already (written, then its status observed; or a list again)
+            self.items = [kept for kept in self.items if kept.identity != identity]
+            self._identities.discard(identity)
+        self._observed.discard(identity)
+        if len(self.items) >= self.kept and item.at <= self.items[0].at:
+            return  # older than everything kept
+        bisect.insort(self.items, item, key=lambda p: p.at)
+        self._identities.add(identity)
+        if observed:
+            self._observed.add(identity)
+        if len(self.items) > self.kept:
+            dropped = self.items.pop(0).identity
+            self._identities.discard(dropped)
+            self._observed.discard(dropped)
         self.version += 1
         self.changed.set()
         self.changed = asyncio.Event()
+
+    def observe(self, past: PastPreemption) -> None:
+        """A preemption a victim's status records (not one it was admitted again after)."""
+        if past.readmitted:
+            return
+        self.add(
+            Preemption(
+                at=past.at.timestamp(),
+                preemptor=past.preemptor or "",
+                preemptor_cluster_queue=past.preemptor_cluster_queue or "",
+                victim=past.victim,
+                victim_cluster_queue=past.victim_cluster_queue or "",
+                reason=past.mechanism,
+                rule="; ".join(past.rules),
+                message=past.message,
+            ),
+            observed=True,
+        )
