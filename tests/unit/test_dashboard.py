@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from preemption_operator.controller import dashboard
 from preemption_operator.controller.feeder import CacheFeeder
 from preemption_operator.controller.timeline import Preemption, Timeline
 from preemption_operator.engine.cache import Cache
+from preemption_operator.engine.limits import PastPreemption
 from preemption_operator.k8s import delegation
 
 
@@ -102,6 +104,17 @@ def test_a_standby_shows_the_preemptions_the_victims_statuses_record() -> None:
     listed = [b for b in objects if b["kind"] == "Workload" and b["metadata"]["name"] != "low"] + [again]
     feeder.replace(kinds.Workload, listed, "9")
     assert timeline.items == [written]
+
+
+def test_the_leader_shows_what_it_writes_not_the_echo_of_it() -> None:
+    leading = True
+    timeline = Timeline(observing=lambda: not leading)
+    past = PastPreemption(datetime(2026, 12, 4, tzinfo=UTC), "default/low", "cq", None, "cq", "InClusterQueue")
+    timeline.observe(past)
+    assert timeline.items == []
+    leading = False
+    timeline.observe(past)
+    assert [(p.victim, p.at) for p in timeline.items] == [("default/low", past.at.timestamp())]
 
 
 def test_the_timeline_keeps_the_newest_in_time_order_once_each() -> None:

@@ -1,13 +1,14 @@
 """The recent preemptions, oldest first, as the dashboard shows them: who took whose place, under
-which rule, why, and when. The leader adds each one when its eviction is written; every replica
-also adds those the victims' statuses record as the Workloads come in (`observe`), so a standby's
-dashboard shows them too, and a new leader starts with the recent past. One preemption seen both
-ways is kept once. Bounded, so it costs nothing to keep."""
+which rule, why, and when. The leader adds each one when its eviction is written; a standby adds
+those the victims' statuses record as the Workloads come in (`observe`), so its dashboard shows
+them too, and it keeps them when it takes over. One preemption seen both ways is kept once.
+Bounded, so it costs nothing to keep."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -40,8 +41,12 @@ class Preemption:
 
 
 class Timeline:
-    def __init__(self, kept: int = KEPT) -> None:
+    def __init__(self, kept: int = KEPT, observing: Callable[[], bool] = lambda: True) -> None:
         self.kept = kept
+        self.observing = observing
+        """Whether statuses are read now: not while this replica leads, since it adds what it
+        writes itself (the echo of its write would otherwise show first, with the condition's
+        time rounded to the second)."""
         self.items: list[Preemption] = []
         """Oldest first (by `at`), at most `kept`."""
         self._identities: set[tuple[str, str]] = set()
@@ -79,7 +84,7 @@ class Timeline:
 
     def observe(self, past: PastPreemption) -> None:
         """A preemption a victim's status records (not one it was admitted again after)."""
-        if past.readmitted:
+        if past.readmitted or not self.observing():
             return
         self.add(
             Preemption(
