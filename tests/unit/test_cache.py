@@ -598,3 +598,63 @@ def test_a_departing_workload_is_neither_timed_out_nor_drained() -> None:
     cache.depart(f"{NAMESPACE}/old", "99")
     snapshot = cache.snapshot(NOW)
     assert snapshot.drains == [] and snapshot.cluster_queues["cq"].node.usage[("default", "cpu")] == 2000
+
+
+# -- LocalQueue counts without a pass over every pending workload -----------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 9),  # which workload
+            st.sampled_from(["lq-a", "lq-b", "lq-c", "missing"]),  # its LocalQueue
+            st.sampled_from(["pending", "admitted", "deactivated", "deleted"]),
+        ),
+        max_size=40,
+    )
+)
+def test_property_local_queue_counts_match_a_count_of_every_workload(steps) -> None:
+    """The LocalQueue statuses' counts, taken from the queue manager's own per-queue tallies, equal
+    a count of each workload the snapshot holds (queued, unqueued with a reason, deactivated,
+    reserving), whatever came and went."""
+    from preemption_operator.controller.queue_status import local_queue_counts
+
+    cache = Cache()
+    cache.load(
+        parse(
+            [
+                namespace(),
+                resource_flavor(),
+                cluster_queue("cq-1", 100),
+                cluster_queue("cq-2", 100),
+                local_queue("lq-a", "cq-1"),
+                local_queue("lq-b", "cq-1"),
+                local_queue("lq-c", "cq-2"),
+            ]
+        )
+    )
+    target = {"lq-a": "cq-1", "lq-b": "cq-1", "lq-c": "cq-2", "missing": "cq-2"}
+    for version, (index, queue, state) in enumerate(steps, start=10):
+        key = f"{NAMESPACE}/w{index}"
+        if state == "deleted":
+            cache.delete("Workload", key)
+            continue
+        made = admitted(f"w{index}", target[queue], 1) if state == "admitted" else pending(f"w{index}", queue, 1)
+        body = made.obj()
+        body["spec"]["queueName"] = queue
+        if state == "deactivated":
+            body["spec"]["active"] = False
+        body["metadata"]["resourceVersion"] = str(version)
+        cache.upsert(parse_object(body))
+    snapshot = cache.snapshot(NOW)
+    expected: dict[tuple[str, str], list[int]] = {}
+    for wl in [w for queue in snapshot.pending.values() for w in queue] + [u[0] for u in snapshot.unqueued]:
+        expected.setdefault((wl.namespace, wl.queue_name), [0, 0, 0])[0] += 1
+    for cq in snapshot.held_cluster_queues.values():
+        for wl in cq.workloads.values():
+            counts = expected.setdefault((wl.namespace, wl.queue_name), [0, 0, 0])
+            counts[1] += 1
+            counts[2] += 1
+    got = local_queue_counts(snapshot, cache.queues.pending_counts())
+    assert {k: tuple(v) for k, v in expected.items() if k[1]} == {k: v for k, v in got.items() if k[1]}

@@ -514,4 +514,4 @@ def test_a_workload_in_its_backoff_counts_as_pending_inadmissible() -> None:
     assert pending_count(snapshot, "cq") == 2
     (figures,) = queue_figures(snapshot, {})
     assert (figures.pending_active, figures.pending_inadmissible) == (1, 1)
-    assert local_queue_counts(snapshot)[("default", "cq")][0] == 2
+    assert local_queue_counts(snapshot, cache.queues.pending_counts())[("default", "cq")][0] == 2

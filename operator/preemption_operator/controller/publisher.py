@@ -126,6 +126,7 @@ class QueueStatusPublisher:
         """Computes every queue's status and queues the writes of those that differ."""
         self._seen = {}
         snapshot = self.cache.snapshot(now)
+        lq_pending = self.cache.queues.pending_counts()  # as the snapshot was taken
         writes: list[StatusWrite] = []
         unreadable = {key: n.message for (kind, key), n in self.feeder.invalid.items() if kind == "PreemptionConfig"}
         queue_shares, cohort_shares = queue_status.weighted_shares(snapshot)
@@ -162,7 +163,7 @@ class QueueStatusPublisher:
                 return queue_status.cohort_status(share, current.get("status"))
 
             writes.append((kinds.Cohort, name, None, co_status, self._view(cohort)))
-        counts = queue_status.local_queue_counts(snapshot)
+        counts = queue_status.local_queue_counts(snapshot, lq_pending)
         for lq in list(self.cache.objects["LocalQueue"].values()):
             lq_counts = counts.get((lq.namespace, lq.name), (0, 0, 0))
 

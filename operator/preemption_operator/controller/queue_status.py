@@ -138,16 +138,16 @@ def pending_count(snapshot: Snapshot, cluster_queue: str) -> int:
     return len(snapshot.pending.get(cluster_queue, ())) + len(snapshot.backing_off.get(cluster_queue, ()))
 
 
-def local_queue_counts(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, int, int]]:
-    """(namespace, LocalQueue name) -> (pending, reserving, admitted)."""
-    pending: Counter[tuple[str, str]] = Counter()
+def local_queue_counts(
+    snapshot: Snapshot, queued: Mapping[tuple[str, str], int]
+) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(namespace, LocalQueue name) -> (pending, reserving, admitted). `queued`: the queue
+    manager's pending count per LocalQueue (QueueManager.pending_counts), taken with the snapshot:
+    thousands pending are counted without a pass over them; those in their requeuing backoff are
+    added, and the workloads holding quota (bounded by it) are looked at one by one."""
+    pending: Counter[tuple[str, str]] = Counter(queued)
     reserving: Counter[tuple[str, str]] = Counter()
     admitted: Counter[tuple[str, str]] = Counter()
-    for queue in snapshot.pending.values():
-        for wl in queue:
-            pending[(wl.namespace, wl.queue_name)] += 1
-    for wl, _, _ in snapshot.unqueued:
-        pending[(wl.namespace, wl.queue_name)] += 1
     for waiting in snapshot.backing_off.values():
         for wl in waiting:
             pending[(wl.namespace, wl.queue_name)] += 1

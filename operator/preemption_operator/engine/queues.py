@@ -98,6 +98,11 @@ class QueueManager:
         else:
             self._draining.discard(key)
 
+    def pending_counts(self) -> dict[tuple[str, str], int]:
+        """Pending workloads per (namespace, LocalQueue), routed or not, deactivated ones too:
+        what a LocalQueue's status counts, without looking at each workload."""
+        return {key: len(infos) for key, infos in self._pending.items() if key[1] and infos}
+
     # -- a snapshot's view
 
     def _order_of(self, queue_key: tuple[str, str], infos: Mapping[str, WorkloadInfo]) -> _Order:
