@@ -808,15 +808,12 @@ class Scheduler:
         shape = wl.shape
         state.parked_shapes.setdefault(cq.name, {})[shape] = reason
         parked = state.inadmissible.setdefault(cq.name, set())
-        equals = snapshot.pending_of_shape(cq.name, shape) - parked - state.waiting.keys()
-        equals.discard(wl.key)
-        stale = []
-        for key in equals:
-            other = snapshot.workloads[key]
-            if not snapshot.admitted_in_cycle(other):
-                parked.add(key)
-                if _shows_stale(other):
-                    stale.append(other)
+        # Set operations, not a step per workload: the parked sets empty whenever quota frees,
+        # so a failing head parks its equals again and again (hundreds at Kueue's full scale).
+        fresh = snapshot.pending_of_shape(cq.name, shape) - parked - state.waiting.keys() - snapshot.admitted_keys
+        fresh.discard(wl.key)
+        parked |= fresh
+        stale = [other for key in fresh if _shows_stale(other := snapshot.workloads[key])]
         # In queue order, as Kueue's workload controller would come to them.
         for other in sorted(stale, key=queue_order):
             result.pending.append(Pending(other, cq.name, reason, BYPASSED_MESSAGE))

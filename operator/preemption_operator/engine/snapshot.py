@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -317,6 +318,11 @@ class Snapshot:
         if groups is None:
             return {wl.key for wl in self.pending.get(cluster_queue, ()) if wl.shape == shape}
         return set().union(*(group.get(shape, ()) for group in groups))
+
+    @property
+    def admitted_keys(self) -> AbstractSet[str]:
+        """The keys of the workloads this pass admitted (read only)."""
+        return self._admitted
 
     def admitted_in_cycle(self, wl: WorkloadInfo) -> bool:
         """Whether this pass admitted it (its admission is not written yet)."""
