@@ -1,8 +1,8 @@
 """The recent preemptions, oldest first, as the dashboard shows them: who took whose place, under
 which rule, why, and when. The leader adds each one when its eviction is written; a standby adds
 those the victims' statuses record as the Workloads come in (`observe`), so its dashboard shows
-them too, and it keeps them when it takes over. One preemption seen both ways is kept once.
-Bounded, so it costs nothing to keep."""
+them too, and it keeps them when it takes over. A status seen again (a list, a later change of
+the victim) adds nothing. Bounded, so it costs nothing to keep."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..engine.limits import PastPreemption
-from ..engine.protection import LAST_RESORT_SUFFIX
 
 KEPT = 200
 
@@ -35,9 +34,10 @@ class Preemption:
         return asdict(self)
 
     @property
-    def identity(self) -> tuple[str, str]:
-        """The same preemption as the leader wrote it and as the victim's status shows it."""
-        return (self.victim, self.message.removesuffix(LAST_RESORT_SUFFIX))
+    def identity(self) -> tuple[str, str, float]:
+        """A victim's status shows one preemption with the same time in every event; the same
+        victim preempted again by the same preemptor (the same message) is another one."""
+        return (self.victim, self.message, self.at)
 
 
 class Timeline:
@@ -49,35 +49,22 @@ class Timeline:
         time rounded to the second)."""
         self.items: list[Preemption] = []
         """Oldest first (by `at`), at most `kept`."""
-        self._identities: set[tuple[str, str]] = set()
-        self._observed: set[tuple[str, str]] = set()
-        """Identities of the items read from statuses (not added by the leader's write)."""
+        self._identities: set[tuple[str, str, float]] = set()
         self.version = 0
         self.changed = asyncio.Event()
         """Set when an item comes, then replaced by a fresh one: whoever waited on it wakes (the
         dashboard pushes at once), and nobody has to clear it for the others."""
 
-    def add(self, item: Preemption, *, observed: bool = False) -> None:
-        """A preemption as the leader wrote it, or (`observed`) as a victim's status shows it.
-        The leader's own write answer is observed before it adds the preemption: its item (the
-        exact time, the rule's selectors, the preemptor's key) then takes the observed one's place."""
+    def add(self, item: Preemption) -> None:
         identity = item.identity
         if identity in self._identities:
-            if observed or identity not in self._observed:
-                return  # seen already (written, then its status observed; or a list again)
-            self.items = [kept for kept in self.items if kept.identity != identity]
-            self._identities.discard(identity)
-        self._observed.discard(identity)
+            return  # seen already (a list again, or another change of the victim)
         if len(self.items) >= self.kept and item.at <= self.items[0].at:
             return  # older than everything kept
         bisect.insort(self.items, item, key=lambda p: p.at)
         self._identities.add(identity)
-        if observed:
-            self._observed.add(identity)
         if len(self.items) > self.kept:
-            dropped = self.items.pop(0).identity
-            self._identities.discard(dropped)
-            self._observed.discard(dropped)
+            self._identities.discard(self.items.pop(0).identity)
         self.version += 1
         self.changed.set()
         self.changed = asyncio.Event()
@@ -96,6 +83,5 @@ class Timeline:
                 reason=past.mechanism,
                 rule="; ".join(past.rules),
                 message=past.message,
-            ),
-            observed=True,
+            )
         )
