@@ -276,17 +276,7 @@ class Cache:
         info = self._observed.get(key)
         if info is None or info.cluster_queue is None or info.finished:
             return self.delete("Workload", key, resource_version)
-        known = [
-            v
-            for v in (
-                _version(resource_version),
-                self._versions.pop(("Workload", key), None),
-                self._tombstones.get(("Workload", key)),
-            )
-            if v is not None
-        ]
-        if known:
-            self._tombstones[("Workload", key)] = max(known)
+        self._bury("Workload", key, resource_version)
         if key in self._departing:
             return Change.NONE
         self._departing.add(key)
@@ -301,8 +291,9 @@ class Cache:
         return self.delete("Workload", key)
 
     @property
-    def departing(self) -> frozenset[str]:
-        return frozenset(self._departing)
+    def departing(self) -> AbstractSet[str]:
+        """Read only (asked on every pod change: not copied)."""
+        return self._departing
 
     def _check(self, kind: str, key: str, obj: Any) -> None:
         """Annotations the engine reads but the API server cannot validate."""
@@ -323,9 +314,9 @@ class Cache:
         else:
             self.notices.pop((kind, key), None)
 
-    def delete(self, kind: str, key: str, resource_version: str | None = None) -> Change:
-        """Forgets an object. `resource_version` is the version it was deleted at, if known; without
-        it, every version seen so far counts as deleted."""
+    def _bury(self, kind: str, key: str, resource_version: str | None) -> None:
+        """Records the deletion (at `resource_version`, else at every version seen so far): no
+        older version may bring the object back."""
         known = [
             v
             for v in (
@@ -337,6 +328,11 @@ class Cache:
         ]
         if known:
             self._tombstones[(kind, key)] = max(known)
+
+    def delete(self, kind: str, key: str, resource_version: str | None = None) -> Change:
+        """Forgets an object. `resource_version` is the version it was deleted at, if known; without
+        it, every version seen so far counts as deleted."""
+        self._bury(kind, key, resource_version)
         if kind == "LocalQueue":
             self.queues.local_queue(key, None)
         self.notices.pop((kind, key), None)
