@@ -94,7 +94,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -817,6 +817,8 @@ class Run:
     evictions: dict[str, int] = field(default_factory=dict)
     burst_evictions: dict[str, int] | None = None
     """Victims per class of each ClusterQueue's first large workload (from the controller's log)."""
+    reclaims: dict[str, int] | None = None
+    """Victims per class preempted by a workload of their own class (from the controller's log)."""
     watch_lead_s: float | None = None
     """The controller's watches up this long before the generator's first workload set started."""
     paused_s: float | None = None
@@ -923,6 +925,19 @@ _KUEUE_PREEMPTED = re.compile(
 _FIRST_LARGE = re.compile(r"^large(?:-[a-z]+)*-\d+-0-\d+$")
 
 
+def preemptions(path: Path) -> Iterator[tuple[str, str]]:
+    """(preemptor, victim) workload names, as the controller's log records each preemption."""
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            ours = _OURS_PREEMPTED.search(line)
+            if ours is not None:
+                yield ours.group(2), ours.group(1)
+                continue
+            kueue = _KUEUE_PREEMPTED.search(line)
+            if kueue is not None:
+                yield kueue.group(1), kueue.group(2)
+
+
 def burst_evictions(path: Path) -> dict[str, int] | None:
     """Victims per class of each ClusterQueue's first large workload. The first larges arrive all
     at once, ~1.2 s into generation, into cohorts busy with what came before them; whether a
@@ -932,19 +947,25 @@ def burst_evictions(path: Path) -> dict[str, int] | None:
     if not path.is_file():
         return None
     counts = dict.fromkeys(CLASSES, 0)
-    with path.open(errors="replace") as lines:
-        for line in lines:
-            ours = _OURS_PREEMPTED.search(line)
-            if ours is not None:
-                victim, preemptor = ours.group(1), ours.group(2)
-            else:
-                kueue = _KUEUE_PREEMPTED.search(line)
-                if kueue is None:
-                    continue
-                preemptor, victim = kueue.group(1), kueue.group(2)
-            name = victim.split("-", 1)[0]
-            if _FIRST_LARGE.match(preemptor) and name in counts:
-                counts[name] += 1
+    for preemptor, victim in preemptions(path):
+        name = victim.split("-", 1)[0]
+        if _FIRST_LARGE.match(preemptor) and name in counts:
+            counts[name] += 1
+    return counts
+
+
+def same_class_preemptions(path: Path) -> dict[str, int] | None:
+    """Victims per class preempted by a workload of their own class. A class has one priority, so
+    these are reclaims within the cohort: a queue back under its nominal quota taking it back
+    from a queue that borrowed it. How many there are follows how often a cohort is full when a
+    lending queue's work ends, which is the state, not the rule."""
+    if not path.is_file():
+        return None
+    counts = dict.fromkeys(CLASSES, 0)
+    for preemptor, victim in preemptions(path):
+        name = victim.split("-", 1)[0]
+        if name in counts and preemptor.split("-", 1)[0] == name:
+            counts[name] += 1
     return counts
 
 
@@ -1317,6 +1338,7 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
     run.child_log_errors = count_log_errors(folder)
     run.profile = profile_summary(binaries, run)
     run.burst_evictions = burst_evictions(folder / "minimalkueue.err.log")
+    run.reclaims = same_class_preemptions(folder / "minimalkueue.err.log")
     watching = _watching_since(folder / "minimalkueue.err.log")
     if watching is not None and "generation_started" in marks:
         run.watch_lead_s = (marks["generation_started"] - watching).total_seconds()
@@ -1519,6 +1541,11 @@ ROWS: list[tuple[str, Any, int]] = [
         lambda r: _after_burst(r),
         0,
     ),
+    (
+        "preemptions by a workload of the victim's own class: reclaims within the cohort (controller's log)",
+        lambda r: _reclaims(r),
+        0,
+    ),
     ("runner paused for the controller's start (wrapper), s", lambda r: _paused(r), 2),
     ("controller ready (runner resumed) → first workload set started, s", lambda r: r.ready_lead_s, 2),
     ("controller watching → first workload set started, s (negative: after)", lambda r: r.watch_lead_s, 2),
@@ -1676,6 +1703,12 @@ def _burst(run: Run) -> str | None:
     return " / ".join(f"{run.burst_evictions.get(name, 0):,}" for name in CLASSES)
 
 
+def _reclaims(run: Run) -> str | None:
+    if run.reclaims is None:
+        return None
+    return " / ".join(f"{run.reclaims.get(name, 0):,}" for name in CLASSES)
+
+
 def _after_burst(run: Run) -> str | None:
     """Evictions the first larges do not account for: the ones a start-up difference leaves alone."""
     if not run.evictions or run.burst_evictions is None:
@@ -1813,7 +1846,10 @@ def report(
     add("generator together, and Kueue's minimalkueue took about a second longer than the operator to")
     add("start its watches); *evictions after the first")
     add("larges* subtracts the one row from the other (decisions from the log against evictions the")
-    add("recorder saw, so an approximation);")
+    add("recorder saw, so an approximation); *by a workload of the victim's own class* counts, from the")
+    add("same lines, the victims preempted by one of their own class: a class has one priority, so these")
+    add("are reclaims within the cohort (a queue back under its nominal quota takes back what another")
+    add("queue borrowed), and they follow how full the cohorts are when a lending queue's work ends;")
     add("*runner paused* is how long the wrapper held the runner stopped for the controller's start, and")
     add("*ready → first workload set* the lead that gave (both from the wrapper's lines in the controller's")
     add("log against the runner's `generate workload group` line: positive and alike on both sides means")

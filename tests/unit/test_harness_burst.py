@@ -36,3 +36,25 @@ def test_the_victims_of_first_larges_are_counted_per_class(tmp_path: Path) -> No
     assert harness.burst_evictions(kueue) == {"small": 1, "medium": 0, "large": 0}
     assert harness.burst_evictions(tmp_path / "absent.log") is None
     assert harness._watching_since(ours) is not None
+
+
+def test_preemptions_of_a_victim_by_its_own_class_are_counted_as_reclaims(tmp_path: Path) -> None:
+    harness = kueue_harness()
+    ours, kueue = tmp_path / "ours.log", tmp_path / "kueue.log"
+    ours.write_text(
+        OURS + "2026-12-04T14:11:24.730Z INFO    preemption_operator.controller.decisions: preempted "
+        "cq-0-3-cohort-4/medium-1-0-0 for cq-0-2-cohort-4/medium-1-1-0: Preempted to accommodate a workload "
+        "(UID: u, JobUID: UNKNOWN) due to reclamation within the cohort\n"
+    )
+    kueue.write_text(
+        KUEUE
+        + KUEUE.splitlines(keepends=True)[0]
+        .replace('"name":"large-2-0-0"', '"name":"small-0-9-0"')
+        .replace("cq-0-3-cohort-3/small-0-1-0", "cq-0-1-cohort-3/small-0-2-0")
+    )
+    assert harness.same_class_preemptions(ours) == {"small": 0, "medium": 1, "large": 0}
+    assert harness.same_class_preemptions(kueue) == {"small": 1, "medium": 0, "large": 0}
+    assert harness.same_class_preemptions(tmp_path / "absent.log") is None
+    # The first-large split is not fooled by the reclaims.
+    assert harness.burst_evictions(ours) == {"small": 0, "medium": 1, "large": 0}
+    assert harness.burst_evictions(kueue) == {"small": 1, "medium": 0, "large": 0}
