@@ -957,8 +957,8 @@ def burst_evictions(path: Path) -> dict[str, int] | None:
 def same_class_preemptions(path: Path) -> dict[str, int] | None:
     """Victims per class preempted by a workload of their own class. A class has one priority, so
     these are reclaims within the cohort: a queue back under its nominal quota taking it back
-    from a queue that borrowed it. How many there are follows how often a cohort is full when a
-    lending queue's work ends, which is the state, not the rule."""
+    from a queue that borrowed it, which happens when a cohort is full as a lending queue's work
+    ends."""
     if not path.is_file():
         return None
     counts = dict.fromkeys(CLASSES, 0)
