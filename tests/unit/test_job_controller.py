@@ -582,3 +582,81 @@ async def test_a_deleted_jobs_workload_stays_until_its_started_pods_are_gone() -
     assert controller._queue.get_nowait() == ORPHANS
     await controller._delete_orphans()
     assert kinds.Workload.path("job-train-12345", NS) not in api.objects
+
+
+@pytest.mark.looptime
+async def test_a_running_jobs_deleted_workload_is_made_again_only_once_its_started_pods_are_gone() -> None:
+    """The chaos suite's second over-committed queue: a running Job's Workload was deleted (the Job
+    stays), its pod was being deleted but still ran on its node, and the Workload made again under
+    the same name took the deleted one's place: it was admitted, the Job started again and the
+    Job controller made a new pod while the old one still ran. Kueue's finalizer keeps the old
+    Workload until the job has stopped, so its job reconciler makes no new one before that."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, waker, cache = setup(api, started=started)
+    feeder = controller.feeder
+    name = "job-train-12345"
+    workload_key = f"{NS}/{name}"
+    feeder.replace(kinds.ResourceFlavor, [resource_flavor("on-demand")], "1")
+    feeder.replace(kinds.ClusterQueue, [cluster_queue("research", 2, flavor="on-demand")], "1")
+    feeder.replace(kinds.LocalQueue, [local_queue("research", namespace=NS)], "1")
+    running = api.put(running_workload())
+    for handler in (feeder, controller):
+        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
+    old_pod = api.put(started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1"))
+    started.replace(POD, [copy.deepcopy(old_pod)], "1")
+
+    api.remove("Workload", name, NS)
+    gone = copy.deepcopy(running)
+    gone["metadata"]["resourceVersion"] = str(api.version)
+    for handler in (feeder, controller):
+        handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
+    assert workload_key in cache.departing and waker.released == []
+
+    job = controller.key_of(JOB, running_job())
+    await controller.reconcile(job)  # no Workload: the job is stopped first
+    assert stored_job(api)["spec"]["suspend"] is True
+    # The Job's status lags its pods: it counts the pod being deleted neither active nor terminating.
+    stopped = stored_job(api)
+    stopped["status"] = {"active": 0, "startTime": CONDITION_TIME}
+    controller.event(JOB, "MODIFIED", copy.deepcopy(api.put(stopped)))
+    for _ in range(3):
+        await controller.reconcile(job)
+    made = [o for o in api.workloads().values() if o["metadata"].get("ownerReferences")]
+    assert made == [], "a Workload was made again while a pod started under the old one may run"
+    assert workload_key in cache.departing  # the old pod's quota is still held
+
+    api.remove("Pod", old_pod["metadata"]["name"], NS)
+    started.event(POD, "DELETED", copy.deepcopy(old_pod))
+    assert not cache.departing and waker.released == ["research"]
+    controller.event(JOB, "MODIFIED", copy.deepcopy(stored_job(api)))
+    await controller.reconcile(job)
+    made = [o for o in api.workloads().values() if o["metadata"].get("ownerReferences")]
+    assert len(made) == 1  # made again now (the fixture's name is not the one the job derives)
+
+
+@pytest.mark.looptime
+async def test_a_running_jobs_deleted_workload_is_not_made_again_on_a_pod_watch_that_lags() -> None:
+    """The index has not seen the old Workload's pod yet; the API has it, bound and running: the
+    API's answer decides before a new Workload is made."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, _, _ = setup(api, started=started)
+    running = api.put(running_workload())
+    for handler in (controller.feeder, controller):
+        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
+    started.replace(POD, [], "1")  # its watch has not shown the pod yet
+    api.put(started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1"))
+    api.remove("Workload", "job-train-12345", NS)
+    for handler in (controller.feeder, controller):
+        handler.event(kinds.Workload, "DELETED", copy.deepcopy(running))
+    job = controller.key_of(JOB, running_job())
+    stopped = stored_job(api)
+    stopped["spec"]["suspend"] = True
+    stopped["status"] = {"active": 0, "startTime": CONDITION_TIME}
+    controller.event(JOB, "MODIFIED", copy.deepcopy(api.put(stopped)))
+    await controller.reconcile(job)
+    assert not [o for o in api.workloads().values() if o["metadata"].get("ownerReferences")]
+    api.remove("Pod", "train-x7k2p", NS)
+    await controller.reconcile(job)
+    assert len([o for o in api.workloads().values() if o["metadata"].get("ownerReferences")]) == 1

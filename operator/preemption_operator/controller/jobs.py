@@ -133,6 +133,10 @@ class JobController:
         """Workload key -> the job it belongs to."""
         self._workloads: dict[WorkloadKey, set[str]] = {}
         """Job -> its Workloads (one, unless something else made a second)."""
+        self._replaced: dict[WorkloadKey, set[str]] = {}
+        """Job -> its Workloads deleted while it stays, until it has a new one: pods started
+        under them may still run, and no new Workload is made before they are gone (Kueue's
+        finalizer keeps such a Workload, so its job reconciler makes none before that either)."""
         self._listed: set[str] = set()
         """Kinds whose first list has come (until then a Workload's job may only be unseen)."""
         self._queue: asyncio.Queue[WorkloadKey] = asyncio.Queue()
@@ -195,8 +199,10 @@ class JobController:
             return
         if kind.name == kinds.Workload.name:
             if event_type == "DELETED":
-                job = self._disown(_key(obj))
+                deleted = _key(obj)
+                job = self._disown(deleted)
                 if job is not None and job in self.jobs:
+                    self._replaced.setdefault(job, set()).add(deleted)
                     self._enqueue(job)  # recreated if its job still wants it
             else:
                 self._workload(obj)
@@ -239,15 +245,20 @@ class JobController:
 
     def _pods_changed(self, workload_key: str) -> None:
         self.feeder.pods_changed(workload_key)
-        job = self._owned.get(workload_key)
+        job = self._owned.get(workload_key) or next(
+            (job for job, keys in self._replaced.items() if workload_key in keys), None
+        )
         if job is not None and job in self.jobs:
             self._enqueue(job)
         elif workload_key in self._orphans:
             self._enqueue(ORPHANS)  # its job is gone: its Workload may go once its pods have
 
     def pods_running(self, job: WorkloadKey) -> bool:
-        """Whether a pod started under one of the job's Workloads may still run."""
-        return self.started is not None and any(self.started.running(key) for key in self._workloads.get(job, ()))
+        """Whether a pod started under one of the job's Workloads (or one deleted while the job
+        stays) may still run."""
+        if self.started is None:
+            return False
+        return any(self.started.running(key) for key in (*self._workloads.get(job, ()), *self._replaced.get(job, ())))
 
     def _member_seen(self, kind: Kind, body: dict[str, Any]) -> None:
         member = _member(kind, body)
@@ -395,6 +406,7 @@ class JobController:
     async def reconcile(self, key: WorkloadKey) -> Step | None:
         objects = self.jobs.get(key)
         if not objects:
+            self._replaced.pop(key, None)
             return None
         if self.closing(key.namespace):
             return None  # its jobs go with it
@@ -424,6 +436,15 @@ class JobController:
             if await self._pods_may_run(key.namespace, self._workloads.get(key, set())):
                 asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, key)
                 return None
+        # The index said none of the deleted Workloads' pods may run, as far as its watch has
+        # come: a new Workload may be admitted at once, so the API answers first.
+        if (
+            isinstance(step, CreateWorkload)
+            and self._replaced.get(key)
+            and await self._pods_may_run(key.namespace, self._replaced[key])
+        ):
+            asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, key)
+            return None
         if step is not None:
             await self._carry_out(key, job, bodies, step)
         return step
@@ -449,7 +470,9 @@ class JobController:
             except ApiError as exc:
                 if exc.code != 409:
                     raise
+                self._replaced.pop(key, None)
                 return  # made already: its watch event brings it
+            self._replaced.pop(key, None)
             self.feeder.ingest("Workload", created)
             self._workload(created)
         elif isinstance(step, Wait):
