@@ -1535,7 +1535,7 @@ ROWS: list[tuple[str, Any, int]] = [
     ("time to admission", None, 0),
     ("admitted → Finished as the runner saw it (its runtime plus its lag), mean s", lambda r: _holds(r), 2),
     ("evictions small / medium / large", lambda r: _evictions(r), 0),
-    ("preemptions by each ClusterQueue's first large (controller's log)", lambda r: _burst(r), 0),
+    ("preemptions by each ClusterQueue's first large (controller's log)", lambda r: _per_class(r.burst_evictions), 0),
     (
         "derived: evictions after the first larges (evictions minus the row above, at least 0)",
         lambda r: _after_burst(r),
@@ -1543,7 +1543,7 @@ ROWS: list[tuple[str, Any, int]] = [
     ),
     (
         "preemptions by a workload of the victim's own class: reclaims within the cohort (controller's log)",
-        lambda r: _reclaims(r),
+        lambda r: _per_class(r.reclaims),
         0,
     ),
     ("runner paused for the controller's start (wrapper), s", lambda r: _paused(r), 2),
@@ -1697,16 +1697,11 @@ def _evictions(run: Run) -> str | None:
     return " / ".join(f"{sizes[name]:,}" for name in CLASSES)
 
 
-def _burst(run: Run) -> str | None:
-    if run.burst_evictions is None:
+def _per_class(counts: dict[str, int] | None) -> str | None:
+    """small / medium / large, or None when not measured."""
+    if counts is None:
         return None
-    return " / ".join(f"{run.burst_evictions.get(name, 0):,}" for name in CLASSES)
-
-
-def _reclaims(run: Run) -> str | None:
-    if run.reclaims is None:
-        return None
-    return " / ".join(f"{run.reclaims.get(name, 0):,}" for name in CLASSES)
+    return " / ".join(f"{counts.get(name, 0):,}" for name in CLASSES)
 
 
 def _after_burst(run: Run) -> str | None:
