@@ -585,12 +585,16 @@ async def test_a_deleted_jobs_workload_stays_until_its_started_pods_are_gone() -
 
 
 @pytest.mark.looptime
-async def test_a_running_jobs_deleted_workload_is_made_again_only_once_its_started_pods_are_gone() -> None:
+@pytest.mark.parametrize("seen_by", ["event", "relist"])
+async def test_a_running_jobs_deleted_workload_is_made_again_only_once_its_started_pods_are_gone(
+    seen_by: str,
+) -> None:
     """The chaos suite's second over-committed queue: a running Job's Workload was deleted (the Job
     stays), its pod was being deleted but still ran on its node, and the Workload made again under
     the same name took the deleted one's place: it was admitted, the Job started again and the
     Job controller made a new pod while the old one still ran. Kueue's finalizer keeps the old
-    Workload until the job has stopped, so its job reconciler makes no new one before that."""
+    Workload until the job has stopped, so its job reconciler makes no new one before that. The
+    deletion is seen as a DELETED event, or (a watch lost meanwhile) as a list that lacks it."""
     api = FakeApi()
     started = StartedPods()
     controller, _, waker, cache = setup(api, started=started)
@@ -610,7 +614,10 @@ async def test_a_running_jobs_deleted_workload_is_made_again_only_once_its_start
     gone = copy.deepcopy(running)
     gone["metadata"]["resourceVersion"] = str(api.version)
     for handler in (feeder, controller):
-        handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
+        if seen_by == "event":
+            handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
+        else:
+            handler.replace(kinds.Workload, [], str(api.version))
     assert workload_key in cache.departing and waker.released == []
 
     job = controller.key_of(JOB, running_job())

@@ -152,7 +152,9 @@ class CacheFeeder:
         if kind.name == "Workload":
             for gone in [k for k in self._read if k not in listed]:
                 del self._read[gone]
-        change = self.cache.replace(kind.name, kept.values(), resource_version)
+        # A Workload deleted while the watch was down departs as on its DELETED event.
+        departs = self.pods_may_run if kind.name == "Workload" else None
+        change = self.cache.replace(kind.name, kept.values(), resource_version, departs)
         if change is Change.NONE:
             return
         # A list is rare (startup, a lost watch, the periodic one): give everything another look.

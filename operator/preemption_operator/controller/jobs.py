@@ -173,10 +173,14 @@ class JobController:
         if kind.name not in self.integrations and kind.name != kinds.Workload.name:
             return
         if kind.name == kinds.Workload.name:
+            before = self._owned.copy()
             self._owned.clear()
             self._workloads.clear()
             for body in items:
                 self._workload(body)
+            for key, job in before.items():
+                if key not in self._owned:  # deleted while the watch was down
+                    self._deleted(key, job)
             return
         listed = {_member(kind, body) for body in items}
         for member in [m for m in self._members if m[0] == kind.name and m not in listed]:
@@ -201,9 +205,8 @@ class JobController:
             if event_type == "DELETED":
                 deleted = _key(obj)
                 job = self._disown(deleted)
-                if job is not None and job in self.jobs:
-                    self._replaced.setdefault(job, set()).add(deleted)
-                    self._enqueue(job)  # recreated if its job still wants it
+                if job is not None:
+                    self._deleted(deleted, job)
             else:
                 self._workload(obj)
             return
@@ -211,6 +214,13 @@ class JobController:
             self._member_gone(_member(kind, obj))
         else:
             self._member_seen(kind, obj)
+
+    def _deleted(self, workload_key: str, job: WorkloadKey) -> None:
+        """A job's Workload was deleted: the job gets a new one if it still wants it, once pods
+        started under the old one are gone."""
+        if job in self.jobs:
+            self._replaced.setdefault(job, set()).add(workload_key)
+            self._enqueue(job)
 
     def _child(self, kind: Kind, body: dict[str, Any], gone: bool) -> None:
         """Notes whether a child's pods may still run, under the job that controls it; that job

@@ -10,7 +10,7 @@ cohort trees it touches.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -351,10 +351,17 @@ class Cache:
         self._changed(kind, key, previous, None)
         return Change.RELEVANT
 
-    def replace(self, kind: str, objects: Iterable[Any], resource_version: str | None) -> Change:
+    def replace(
+        self,
+        kind: str,
+        objects: Iterable[Any],
+        resource_version: str | None,
+        departs: Callable[[str], bool] | None = None,
+    ) -> Change:
         """The whole current contents of a kind, from a list at `resource_version`: whatever the
         cache holds of it that the list lacks was deleted meanwhile (unless the cache's version is
-        newer than the list)."""
+        newer than the list). A Workload for which `departs` is true departs instead (pods started
+        under it may run), as on its DELETED event."""
         listed = _version(resource_version)
         change = Change.NONE
         seen: set[str] = set()
@@ -367,7 +374,10 @@ class Cache:
             held = self._versions.get((kind, key))
             if listed is not None and held is not None and held > listed:
                 continue  # written after the list was taken
-            change = max(change, self.delete(kind, key, resource_version))
+            if kind == "Workload" and departs is not None and departs(key):
+                change = max(change, self.depart(key, resource_version))
+            else:
+                change = max(change, self.delete(kind, key, resource_version))
         # Tombstones older than the previous list have outlived every write that was in flight.
         previous = self._listed_at.get(kind)
         if previous is not None:
