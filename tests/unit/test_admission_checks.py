@@ -363,6 +363,29 @@ def test_already_admitted() -> None:
     assert _cycle(objects)[0] == []
 
 
+def test_admitted_workloads_whose_checks_are_ready_are_looked_at_again_only_when_their_queue_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each snapshot asks what the checks of workloads holding quota call for. Admitted ones whose
+    checks are all Ready can only need their list synced to a changed queue: they are looked at
+    per group (queue, checks, flavors), not one by one, until their queue requires other checks."""
+    asked: list[str] = []
+    verdict = ac.verdict
+    monkeypatch.setattr(ac, "verdict", lambda obj, *rest: asked.append(obj.metadata.name) or verdict(obj, *rest))
+    running = [reserved(f"wl-{i}", "cq", state("check", "Ready"), admitted=True) for i in range(50)]
+    waiting = reserved("waiting", "cq", state("check", "Pending"))
+    cache = Cache()
+    cache.load(parse(scenario(GATED, *running, waiting, extra=[check("check"), check("other")])))
+    assert cache.snapshot(NOW).checks == [] and asked == ["waiting"]
+
+    asked.clear()
+    cq = with_checks(cluster_queue("cq", 4), "check", "other")
+    cache.upsert(parse_object(cq))
+    found = {info.name: (v.kind, v.required) for info, v in cache.snapshot(NOW).checks}
+    assert found == {wl["metadata"]["name"]: (ac.SYNC, {"check", "other"}) for wl in [*running, waiting]}
+    assert len(asked) == 51
+
+
 def test_not_all_checks_ready_is_not_admitted() -> None:
     objects = scenario(
         [with_checks(cluster_queue("cq", 4), "a", "b")],

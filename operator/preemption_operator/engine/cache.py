@@ -158,8 +158,14 @@ class Cache:
         self._backoff: dict[str, datetime | None] = {}
         """Pending workloads in their requeuing backoff (not queued), with their requeueAt."""
         self._awaiting: set[str] = set()
-        """Active workloads holding quota that are not Admitted or list AdmissionChecks: what
-        their checks call for is looked at in each snapshot."""
+        """Active workloads holding quota that are not Admitted, or whose AdmissionChecks are not
+        all Ready: what their checks call for is looked at in each snapshot."""
+        self._settled: dict[tuple[str, frozenset[str], frozenset[str]], set[str]] = {}
+        """Admitted workloads whose AdmissionChecks are all Ready, by (ClusterQueue, their checks,
+        their flavors): all that can still call for anything is their queue requiring other
+        checks (a sync), and that is the same for the whole group, so a snapshot looks at a group
+        and not at each of them."""
+        self._settled_in: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {}
         self.objects: dict[str, dict[str, Any]] = {kind.name: {} for kind in kinds.MODELS}
         self.infos: dict[str, WorkloadInfo] = {}
         """Workloads as scheduling sees them: observed, or assumed where a write is in flight."""
@@ -655,13 +661,18 @@ class Cache:
             expires = execution_time.deadline(info.obj)
             if expires is not None:
                 self._expiring[info.key] = expires
-        if (
-            info.cluster_queue is not None
-            and info.active
-            and not info.evicted
-            and (admission_checks.states(info.obj) or not is_true(info.obj, "Admitted"))
-        ):
-            self._awaiting.add(info.key)
+        if info.cluster_queue is not None and info.active and not info.evicted:
+            have = admission_checks.states(info.obj)
+            if not is_true(info.obj, "Admitted") or not all(c.state == admission_checks.READY for c in have):
+                self._awaiting.add(info.key)
+            elif have:
+                group = (
+                    info.cluster_queue,
+                    frozenset(c.name for c in have),
+                    admission_checks.admitted_flavors(info.obj),
+                )
+                self._settled.setdefault(group, set()).add(info.key)
+                self._settled_in[info.key] = group
         if info.cluster_queue is None and info.active and pods_ready.backing_off(info.obj):
             self._backoff[info.key] = pods_ready.requeue_at(info.obj)
             return
@@ -694,6 +705,12 @@ class Cache:
         self._unready.discard(key)
         self._marked.discard(key)
         self._awaiting.discard(key)
+        group = self._settled_in.pop(key, None)
+        if group is not None:
+            settled = self._settled[group]
+            settled.discard(key)
+            if not settled:
+                del self._settled[group]
         if key in self._backoff:
             del self._backoff[key]
             return  # in its backoff: never queued
@@ -907,7 +924,12 @@ class Cache:
             if lq is not None:  # counted as its queues' pending (Kueue: inadmissible)
                 backing_off.setdefault(lq.spec.cluster_queue, []).append(info)
         checks: list[tuple[WorkloadInfo, admission_checks.Verdict]] = []
-        for key in sorted(self._awaiting - in_flight):
+        awaiting = self._awaiting
+        for (name, have, flavors), keys in self._settled.items():
+            cq = tree.cluster_queues.get(name)
+            if cq is not None and admission_checks.required(cq.admission_checks, flavors, cq.flavors) != have:
+                awaiting = awaiting | keys  # their queue's checks changed: each syncs its list
+        for key in sorted(awaiting - in_flight):
             info = self.infos[key]
             cq = tree.cluster_queues.get(info.cluster_queue or "")
             if cq is None or not (cq.admission_checks or admission_checks.states(info.obj)):
