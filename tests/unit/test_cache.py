@@ -658,3 +658,19 @@ def test_property_local_queue_counts_match_a_count_of_every_workload(steps) -> N
             counts[2] += 1
     got = local_queue_counts(snapshot, cache.queues.pending_counts())
     assert {k: tuple(v) for k, v in expected.items() if k[1]} == {k: v for k, v in got.items() if k[1]}
+
+
+def test_a_workload_is_found_by_its_uid_while_the_cache_holds_it() -> None:
+    """Kueue's preemption messages name the preemptor by UID only: the dashboard names it by key
+    through this index, which follows a Workload made again under the same name and a deletion."""
+    first = as_dict(workload("wl"))
+    first["metadata"]["uid"], first["metadata"]["resourceVersion"] = "uid-1", "1"
+    cache = Cache()
+    cache.upsert(parse_object(first))
+    assert cache.workload_key("uid-1") == f"{NAMESPACE}/wl"
+    again = copy.deepcopy(first)
+    again["metadata"]["uid"], again["metadata"]["resourceVersion"] = "uid-2", "3"
+    cache.upsert(parse_object(again))
+    assert (cache.workload_key("uid-1"), cache.workload_key("uid-2")) == (None, f"{NAMESPACE}/wl")
+    cache.delete("Workload", f"{NAMESPACE}/wl", "4")
+    assert cache.workload_key("uid-2") is None

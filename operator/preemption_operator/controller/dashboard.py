@@ -77,12 +77,10 @@ def _preemptions(cache: Cache, timeline: Timeline | None) -> list[dict[str, Any]
     """Newest first. A preemption read from a victim's status under classic preemption or fair
     sharing names its preemptor by UID: it is named by key while the cache has it."""
     items = [item.to_dict() for item in reversed(timeline.items)] if timeline is not None else []
-    unnamed = [item for item in items if not item["preemptor"]]
-    if unnamed:
-        keys = {str(wl.metadata.uid): key for key, wl in cache.objects["Workload"].items() if wl.metadata.uid}
-        for item in unnamed:
+    for item in items:
+        if not item["preemptor"]:
             found = _PREEMPTOR_UID.search(item["message"])
-            item["preemptor"] = keys.get(found[1], "") if found is not None else ""
+            item["preemptor"] = (cache.workload_key(found[1]) or "") if found is not None else ""
     return items
 
 

@@ -167,6 +167,8 @@ class Cache:
         and not at each of them."""
         self._settled_in: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {}
         self.objects: dict[str, dict[str, Any]] = {kind.name: {} for kind in kinds.MODELS}
+        self._by_uid: dict[str, str] = {}
+        """Workload keys by UID (every Workload in `objects`)."""
         self.infos: dict[str, WorkloadInfo] = {}
         """Workloads as scheduling sees them: observed, or assumed where a write is in flight."""
         self._observed: dict[str, WorkloadInfo] = {}
@@ -245,7 +247,7 @@ class Cache:
             # Made again under the name (newer than the deletion): the new one is what the API
             # holds; what pods of the old one still run is no longer counted.
             self._departing.discard(key)
-            self.objects[kind][key] = obj
+            self._store_workload(key, obj)
             self._note_past(key, obj)
             self._set_observed(key, build_info(obj, self._priority_classes, self._observed.get(key), self._by_creation))
             return Change.RELEVANT
@@ -270,10 +272,30 @@ class Cache:
         if version is not None:
             self._versions[("Workload", key)] = version
         self._unreadable[key] = problem
-        self.objects["Workload"][key] = obj
+        self._store_workload(key, obj)
         self._note_past(key, obj)
         self._set_observed(key, build_info(obj, self._priority_classes, None, self._by_creation))
         return Change.RELEVANT
+
+    def _store_workload(self, key: str, obj: Any) -> None:
+        self._drop_workload(key)
+        self.objects["Workload"][key] = obj
+        if obj.metadata.uid:
+            self._by_uid[str(obj.metadata.uid)] = key
+
+    def _drop_workload(self, key: str) -> bool:
+        """Whether the cache held a Workload under that key."""
+        held = self.objects["Workload"].pop(key, None)
+        if held is None:
+            return False
+        if held.metadata.uid and self._by_uid.get(str(held.metadata.uid)) == key:
+            del self._by_uid[str(held.metadata.uid)]
+        return True
+
+    def workload_key(self, uid: str) -> str | None:
+        """The key of the Workload with this UID, while the cache holds it (Kueue's preemption
+        messages name the preemptor by UID only)."""
+        return self._by_uid.get(uid)
 
     def depart(self, key: str, resource_version: str | None = None) -> Change:
         """The API deleted this Workload (at `resource_version`) while pods started under it may
@@ -348,7 +370,7 @@ class Cache:
             self._assumed.pop(key, None)
             if not self.objects["PreemptionLimit"]:
                 self._past.pop(key, None)  # with limits, its preemption still counts in their windows
-            found = self.objects[kind].pop(key, None) is not None
+            found = self._drop_workload(key)
             self._set_observed(key, None)
             return Change.RELEVANT if found else Change.NONE
         previous = self.objects[kind].pop(key, None)
