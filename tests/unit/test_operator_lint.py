@@ -478,3 +478,23 @@ def test_an_analysis_past_its_cpu_budget_stops_and_says_the_setup_is_not_proven(
     done = lint_child.answer(json.dumps(setup), budget=5)
     assert done.error is None and done.outcome == "flap_free"
     assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)  # no timer left behind
+
+
+def test_the_lint_process_exits_quietly_when_the_operator_is_gone() -> None:
+    """A SIGKILLed operator leaves its lint process writing an answer to a closed pipe: it ends
+    with status 0 and no traceback in the operator's log."""
+    import subprocess
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "preemption_operator.controller.lint_child"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # the reader is gone
+    child.stdin.write((json.dumps([cluster_queue("cq", 1)]) + "\n").encode())
+    child.stdin.close()
+    assert child.wait(timeout=60) == 0
+    errors = child.stderr.read().decode()
+    assert "Traceback" not in errors and "BrokenPipeError" not in errors, errors

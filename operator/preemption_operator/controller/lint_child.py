@@ -72,9 +72,16 @@ def fair_sharing_of(argv: list[str]) -> FairSharing:
 def main() -> None:
     lower_priority()
     sharing = fair_sharing_of(sys.argv[1:])
-    for line in sys.stdin:
-        sys.stdout.write(json.dumps(result_to_wire(answer(line, fair_sharing=sharing)), separators=(",", ":")) + "\n")
-        sys.stdout.flush()
+    try:
+        for line in sys.stdin:
+            sys.stdout.write(
+                json.dumps(result_to_wire(answer(line, fair_sharing=sharing)), separators=(",", ":")) + "\n"
+            )
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The operator is gone (killed mid-analysis): nobody reads the answer. Exit quietly, with
+        # stdout pointed away so the interpreter's last flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":
