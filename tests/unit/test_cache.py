@@ -674,3 +674,19 @@ def test_a_workload_is_found_by_its_uid_while_the_cache_holds_it() -> None:
     assert (cache.workload_key("uid-1"), cache.workload_key("uid-2")) == (None, f"{NAMESPACE}/wl")
     cache.delete("Workload", f"{NAMESPACE}/wl", "4")
     assert cache.workload_key("uid-2") is None
+
+
+def test_an_update_keeps_the_workload_in_its_place_and_its_uid_indexed() -> None:
+    """An update is stored in place: the order the cache holds Workloads in (which the snapshot
+    walks) does not change, and the UID still leads to the key."""
+    cache = Cache()
+    for n, name in enumerate(("a", "b", "c")):
+        obj = as_dict(workload(name))
+        obj["metadata"]["uid"], obj["metadata"]["resourceVersion"] = f"uid-{name}", str(n + 1)
+        cache.upsert(parse_object(obj))
+    update = as_dict(workload("a"))
+    update["metadata"]["uid"], update["metadata"]["resourceVersion"] = "uid-a", "9"
+    update["metadata"]["labels"] = {"touched": "yes"}
+    cache.upsert(parse_object(update))
+    assert list(cache.objects["Workload"]) == [f"{NAMESPACE}/{n}" for n in ("a", "b", "c")]
+    assert cache.workload_key("uid-a") == f"{NAMESPACE}/a"

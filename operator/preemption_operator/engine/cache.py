@@ -278,10 +278,17 @@ class Cache:
         return Change.RELEVANT
 
     def _store_workload(self, key: str, obj: Any) -> None:
-        self._drop_workload(key)
-        self.objects["Workload"][key] = obj
-        if obj.metadata.uid:
-            self._by_uid[str(obj.metadata.uid)] = key
+        # Assigned in place, so an update keeps the Workload's place in the dict; only a Workload
+        # made again under the name (a new UID) drops the old UID's entry.
+        workloads = self.objects["Workload"]
+        held = workloads.get(key)
+        uid = str(obj.metadata.uid) if obj.metadata.uid else None
+        old_uid = str(held.metadata.uid) if held is not None and held.metadata.uid else None
+        if old_uid and old_uid != uid and self._by_uid.get(old_uid) == key:
+            del self._by_uid[old_uid]
+        workloads[key] = obj
+        if uid:
+            self._by_uid[uid] = key
 
     def _drop_workload(self, key: str) -> bool:
         """Whether the cache held a Workload under that key."""
