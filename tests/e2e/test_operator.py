@@ -699,6 +699,44 @@ def test_settled_workloads_are_not_written(cluster: ControlPlane, scenario: Scen
         assert not meta.get("finalizers"), where
 
 
+def test_a_queue_status_someone_else_writes_is_put_back(
+    cluster: ControlPlane, scenario: Scenario, operators: OperatorPool
+) -> None:
+    """A settled ClusterQueue's status, changed by another client (as a replaced leader's late
+    PATCH would), is written back to what its Workloads hold without any new cycle."""
+    sc = scenario
+    op = operators.start()
+    cq, lq = sc.queue("main", 4)
+    sc.apply(workload("one", namespace=sc.namespace, queue=lq, cpu=1))
+    sc.wait_admitted("one", diagnostics=op.tail)
+
+    def status() -> dict[str, Any]:
+        return sc.get("clusterqueues", cq, namespaced=False).get("status") or {}
+
+    def shows_one() -> bool:
+        got = status()
+        assert got.get("reservingWorkloads") == 1, got
+        assert got["flavorsReservation"][0]["resources"][0]["total"] == "1", got
+        return True
+
+    wait_until(shows_one, what="the ClusterQueue status", diagnostics=op.tail)
+    # Settled: the analysis of the new setup has ended too (its end publishes statuses again).
+    wait_until(
+        lambda: any(s.name == "preemption_operator_lint_runs_total" and s.value for s in op.samples()),
+        what="the setup's analysis",
+        diagnostics=op.tail,
+    )
+    wrong = status()
+    wrong["reservingWorkloads"] = 3
+    wrong["flavorsReservation"][0]["resources"][0]["total"] = "3"
+    patch = json.dumps({"status": {k: wrong[k] for k in ("reservingWorkloads", "flavorsReservation")}})
+    cluster.kubectl("patch", "clusterqueue", cq, "--subresource=status", "--type=merge", "-p", patch, check=True)
+    assert status()["reservingWorkloads"] == 3
+    # Within about a second (the publisher's interval); before, only the next cycle did it,
+    # which in a settled cluster is the 30 s resync.
+    wait_until(shows_one, timeout=10, what="the ClusterQueue status written back", diagnostics=op.tail)
+
+
 def test_no_events_are_sent_into_a_namespace_being_deleted(
     cluster: ControlPlane, scenario: Scenario, operators: OperatorPool
 ) -> None:

@@ -682,6 +682,31 @@ async def test_a_queue_status_whose_write_failed_is_written_again_without_a_new_
     assert h.api.count("PATCH", f"{path}/status") == 2  # once written, not again
 
 
+@pytest.mark.looptime
+async def test_a_queue_status_someone_else_wrote_is_put_right_without_a_new_cycle() -> None:
+    """Another writer (a replaced leader's late PATCH, a person's `kubectl edit --subresource
+    status`) changed a ClusterQueue's status after the last pass. Only a cycle made the
+    publisher look again, so with nothing left to schedule the wrong figures stayed."""
+    h = Harness(scenario([cluster_queue("cq", 2)], admitted("a", "cq", 1)))
+    path = kinds.ClusterQueue.path("cq")
+    task = asyncio.create_task(h.s.publisher.run())
+    h.s.publisher.due()
+    await asyncio.sleep(2)
+    assert h.api.objects[path]["status"]["flavorsReservation"][0]["resources"][0]["total"] == "1"
+    foreign = copy.deepcopy(h.api.objects[path])
+    foreign["status"]["flavorsReservation"][0]["resources"][0]["total"] = "2"
+    foreign["status"]["reservingWorkloads"] = 2
+    h.s.feeder.ingest("ClusterQueue", copy.deepcopy(h.api.put(foreign)))  # its watch event
+    await asyncio.sleep(3)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    status = h.api.objects[path]["status"]
+    assert status["flavorsReservation"][0]["resources"][0]["total"] == "1"
+    assert status["reservingWorkloads"] == 1
+    assert h.api.count("PATCH", f"{path}/status") == 2  # the first status, then its repair
+
+
 async def test_queue_status_writes_go_clusterqueues_first_and_a_newer_pass_replaces_a_queued_one() -> None:
     """Kueue's large-scale config (1,000 ClusterQueues): a pass had more statuses to write than
     its second allowed, and the next pass waited for them all, so most statuses lagged their

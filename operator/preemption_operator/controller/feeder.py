@@ -113,6 +113,10 @@ class CacheFeeder:
         self.preempted: Callable[[PastPreemption], None] | None = None
         """Told of each preemption a Workload's status records as it comes in (the dashboard's
         timeline, on every replica)."""
+        self.status_changed: Callable[[str], None] = lambda kind: None
+        """Told of a change of kind other than Workload that scheduling does not read (its status,
+        as someone else wrote it: our own writes' echoes are not changes); the statuses the
+        operator publishes are put right."""
         self.pods_may_run: Callable[[str], bool] | None = None
         """Whether pods started under a Workload (by key) may still run (None: not followed). A
         Workload deleted meanwhile keeps its quota until `pods_changed` says they are gone."""
@@ -329,3 +333,5 @@ class CacheFeeder:
             if kind in kinds.SETUP:
                 self.setup_changed()
             self.waker.config_changed()
+        else:
+            self.status_changed(kind)

@@ -39,6 +39,7 @@ FIRST = ("ClusterQueue",)
 """Kinds written ahead of the rest: the quota people, dashboards and Kueue's checker read."""
 REST_EVERY = 4
 """While both wait, one write in this many goes to the rest (LocalQueues...), so none starves."""
+PUBLISHED = frozenset({"ClusterQueue", "Cohort", "LocalQueue", "PreemptionConfig", "PreemptionLimit"})
 
 
 def _key(name: str, namespace: str | None) -> str:
@@ -84,6 +85,13 @@ class QueueStatusPublisher:
     def due(self) -> None:
         """Something changed (a cycle, an analysis): publish within the interval."""
         self._due.set()
+
+    def status_changed(self, kind: str) -> None:
+        """Someone else wrote an object of `kind` (its status, as a replaced leader's late write
+        or a person's edit): a status this operator publishes is put right within the interval,
+        as Kueue's queue controllers do on every update, not only after the next cycle."""
+        if kind in PUBLISHED:
+            self._due.set()
 
     async def run(self) -> None:
         """Computes once per interval while something is due; a pass whose writes did not all

@@ -77,6 +77,7 @@ class Scheduling:
         publisher = QueueStatusPublisher(
             cache, writer, feeder, metrics, leading, lambda: linter.result, lambda: loop.state.inadmissible
         )
+        feeder.status_changed = publisher.status_changed
         notices = NoticePoster(events, cache, feeder, lambda: loop.config_notices, lambda: linter.notices)
         loop = SchedulingLoop(
             cache,
