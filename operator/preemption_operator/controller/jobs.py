@@ -137,6 +137,8 @@ class JobController:
         """Job -> its Workloads deleted while it stays, until it has a new one: pods started
         under them may still run, and no new Workload is made before they are gone (Kueue's
         finalizer keeps such a Workload, so its job reconciler makes none before that either)."""
+        self._replaced_of: dict[str, WorkloadKey] = {}
+        """Those deleted Workloads' keys -> their job: a pod event finds its job without a scan."""
         self._listed: set[str] = set()
         """Kinds whose first list has come (until then a Workload's job may only be unseen)."""
         self._queue: asyncio.Queue[WorkloadKey] = asyncio.Queue()
@@ -220,7 +222,14 @@ class JobController:
         started under the old one are gone."""
         if job in self.jobs:
             self._replaced.setdefault(job, set()).add(workload_key)
+            self._replaced_of[workload_key] = job
             self._enqueue(job)
+
+    def _forget_replaced(self, job: WorkloadKey) -> None:
+        """The job has a new Workload, or is gone: its deleted ones no longer hold it back."""
+        for workload_key in self._replaced.pop(job, ()):
+            if self._replaced_of.get(workload_key) == job:
+                del self._replaced_of[workload_key]
 
     def _child(self, kind: Kind, body: dict[str, Any], gone: bool) -> None:
         """Notes whether a child's pods may still run, under the job that controls it; that job
@@ -255,9 +264,7 @@ class JobController:
 
     def _pods_changed(self, workload_key: str) -> None:
         self.feeder.pods_changed(workload_key)
-        job = self._owned.get(workload_key) or next(
-            (job for job, keys in self._replaced.items() if workload_key in keys), None
-        )
+        job = self._owned.get(workload_key) or self._replaced_of.get(workload_key)
         if job is not None and job in self.jobs:
             self._enqueue(job)
         elif workload_key in self._orphans:
@@ -416,7 +423,7 @@ class JobController:
     async def reconcile(self, key: WorkloadKey) -> Step | None:
         objects = self.jobs.get(key)
         if not objects:
-            self._replaced.pop(key, None)
+            self._forget_replaced(key)
             return None
         if self.closing(key.namespace):
             return None  # its jobs go with it
@@ -480,9 +487,9 @@ class JobController:
             except ApiError as exc:
                 if exc.code != 409:
                     raise
-                self._replaced.pop(key, None)
+                self._forget_replaced(key)
                 return  # made already: its watch event brings it
-            self._replaced.pop(key, None)
+            self._forget_replaced(key)
             self.feeder.ingest("Workload", created)
             self._workload(created)
         elif isinstance(step, Wait):
