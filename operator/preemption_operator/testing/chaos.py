@@ -1288,11 +1288,18 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
             problems.append(
                 f"the engine would still {VERBS[action['action']]} {action['workload']}{extra} ({action['clusterQueue']})"
             )
+    return problems + status_problems(objects, topology.local_queue_target)
 
+
+def status_problems(objects: list[dict[str, Any]], target: Callable[[str, str], str | None]) -> list[str]:
+    """Queue status counts and cpu reserved that do not match the Workloads among `objects`;
+    `target`: the ClusterQueue a LocalQueue (namespace, name) points to."""
+    problems: list[str] = []
     workloads = [o for o in objects if o["kind"] == "Workload"]
     cq_pending: Counter[str] = Counter()
     cq_reserving: Counter[str] = Counter()
     cq_cpu: Counter[str] = Counter()
+    cq_holders: dict[str, list[str]] = {}
     lq_pending: Counter[tuple[str, str]] = Counter()
     lq_reserving: Counter[tuple[str, str]] = Counter()
     for wl in workloads:
@@ -1303,12 +1310,13 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
         if cq:
             cq_reserving[cq] += 1
             cq_cpu[cq] += used
+            cq_holders.setdefault(cq, []).append(_holding(wl, used))
             lq_reserving[(ns, queue)] += 1
         else:
             lq_pending[(ns, queue)] += 1
-            target = topology.local_queue_target(ns, queue)
-            if target:
-                cq_pending[target] += 1
+            pointed = target(ns, queue)
+            if pointed:
+                cq_pending[pointed] += 1
     for obj in objects:
         status = obj.get("status") or {}
         name = obj["metadata"]["name"]
@@ -1321,13 +1329,31 @@ def settled_problems(client: KubeClient, topology: Topology) -> list[str]:
                 if r.get("name") == "cpu"
             )
             if reserved != cq_cpu[name]:
+                # Which Workloads hold what, so that a failure seen once can be told apart later.
+                holders = "; ".join(sorted(cq_holders.get(name, []))) or "none"
                 problems.append(
                     f"ClusterQueue {name} flavorsReservation {reserved / 1000:g} cpu, Workloads hold {cq_cpu[name] / 1000:g}"
+                    f" ({holders})"
                 )
         elif obj["kind"] == "LocalQueue":
             key = (obj["metadata"]["namespace"], name)
             problems += _count_problems(f"LocalQueue {key[0]}/{name}", status, lq_pending[key], lq_reserving[key])
     return problems
+
+
+def _holding(wl: dict[str, Any], used: int) -> str:
+    """A Workload holding quota, for a failure message: its name, its cpu and what may explain a
+    difference (pods given back, an eviction under way, a deletion)."""
+    meta = wl["metadata"]
+    notes = [f"{used / 1000:g} cpu"]
+    reclaimable = (wl.get("status") or {}).get("reclaimablePods")
+    if reclaimable:
+        notes.append("reclaimable " + ",".join(f"{r.get('name')}={r.get('count')}" for r in reclaimable))
+    if is_true(wl, "Evicted"):
+        notes.append("evicted")
+    if meta.get("deletionTimestamp"):
+        notes.append("deleting")
+    return f"{meta['namespace']}/{meta['name']} {' '.join(notes)}"
 
 
 def _count_problems(queue: str, status: dict[str, Any], pending: int, reserving: int) -> list[str]:
