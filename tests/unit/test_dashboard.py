@@ -110,15 +110,59 @@ def test_a_victim_preempted_again_by_the_same_preemptor_is_listed_twice() -> Non
     assert timeline.items == [first, second]
 
 
-def test_the_leader_shows_what_it_writes_not_the_echo_of_it() -> None:
-    leading = True
-    timeline = Timeline(observing=lambda: not leading)
+async def test_the_leader_shows_each_preemption_it_writes_once_with_the_preemptor_by_key() -> None:
+    """Every replica reads preemptions from the victims' statuses, the leader too: the answer to
+    its own eviction write comes in before the leader adds what it wrote, and both are one
+    entry, kept with what the leader knows (the preemptor by key, not the UID of the message)."""
+    import copy
+
+    from preemption_operator.controller.metrics import Metrics
+    from preemption_operator.controller.scheduling import Scheduling
+    from preemption_operator.k8s.writer import StatusWriter
+    from unit.fake_api import FakeApi
+
+    class Events:
+        def record(self, *args: Any) -> None:
+            pass
+
+    api = FakeApi()
+    for body in scenario(
+        [cluster_queue("cq", 4, within="LowerPriority")],
+        admitted("low", "cq", 4, priority=0),
+        pending("high", "cq", 4, priority=10),
+    ):
+        api.put(body)
+    timeline = Timeline()
+    cache = Cache()
+    s = Scheduling.build(
+        cache, StatusWriter(api, fence=lambda: True), Events(), Metrics(), lambda: True, timeline=timeline
+    )  # type: ignore[arg-type]
+    s.feeder.preempted = timeline.observe
+    for body in list(api.objects.values()):
+        s.feeder.ingest(body["kind"], copy.deepcopy(body))
+    s.loop.cycle()
+    await s.decisions.idle()
+    victim = api.objects[kinds.Workload.path("low", "default")]
+    (shown,) = timeline.items
+    assert (shown.victim, shown.preemptor) == ("default/low", "default/high")
+    preempted = next(c for c in victim["status"]["conditions"] if c["type"] == "Preempted")
+    assert shown.at == datetime.fromisoformat(preempted["lastTransitionTime"]).timestamp()
+    # Its echo, or a list showing it again, adds nothing.
+    again = copy.deepcopy(victim)
+    again["metadata"]["resourceVersion"] = "999"
+    s.feeder.ingest("Workload", again)
+    assert len(timeline.items) == 1 and timeline.items[0].preemptor == "default/high"
+
+
+def test_a_preemption_read_from_a_status_is_shown_while_this_replica_leads() -> None:
+    """A new leader shows what its predecessor wrote last, even when the Workload comes in after
+    it took over (before, a leader read no status: those were missing from its dashboard)."""
+    timeline = Timeline()
     past = PastPreemption(datetime(2026, 12, 4, tzinfo=UTC), "default/low", "cq", None, "cq", "InClusterQueue")
     timeline.observe(past)
-    assert timeline.items == []
-    leading = False
-    timeline.observe(past)
     assert [(p.victim, p.at) for p in timeline.items] == [("default/low", past.at.timestamp())]
+    timeline.add(preemption("default/low", past.at.timestamp()))  # another message: another one
+    assert len(timeline.items) == 2
 
 
 def test_the_timeline_keeps_the_newest_in_time_order_once_each() -> None:

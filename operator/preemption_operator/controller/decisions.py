@@ -29,7 +29,7 @@ from ..k8s.writer import Outcome, StatusWriter, WriteResult
 from .faults import Faults
 from .feeder import CacheFeeder
 from .metrics import Metrics
-from .timeline import Preemption, Timeline
+from .timeline import Preemption, Timeline, condition_time
 from .wakeups import Wakeups
 from .write_queue import WriteQueue
 
@@ -265,9 +265,10 @@ class DecisionWriter:
             preemptor = change.preemptor.key if change.preemptor is not None else ""
             log.info("preempted %s for %s: %s", change.key, preemptor, change.record.get("message", ""))
             if self.timeline is not None:
+                written = condition_time(body, "Preempted")  # what the echo of this write says too
                 self.timeline.add(
                     Preemption(
-                        at=time.time(),
+                        at=written if written is not None else time.time(),
                         preemptor=preemptor,
                         preemptor_cluster_queue=change.preemptor_cluster_queue,
                         victim=change.key,

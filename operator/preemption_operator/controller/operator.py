@@ -152,7 +152,7 @@ class Operator:
         self.namespace_selector = options.managed_jobs_namespace_selector or default_namespace_selector(own)
         self._managed = namespace_selector(self.namespace_selector, own)
         stopping = job_framework.stopping_owners(self.integrations)
-        self.timeline = Timeline(observing=lambda: not self.leading())
+        self.timeline = Timeline()
         self.scheduling = Scheduling.build(
             self.cache,
             writer,

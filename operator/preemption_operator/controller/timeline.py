@@ -1,18 +1,22 @@
 """The recent preemptions, oldest first, as the dashboard shows them: who took whose place, under
-which rule, why, and when. The leader adds each one when its eviction is written; a standby adds
-those the victims' statuses record as the Workloads come in (`observe`), so its dashboard shows
-them too, and it keeps them when it takes over. A status seen again (a list, a later change of
-the victim) adds nothing. Bounded, so it costs nothing to keep."""
+which rule, why, and when. The leader adds each one when its eviction is written; every replica
+adds those the victims' statuses record as the Workloads come in (`observe`), so a standby's
+dashboard shows them too, and a new leader shows those its predecessor wrote last even when
+they come in after it took over. The echo of a write is the same preemption (same victim,
+message and condition time): whichever comes first is kept, and what the leader wrote replaces
+the echo, since it knows the preemptor by key and the rule. A status seen again (a list, a later
+change of the victim) adds nothing. Bounded, so it costs nothing to keep."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from ..engine.limits import PastPreemption
+from ..engine.protection import LAST_RESORT_SUFFIX
 
 KEPT = 200
 
@@ -20,8 +24,7 @@ KEPT = 200
 @dataclass(frozen=True)
 class Preemption:
     at: float
-    """Seconds since the epoch: when the eviction was written (observed: the time of the victim's
-    Preempted condition)."""
+    """Seconds since the epoch: the time of the victim's Preempted condition, as written."""
     preemptor: str
     preemptor_cluster_queue: str
     victim: str
@@ -36,42 +39,66 @@ class Preemption:
     @property
     def identity(self) -> tuple[str, str, float]:
         """A victim's status shows one preemption with the same time in every event; the same
-        victim preempted again by the same preemptor (the same message) is another one."""
-        return (self.victim, self.message, self.at)
+        victim preempted again by the same preemptor (the same message) is another one. The
+        status records the message without the last-resort note."""
+        return (self.victim, self.message.removesuffix(LAST_RESORT_SUFFIX), self.at)
+
+
+def condition_time(body: dict[str, Any], kind: str) -> float | None:
+    """Seconds since the epoch of a condition's lastTransitionTime in a Workload in wire form."""
+    for c in (body.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("lastTransitionTime"):
+            try:
+                return datetime.fromisoformat(str(c["lastTransitionTime"])).timestamp()
+            except ValueError:
+                return None
+    return None
 
 
 class Timeline:
-    def __init__(self, kept: int = KEPT, observing: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, kept: int = KEPT) -> None:
         self.kept = kept
-        self.observing = observing
-        """Whether statuses are read now: not while this replica leads, since it adds what it
-        writes itself (the echo of its write would otherwise show first, with the condition's
-        time rounded to the second)."""
         self.items: list[Preemption] = []
         """Oldest first (by `at`), at most `kept`."""
         self._identities: set[tuple[str, str, float]] = set()
+        self._observed: set[tuple[str, str, float]] = set()
+        """Those of the items that were read from a status (not written by this replica)."""
         self.version = 0
         self.changed = asyncio.Event()
         """Set when an item comes, then replaced by a fresh one: whoever waited on it wakes (the
         dashboard pushes at once), and nobody has to clear it for the others."""
 
-    def add(self, item: Preemption) -> None:
+    def add(self, item: Preemption, *, observed: bool = False) -> None:
+        """`observed`: read from the victim's status, not written by this replica."""
         identity = item.identity
         if identity in self._identities:
-            return  # seen already (a list again, or another change of the victim)
+            if observed or identity not in self._observed:
+                return  # seen already (a list again, another change of the victim, an echo)
+            # What this replica wrote replaces the echo of it that came in first.
+            self._observed.discard(identity)
+            self.items = [item if p.identity == identity else p for p in self.items]
+            self._changed()
+            return
         if len(self.items) >= self.kept and item.at <= self.items[0].at:
             return  # older than everything kept
         bisect.insort(self.items, item, key=lambda p: p.at)
         self._identities.add(identity)
+        if observed:
+            self._observed.add(identity)
         if len(self.items) > self.kept:
-            self._identities.discard(self.items.pop(0).identity)
+            dropped = self.items.pop(0).identity
+            self._identities.discard(dropped)
+            self._observed.discard(dropped)
+        self._changed()
+
+    def _changed(self) -> None:
         self.version += 1
         self.changed.set()
         self.changed = asyncio.Event()
 
     def observe(self, past: PastPreemption) -> None:
         """A preemption a victim's status records (not one it was admitted again after)."""
-        if past.readmitted or not self.observing():
+        if past.readmitted:
             return
         self.add(
             Preemption(
@@ -83,5 +110,6 @@ class Timeline:
                 reason=past.mechanism,
                 rule="; ".join(past.rules),
                 message=past.message,
-            )
+            ),
+            observed=True,
         )
