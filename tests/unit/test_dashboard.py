@@ -146,7 +146,8 @@ async def test_the_leader_shows_each_preemption_it_writes_once_with_the_preempto
     (shown,) = timeline.items
     assert (shown.victim, shown.preemptor) == ("default/low", "default/high")
     preempted = next(c for c in victim["status"]["conditions"] if c["type"] == "Preempted")
-    assert shown.at == datetime.fromisoformat(preempted["lastTransitionTime"]).timestamp()
+    assert shown.condition_at == datetime.fromisoformat(preempted["lastTransitionTime"]).timestamp()
+    assert shown.at >= shown.condition_at  # when it was written, not only to the second
     # Its echo, or a list showing it again, adds nothing.
     again = copy.deepcopy(victim)
     again["metadata"]["resourceVersion"] = "999"

@@ -265,10 +265,9 @@ class DecisionWriter:
             preemptor = change.preemptor.key if change.preemptor is not None else ""
             log.info("preempted %s for %s: %s", change.key, preemptor, change.record.get("message", ""))
             if self.timeline is not None:
-                written = condition_time(body, "Preempted")  # what the echo of this write says too
                 self.timeline.add(
                     Preemption(
-                        at=written if written is not None else time.time(),
+                        at=time.time(),
                         preemptor=preemptor,
                         preemptor_cluster_queue=change.preemptor_cluster_queue,
                         victim=change.key,
@@ -276,6 +275,7 @@ class DecisionWriter:
                         reason=change.reason,
                         rule=change.rule or "",
                         message=str(change.record.get("message", "")),
+                        condition_at=condition_time(body, "Preempted"),  # what the echo says too
                     )
                 )
         elif change.action == EVICTED:  # not RELEASED: that eviction was counted when it was made

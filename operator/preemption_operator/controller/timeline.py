@@ -4,7 +4,7 @@ adds those the victims' statuses record as the Workloads come in (`observe`), so
 dashboard shows them too, and a new leader shows those its predecessor wrote last even when
 they come in after it took over. The echo of a write is the same preemption (same victim,
 message and condition time): whichever comes first is kept, and what the leader wrote replaces
-the echo, since it knows the preemptor by key and the rule. A status seen again (a list, a later
+the echo, since it knows the preemptor by key and when it was written to the millisecond. A status seen again (a list, a later
 change of the victim) adds nothing. Bounded, so it costs nothing to keep."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ KEPT = 200
 @dataclass(frozen=True)
 class Preemption:
     at: float
-    """Seconds since the epoch: the time of the victim's Preempted condition, as written."""
+    """Seconds since the epoch: when the eviction was written (read from a status: the time of
+    the victim's Preempted condition)."""
     preemptor: str
     preemptor_cluster_queue: str
     victim: str
@@ -32,16 +33,22 @@ class Preemption:
     reason: str
     rule: str
     message: str
+    condition_at: float | None = None
+    """The Preempted condition's time as written (to the second), which the echo of the write
+    carries too; None: `at` is that time."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        shown = asdict(self)
+        del shown["condition_at"]
+        return shown
 
     @property
     def identity(self) -> tuple[str, str, float]:
         """A victim's status shows one preemption with the same time in every event; the same
         victim preempted again by the same preemptor (the same message) is another one. The
         status records the message without the last-resort note."""
-        return (self.victim, self.message.removesuffix(LAST_RESORT_SUFFIX), self.at)
+        at = self.condition_at if self.condition_at is not None else self.at
+        return (self.victim, self.message.removesuffix(LAST_RESORT_SUFFIX), at)
 
 
 def condition_time(body: dict[str, Any], kind: str) -> float | None:
@@ -76,7 +83,8 @@ class Timeline:
                 return  # seen already (a list again, another change of the victim, an echo)
             # What this replica wrote replaces the echo of it that came in first.
             self._observed.discard(identity)
-            self.items = [item if p.identity == identity else p for p in self.items]
+            self.items = [p for p in self.items if p.identity != identity]
+            bisect.insort(self.items, item, key=lambda p: p.at)
             self._changed()
             return
         if len(self.items) >= self.kept and item.at <= self.items[0].at:
