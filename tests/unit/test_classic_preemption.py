@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from builders import (
+    NAMESPACE,
     NOW,
     T0,
     Obj,
@@ -39,8 +40,9 @@ from builders import (
     workload_priority_class,
 )
 from preemption_operator.engine.candidates import HUMAN_REASONS, preemption_message
+from preemption_operator.engine.engine import Engine
 from preemption_operator.engine.ordering import candidate_key
-from preemption_operator.engine.scheduler import WAITING_FOR_PREEMPTED, WAITING_FOR_QUOTA
+from preemption_operator.engine.scheduler import WAITING_FOR_PREEMPTED, WAITING_FOR_QUOTA, QueueState
 from preemption_operator.engine.workload import WorkloadInfo
 
 IN_CQ = "InClusterQueue"
@@ -818,6 +820,37 @@ def test_already_evicted_target_is_not_evicted_again() -> None:
     assert after["schedulingStats"] == before["schedulingStats"]
     for kind in ("Evicted", "Preempted"):
         assert outcome.condition("mid", kind) == next(c for c in before["conditions"] if c["type"] == kind)
+
+
+def departed_cycle(name: str, evicted: bool) -> Any:
+    """One cycle on B1's queue (`mid` evicted earlier, or not) after `name`'s Workload was deleted
+    while its pods may still run: it departs, holding its quota."""
+    objects = evicted_mid_objects()
+    if not evicted:
+        mid = next(o for o in objects if o["metadata"]["name"] == "mid")
+        mid["status"]["conditions"] = [
+            c for c in mid["status"]["conditions"] if c["type"] not in ("Evicted", "Preempted")
+        ]
+    cache = cache_of(objects)
+    cache.depart(f"{NAMESPACE}/{name}", "999")
+    return Engine().cycle(cache.snapshot(NOW), QueueState())
+
+
+def test_a_victim_deleted_while_being_evicted_keeps_its_preemptor_waiting() -> None:
+    """`mid`'s job was stopped by its eviction and its Workload deleted, while its pods run out
+    their grace period: it still counts as the victim being evicted, so the preemptor waits for
+    its quota instead of choosing `low` as a second victim."""
+    result = departed_cycle("mid", evicted=True)
+    assert [(p.victim.name, p.target.reason) for p in result.preempted] == [("mid", IN_CQ)]
+    (waiting,) = [p for p in result.pending if p.workload.name == "in"]
+    assert waiting.reason == WAITING_FOR_PREEMPTED
+
+
+def test_a_workload_deleted_while_running_is_not_preempted() -> None:
+    """Deleted without an eviction (its job was deleted): nothing is left to evict, so the
+    preemptor looks past it, to `low`."""
+    result = departed_cycle("mid", evicted=False)
+    assert [p.victim.name for p in result.preempted] == ["low"]
 
 
 # -- flavor choice ------------------------------------------------------------------------------------

@@ -194,7 +194,9 @@ class Snapshot:
     are never chosen (nothing about them can be judged)."""
     departing: frozenset[str] = frozenset()
     """Workloads deleted while pods started under them may still run: they hold their quota until
-    those pods are gone and are never chosen (there is nothing left to evict)."""
+    those pods are gone. None is preempted (there is nothing left to evict); one deleted while
+    being evicted stays a candidate already being evicted, so its preemptor waits for the quota
+    it frees instead of choosing another victim (as for any eviction under way)."""
     fair_sharing: FairSharing = OFF
     """The fair-sharing switch and strategies (Kueue's Configuration fairSharing)."""
     limits: LimitBook | None = None
@@ -338,7 +340,7 @@ class Snapshot:
     def admitted(self, cq: ClusterQueueInfo) -> Iterator[WorkloadInfo]:
         """Preemption candidates of `cq`: workloads reserving quota there, skipping simulated
         removals, workloads admitted in this very round, preemptors holding room, workloads
-        being evicted, and those unreadable or deleted (departing)."""
+        being evicted, those unreadable, and those deleted (departing) but while being evicted."""
         for wl in cq.workloads.values():
             key = wl.key
             if (
@@ -348,7 +350,7 @@ class Snapshot:
                 and key not in self.evicting
                 and key not in self._victims
                 and key not in self.unreadable
-                and key not in self.departing
+                and (key not in self.departing or wl.evicted)
             ):
                 yield wl
 
