@@ -14,7 +14,7 @@ import pytest
 from builders import NOW, as_dict, cluster_queue, local_queue, pending, resource_flavor
 from preemption_operator.api import kinds
 from preemption_operator.controller.feeder import CacheFeeder
-from preemption_operator.controller.jobs import ORPHANS, JobController
+from preemption_operator.controller.jobs import DEPARTURES, ORPHANS, JobController
 from preemption_operator.controller.started_pods import POD, StartedPods
 from preemption_operator.engine import Engine, QueueState
 from preemption_operator.engine.cache import Cache
@@ -555,14 +555,74 @@ def test_a_workload_deleted_with_its_job_keeps_its_quota_while_its_started_pods_
     assert [a.workload.key for a in result.admitted] == [f"{NS}/next"]
 
 
-def test_a_deleted_workload_without_pods_that_may_run_gives_its_quota_back_at_once() -> None:
+async def test_a_deleted_workload_whose_pods_have_ended_gives_its_quota_back_once_the_api_says_so() -> None:
+    """The index has seen its only pod succeed: one read of the API confirms it, and the quota
+    comes back."""
     api = FakeApi()
     started = StartedPods()
     controller, _, waker, cache = setup(api, started=started)
-    started.replace(POD, [started_pod(status__phase="Succeeded", spec__nodeName="kwok-1")], "1")
+    pod = api.put(started_pod(status__phase="Succeeded", spec__nodeName="kwok-1"))
+    started.replace(POD, [copy.deepcopy(pod)], "1")
     controller.feeder.event(kinds.Workload, "DELETED", copy.deepcopy(stored_workload(api)))
+    assert f"{NS}/job-train-12345" in cache.departing and waker.released == []
+    assert DEPARTURES in controller._queued  # asked of the API by a worker
+    await controller._confirm_departures()
     assert f"{NS}/job-train-12345" not in cache.infos and not cache.departing
     assert waker.released == ["research"]
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize("seen_by", ["event", "relist"])
+async def test_a_workload_deleted_before_the_index_saw_its_pods_keeps_its_quota_until_the_api_shows_none(
+    seen_by: str,
+) -> None:
+    """The chaos suite's over-committed cohort (JobSet s00252): the Workload was deleted moments
+    after its job had made its pods, before the started-pods watch brought them. On the index's
+    word alone its quota went back at once, while the pods waited to be bound, and the next
+    workload was admitted onto the same cpu. The API's answer decides, and is asked again while
+    the index has still not seen the pods."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, waker, cache = setup(api, started=started)
+    feeder = controller.feeder
+    key = f"{NS}/job-train-12345"
+    started.replace(POD, [], "1")  # its watch has not brought the pod yet
+    pod = api.put(started_pod())  # made, not bound yet
+    running = api.put(running_workload())
+    for handler in (feeder, controller):
+        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
+    api.remove("Workload", "job-train-12345", NS)
+    for handler in (feeder, controller):
+        if seen_by == "event":
+            handler.event(kinds.Workload, "DELETED", copy.deepcopy(running))
+        else:
+            handler.replace(kinds.Workload, [], str(api.version))
+    assert key in cache.departing and waker.released == []
+
+    await controller._confirm_departures()
+    assert key in cache.departing and waker.released == []  # the API shows the pod
+    assert controller._departures == {key}  # to be read again: the index has not seen it
+
+    api.remove("Pod", pod["metadata"]["name"], NS)  # deleted before it was bound
+    await controller._confirm_departures()
+    assert not cache.departing and waker.released == ["research"]
+    assert not controller._departures
+
+
+async def test_a_deleted_workload_whose_pods_the_index_follows_waits_for_their_end() -> None:
+    """Once the index has seen the pods the API showed, their end comes by its watch: no more reads."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, waker, cache = setup(api, started=started)
+    key = f"{NS}/job-train-12345"
+    started.replace(POD, [], "1")
+    pod = api.put(started_pod(spec__nodeName="kwok-1"))
+    controller.feeder.event(kinds.Workload, "DELETED", copy.deepcopy(stored_workload(api)))
+    started.event(POD, "ADDED", copy.deepcopy(pod))
+    await controller._confirm_departures()
+    assert key in cache.departing and not controller._departures
+    started.event(POD, "DELETED", copy.deepcopy(pod))
+    assert not cache.departing and waker.released == ["research"]
 
 
 @pytest.mark.looptime

@@ -118,8 +118,13 @@ class CacheFeeder:
         as someone else wrote it: our own writes' echoes are not changes); the statuses the
         operator publishes are put right."""
         self.pods_may_run: Callable[[str], bool] | None = None
-        """Whether pods started under a Workload (by key) may still run (None: not followed). A
-        Workload deleted meanwhile keeps its quota until `pods_changed` says they are gone."""
+        """Whether pods started under a Workload (by key) may still run, as far as the index's
+        watch has come (None: not followed). A Workload deleted meanwhile keeps its quota until
+        `pods_changed` says they are gone."""
+        self.confirm_gone: Callable[[str], None] = lambda key: None
+        """Told of a Workload deleted while holding quota that the index knows no pods of: they
+        may have been made just before, unseen yet by its watch, so the API's own answer decides
+        when the quota comes back (`pods_ended`)."""
         self._read: dict[str, tuple[Any, dict[str, Any]]] = {}
         """Per Workload, the spec and metadata (but its resourceVersion) of the version last parsed
         whole, as they came: a watch event that differs only in its status is read from its status
@@ -157,8 +162,11 @@ class CacheFeeder:
             for gone in [k for k in self._read if k not in listed]:
                 del self._read[gone]
         # A Workload deleted while the watch was down departs as on its DELETED event.
-        departs = self.pods_may_run if kind.name == "Workload" else None
-        change = self.cache.replace(kind.name, kept.values(), resource_version, departs)
+        followed = kind.name == "Workload" and self.pods_may_run is not None
+        before = set(self.cache.departing) if followed else set()
+        change = self.cache.replace(kind.name, kept.values(), resource_version, departs=followed)
+        for key in sorted(set(self.cache.departing) - before):
+            self._departs(key)
         if change is Change.NONE:
             return
         # A list is rare (startup, a lost watch, the periodic one): give everything another look.
@@ -214,21 +222,39 @@ class CacheFeeder:
             self._read.pop(key, None)
         previous = self.cache.infos.get(key) if kind == "Workload" else None
         version = (body.get("metadata") or {}).get("resourceVersion")
-        if kind == "Workload" and self.pods_may_run is not None and self.pods_may_run(key):
+        if kind == "Workload" and self.pods_may_run is not None:
+            # One that holds quota departs even when the index knows no pods of it (see `_departs`).
             change = self.cache.depart(key, version)
             if change is Change.STORED:
-                log.info(
-                    "Workload %s was deleted while pods started under it may run: its quota is held until they end", key
-                )
+                self._departs(key)
         else:
             change = self.cache.delete(kind, key, version)
         self._wake(kind, key, previous, change)
         return change
 
+    def _departs(self, key: str) -> None:
+        """A Workload deleted while holding quota now departs: its quota is held until the pods
+        started under it have ended, which the API confirms when the index knows none."""
+        assert self.pods_may_run is not None
+        if self.pods_may_run(key):
+            log.info(
+                "Workload %s was deleted while pods started under it may run: its quota is held until they end", key
+            )
+        else:
+            # Its job may have made pods a moment before the deletion that the index's watch has
+            # not brought yet: giving the quota back on the index's word would over-commit.
+            self.confirm_gone(key)
+
     def pods_changed(self, key: str) -> None:
         """Pods started under the Workload `key` came or went: a deleted one whose last pod is
-        gone gives its quota back."""
+        gone gives its quota back (the index saw them go)."""
         if key not in self.cache.departing or self.pods_may_run is None or self.pods_may_run(key):
+            return
+        self.pods_ended(key)
+
+    def pods_ended(self, key: str) -> None:
+        """No pod started under the deleted Workload `key` may run: its quota comes back."""
+        if key not in self.cache.departing:
             return
         previous = self.cache.infos.get(key)
         self._wake("Workload", key, previous, self.cache.departed(key))

@@ -62,6 +62,8 @@ class WorkloadKey(NamedTuple):
 
 ORPHANS = WorkloadKey("", "", "")
 """Queued to delete the Workloads whose jobs are gone."""
+DEPARTURES = WorkloadKey("", "", "departures")
+"""Queued to read the pods of deleted Workloads whose quota is held (see `_confirm_departures`)."""
 Member = tuple[str, str, str]
 """One object of a job: (kind, namespace, name)."""
 
@@ -110,6 +112,7 @@ class JobController:
         if started is not None:
             started.changed = self._pods_changed
             feeder.pods_may_run = started.running
+            feeder.confirm_gone = self._confirm_gone
         every = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
         chosen = tuple(integration for integration in every if integration.reconciled)
         self.integrations = {integration.kind.name: integration for integration in chosen}
@@ -145,6 +148,8 @@ class JobController:
         self._queued: set[WorkloadKey] = set()
         self._failures: dict[WorkloadKey, int] = {}
         self._orphans: set[str] = set()
+        self._departures: set[str] = set()
+        """Deleted Workloads holding quota whose pods the index knows none of: the API is asked."""
 
     def key_of(self, kind: Kind, obj: dict[str, Any]) -> WorkloadKey:
         """The job an object of an integrated kind belongs to."""
@@ -270,6 +275,10 @@ class JobController:
         elif workload_key in self._orphans:
             self._enqueue(ORPHANS)  # its job is gone: its Workload may go once its pods have
 
+    def _confirm_gone(self, workload_key: str) -> None:
+        self._departures.add(workload_key)
+        self._enqueue(DEPARTURES)
+
     def pods_running(self, job: WorkloadKey) -> bool:
         """Whether a pod started under one of the job's Workloads (or one deleted while the job
         stays) may still run."""
@@ -375,6 +384,8 @@ class JobController:
         for job in list(self.jobs):
             self._enqueue(job)
         self._collect_orphans()
+        if self._departures:
+            self._enqueue(DEPARTURES)
 
     async def _worker(self) -> None:
         while True:
@@ -385,6 +396,8 @@ class JobController:
             try:
                 if key == ORPHANS:
                     await self._delete_orphans()
+                elif key == DEPARTURES:
+                    await self._confirm_departures()
                 else:
                     await self.reconcile(key)
                 self._failures.pop(key, None)
@@ -395,7 +408,13 @@ class JobController:
                 self._failures[key] = failures
                 pause = min(RETRY_MAX, RETRY_START * 2 ** (failures - 1))
                 level = logging.WARNING if not isinstance(exc, ApiError) or exc.code != 409 else logging.DEBUG
-                what = "deleting Workloads whose job is gone" if key == ORPHANS else f"{key[0]} {key[1]}/{key[2]}"
+                what = (
+                    "deleting Workloads whose job is gone"
+                    if key == ORPHANS
+                    else "reading the pods of deleted Workloads"
+                    if key == DEPARTURES
+                    else f"{key[0]} {key[1]}/{key[2]}"
+                )
                 log.log(level, "%s: %s (retrying in %.1fs)", what, exc, pause)
                 asyncio.get_running_loop().call_later(pause, self._enqueue, key)
 
@@ -593,6 +612,27 @@ class JobController:
                 if exc.code not in (404, 409):  # 409: the name holds another Workload now
                     raise
             self._orphans.discard(key)
+
+    async def _confirm_departures(self) -> None:
+        """A deleted Workload's quota comes back once the API shows none of its pods may run. Its
+        job may have made them a moment before the deletion, unseen yet by the index's watch, so
+        the API is read (once per namespace), and read again while the index has still not seen
+        the pods it shows: once the index has, their end is told by its watch."""
+        by_namespace: dict[str, set[str]] = {}
+        for key in list(self._departures):
+            if key not in self.cache.departing or (self.started is not None and self.started.running(key)):
+                self._departures.discard(key)  # gone, or the index follows its pods now
+                continue
+            by_namespace.setdefault(key.rpartition("/")[0], set()).add(key)
+        for namespace, keys in sorted(by_namespace.items()):
+            pods, _ = await self.api.list(POD.path(namespace=namespace), label_selector=SELECTOR)
+            for key in sorted(keys):
+                if any_may_run(pods, {key}):
+                    continue
+                self._departures.discard(key)
+                self.feeder.pods_ended(key)
+        if self._departures:
+            asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, DEPARTURES)
 
     async def _pods_may_run(self, namespace: str, workload_keys: set[str]) -> bool:
         """Whether the API shows a pod started under one of these Workloads that may run. The

@@ -10,7 +10,7 @@ cohort trees it touches.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -391,11 +391,11 @@ class Cache:
         kind: str,
         objects: Iterable[Any],
         resource_version: str | None,
-        departs: Callable[[str], bool] | None = None,
+        departs: bool = False,
     ) -> Change:
         """The whole current contents of a kind, from a list at `resource_version`: whatever the
         cache holds of it that the list lacks was deleted meanwhile (unless the cache's version is
-        newer than the list). A Workload for which `departs` is true departs instead (pods started
+        newer than the list). With `departs`, a deleted Workload departs instead (pods started
         under it may run), as on its DELETED event."""
         listed = _version(resource_version)
         change = Change.NONE
@@ -409,7 +409,7 @@ class Cache:
             held = self._versions.get((kind, key))
             if listed is not None and held is not None and held > listed:
                 continue  # written after the list was taken
-            if kind == "Workload" and departs is not None and departs(key):
+            if kind == "Workload" and departs:
                 change = max(change, self.depart(key, resource_version))
             else:
                 change = max(change, self.delete(kind, key, resource_version))
