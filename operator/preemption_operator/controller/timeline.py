@@ -4,8 +4,9 @@ adds those the victims' statuses record as the Workloads come in (`observe`), so
 dashboard shows them too, and a new leader shows those its predecessor wrote last even when
 they come in after it took over. The echo of a write is the same preemption (same victim,
 message and condition time): whichever comes first is kept, and what the leader wrote replaces
-the echo, since it knows the preemptor by key and when it was written to the millisecond. A status seen again (a list, a later
-change of the victim) adds nothing. Bounded, so it costs nothing to keep."""
+the echo, since it knows the preemptor by key and when it was written to the millisecond. A
+status seen again (a list, a later change of the victim) adds nothing. Bounded, so it costs
+nothing to keep."""
 
 from __future__ import annotations
 

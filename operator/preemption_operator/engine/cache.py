@@ -283,9 +283,8 @@ class Cache:
         workloads = self.objects["Workload"]
         held = workloads.get(key)
         uid = str(obj.metadata.uid) if obj.metadata.uid else None
-        old_uid = str(held.metadata.uid) if held is not None and held.metadata.uid else None
-        if old_uid and old_uid != uid and self._by_uid.get(old_uid) == key:
-            del self._by_uid[old_uid]
+        if held is not None and held.metadata.uid and str(held.metadata.uid) != uid:
+            self._unindex_uid(key, held)
         workloads[key] = obj
         if uid:
             self._by_uid[uid] = key
@@ -295,9 +294,14 @@ class Cache:
         held = self.objects["Workload"].pop(key, None)
         if held is None:
             return False
-        if held.metadata.uid and self._by_uid.get(str(held.metadata.uid)) == key:
-            del self._by_uid[str(held.metadata.uid)]
+        self._unindex_uid(key, held)
         return True
+
+    def _unindex_uid(self, key: str, held: Any) -> None:
+        """Drops `held`'s UID from the index, unless it already names another key."""
+        uid = str(held.metadata.uid) if held.metadata.uid else None
+        if uid and self._by_uid.get(uid) == key:
+            del self._by_uid[uid]
 
     def workload_key(self, uid: str) -> str | None:
         """The key of the Workload with this UID, while the cache holds it (Kueue's preemption
