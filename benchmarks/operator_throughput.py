@@ -9,16 +9,27 @@ every ClusterQueue; the other half (high priority) each preempt one of them. The
 pending workloads are added for a memory reading, and the operator is restarted to time its
 cache build. Results are printed and written to benchmarks/results/operator.md; every figure in
 it is measured in that run. This measures; nothing here is a test.
+
+The peer: when the Kueue harness is built (`make kueue-harness`), the same phase runs against
+Kueue's minimalkueue with its client limit lifted (`--kueue-qps`, 1000 as in the harness's
+comparison), on a second control plane with Kueue's own CRDs, measured the same way (its bare
+client rates on that plane, before and after). This script plays the job controller there, as
+Kueue's own performance runner does: an evicted Workload's quota reservation is cleared by one
+status patch (Kueue leaves that to a job integration; this operator releases a Workload that
+no job owns itself). Kueue's writes are counted from kube-apiserver's own request metrics.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import platform
 import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,17 +38,24 @@ from pathlib import Path
 from typing import Any
 
 from lightkube import AsyncClient, KubeConfig
-from lightkube.generic_resource import create_namespaced_resource
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
-from preemption_operator.testing.control_plane import running_control_plane
+from preemption_operator.testing.control_plane import (
+    ControlPlane,
+    die_with_parent_hook,
+    log_tail,
+    running_control_plane,
+)
 from preemption_operator.testing.operator_process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
 Workload = create_namespaced_resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads")
+ClusterQueue = create_global_resource("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues")
+KUEUE_QPS = 1000
 PARALLEL = 8
 BARE = 1000  # requests of each bare-client measurement
 NS = "bench"
@@ -198,8 +216,14 @@ async def bare_create_rate(client: AsyncClient, count: int, namespace: str) -> f
 
 
 async def run_operator_phase(
-    client: AsyncClient, queues: int, per_queue: int, cpu: Callable[[], dict[str, float]]
+    client: AsyncClient,
+    queues: int,
+    per_queue: int,
+    cpu: Callable[[], dict[str, float]],
+    evicted: Callable[[Any], None] | None = None,
 ) -> dict[str, float]:
+    """The measured phase; `evicted` is told of each Workload seen evicted while it still holds
+    quota (the Kueue side's stand-in for a job controller)."""
     admitted_at: dict[str, float] = {}
     created_at: dict[str, float] = {}
     total = queues * per_queue * 2
@@ -207,8 +231,11 @@ async def run_operator_phase(
     async def watch() -> None:
         async for _, obj in client.watch(Workload, namespace=NS):
             conditions = (obj.status or {}).get("conditions") or []
-            if any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in conditions):
+            true = {c["type"] for c in conditions if c["status"] == "True"}
+            if "QuotaReserved" in true:
                 admitted_at.setdefault(obj.metadata.name, time.perf_counter())
+                if evicted is not None and "Evicted" in true:
+                    evicted(obj)
 
     watcher = asyncio.create_task(watch())
     cpu_started = cpu()
@@ -243,6 +270,158 @@ async def run_operator_phase(
         "seconds": done - started,
         **{f"run_cpu_{name}": value for name, value in spent.items()},
     }
+
+
+def kueue_build(qps: int) -> tuple[Path, Path, str] | None:
+    """minimalkueue with its client limit lifted to `qps` (built from the module source on first
+    use), Kueue's CRD folder, and how it was built; None when the Kueue harness is not built."""
+    path = ROOT / "benchmarks" / "kueue-harness" / "harness.py"
+    spec = importlib.util.spec_from_file_location("kueue_harness", path)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = harness  # its dataclasses look their module up
+    spec.loader.exec_module(harness)
+    binaries = harness.installed()
+    if binaries is None:
+        return None
+    lifted = harness.lift_client_limit(binaries, qps)
+    return lifted.lifted, lifted.crds, harness.lifted_note(qps)
+
+
+def request_counts(plane: ControlPlane) -> dict[tuple[str, str, str], float]:
+    """kube-apiserver's own count of the requests it served so far, by (verb, resource, subresource)."""
+    text = plane.kubectl("get", "--raw", "/metrics", check=True).stdout
+    counts: dict[tuple[str, str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line[: line.rindex("}")]))
+        key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+WRITES = ("POST", "PUT", "PATCH", "APPLY")
+
+
+def writes_between(
+    before: dict[tuple[str, str, str], float], after: dict[tuple[str, str, str], float], resource: str, subresource: str
+) -> float:
+    return sum(
+        after[key] - before.get(key, 0.0)
+        for key in after
+        if key[0] in WRITES and key[1] == resource and key[2] == subresource
+    )
+
+
+def release_body(obj: Any) -> dict[str, Any]:
+    """The status patch Kueue's performance runner makes to finish an eviction (workload.
+    UnsetQuotaReservationWithCondition): QuotaReserved False "Pending", no admission, Admitted False."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    generation = obj.metadata.generation or 0
+    replaced = {
+        "QuotaReserved": ("Pending", "Evicted by the test runner"),
+        "Admitted": ("NoReservation", "The workload has no reservation"),
+    }
+    conditions = [c for c in (obj.status or {}).get("conditions") or [] if c["type"] not in replaced]
+    conditions += [
+        {
+            "type": kind,
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": stamp,
+            "observedGeneration": generation,
+        }
+        for kind, (reason, message) in replaced.items()
+    ]
+    return {"status": {"admission": None, "conditions": conditions}}
+
+
+async def kueue_side(binary: Path, crds: Path, queues: int, per_queue: int, work: Path) -> dict[str, float]:
+    """The same phase against minimalkueue, on its own control plane with Kueue's CRDs."""
+    with running_control_plane(crds=False) as plane:
+        plane.apply_crds(sorted(crds.glob("*.yaml")))
+        plane.kubectl("apply", "--server-side", "-f", "-", input=cluster_yaml(queues, per_queue))
+        client = AsyncClient(config=KubeConfig.from_file(str(plane.kubeconfig)), field_manager="benchmark")
+        log_path = work / "minimalkueue.log"
+        try:
+            before = await bare_patch_rate(client, BARE, "baseline-before")
+            creates = await bare_create_rate(client, BARE, "baseline-creates")
+            with open(log_path, "wb") as log:
+                kueue = subprocess.Popen(
+                    [str(binary), f"--kubeconfig={plane.kubeconfig}", "--zap-log-level=error"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent_hook(),
+                )
+            try:
+                # Ready once its ClusterQueue controller has written every queue Active.
+                deadline = time.monotonic() + 120
+                while True:
+                    if kueue.poll() is not None:
+                        raise SystemExit(f"minimalkueue exited with {kueue.returncode}:\n{log_tail(log_path)}")
+                    active = 0
+                    async for cq in client.list(ClusterQueue):
+                        conditions = (cq.status or {}).get("conditions") or []
+                        active += any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
+                    if active == queues:
+                        break
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"minimalkueue not ready within 120 s:\n{log_tail(log_path)}")
+                    await asyncio.sleep(0.2)
+                releasing: set[tuple[str, str]] = set()
+                released = 0
+                tasks: set[asyncio.Task[None]] = set()
+
+                async def release(obj: Any) -> None:
+                    nonlocal released
+                    await client.patch(
+                        Workload.Status, obj.metadata.name, release_body(obj), namespace=NS, patch_type=PatchType.MERGE
+                    )
+                    released += 1
+
+                def evicted(obj: Any) -> None:
+                    conditions = (obj.status or {}).get("conditions") or []
+                    since = next((c.get("lastTransitionTime", "") for c in conditions if c["type"] == "Evicted"), "")
+                    if (obj.metadata.name, since) in releasing:
+                        return  # one release per eviction
+                    releasing.add((obj.metadata.name, since))
+                    task = asyncio.create_task(release(obj))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+
+                counted = request_counts(plane)
+                numbers = await run_operator_phase(
+                    client, queues, per_queue, lambda: cpu_by_process(kueue.pid), evicted=evicted
+                )
+                after_counts = request_counts(plane)
+            finally:
+                kueue.terminate()
+                try:
+                    kueue.wait(20)
+                except subprocess.TimeoutExpired:
+                    kueue.kill()
+            after = await bare_patch_rate(client, BARE, "baseline-after")
+        finally:
+            await client.close()
+    status_writes = sum(
+        writes_between(counted, after_counts, resource, "status")
+        for resource in ("workloads", "clusterqueues", "localqueues")
+    )
+    numbers.update(
+        before=before,
+        after=after,
+        creates=creates,
+        released=float(released),
+        workload_status=writes_between(counted, after_counts, "workloads", "status") - released,
+        queue_status=status_writes - writes_between(counted, after_counts, "workloads", "status"),
+        status_writes=status_writes - released,
+        events=writes_between(counted, after_counts, "events", ""),
+    )
+    return numbers
 
 
 async def create_parked(client: AsyncClient, count: int) -> None:
@@ -308,6 +487,93 @@ def cpu_table(numbers: dict[str, float], admissions: float) -> list[str]:
     ]
 
 
+COMMAND_PLACEHOLDER = "@command@"
+
+
+def highest_ratio(admissions: float, creates: float, patches: float) -> float:
+    """The highest ratio (admissions/s ÷ bare patches/s) any controller could reach on a server
+    with these bare rates: no CPU of its own, one patch per admission and one eviction patch per
+    preemptor (half the workloads), no Events, besides the benchmark's own creations."""
+    seconds = admissions / creates + 1.5 * admissions / patches
+    return admissions / seconds / patches
+
+
+def peer_section(
+    ours: dict[str, float],
+    before: float,
+    after: float,
+    creates: float,
+    kueue: dict[str, float] | None,
+    note: str,
+) -> list[str]:
+    """The same phase on Kueue, side by side: each side's ratios are to its own plane's bare rates."""
+    lines = ["## The peer: Kueue, the same phase", ""]
+    if kueue is None:
+        return [*lines, f"Kueue: {note}.", ""]
+    admissions = ours["admissions"]
+    sides = {
+        "operator": {
+            "before": before,
+            "after": after,
+            "creates": creates,
+            "status": sum(
+                ours[f"patch_{r}"] for r in ("workloads/status", "clusterqueues/status", "localqueues/status")
+            )
+            + ours["requests_PUT"],
+            "workload_status": ours["patch_workloads/status"] + ours["requests_PUT"],
+            "queue_status": ours["patch_clusterqueues/status"] + ours["patch_localqueues/status"],
+            "events": ours["events_posted"] + ours["events_patched"],
+            "released": 0.0,
+            "cpu": ours["run_cpu_operator"],
+            **{k: ours[k] for k in ("fill_rate", "preempt_phase_rate", "overall_rate", "p50", "p99")},
+        },
+        "kueue": {
+            **kueue,
+            "status": kueue["status_writes"],
+            "cpu": kueue["run_cpu_operator"],
+        },
+    }
+    for side in sides.values():
+        bare = (side["before"] + side["after"]) / 2
+        side["ratio"] = side["overall_rate"] / bare
+        side["highest"] = highest_ratio(admissions, side["creates"], bare)
+    rows = [
+        ("bare client on its plane: patches/s before / after", lambda d: f"{d['before']:.0f} / {d['after']:.0f}"),
+        ("bare client on its plane: creations/s", lambda d: f"{d['creates']:.0f}"),
+        ("admissions/s while filling the queues", lambda d: f"{d['fill_rate']:.0f}"),
+        ("preemptor admissions/s (each after one eviction)", lambda d: f"{d['preempt_phase_rate']:.0f}"),
+        ("admissions/s overall", lambda d: f"{d['overall_rate']:.0f}"),
+        ("preemptor time to admission, p50 / p99 (s)", lambda d: f"{d['p50']:.2f} / {d['p99']:.2f}"),
+        ("ratio: admissions/s ÷ bare patches/s", lambda d: f"{d['ratio']:.2f}"),
+        ("derived: the highest ratio any controller could reach on that plane", lambda d: f"{d['highest']:.2f}"),
+        ("**ratio ÷ that highest ratio**", lambda d: f"**{d['ratio'] / d['highest']:.2f}**"),
+        ("controller status writes per admission (Workloads and queues)", lambda d: f"{d['status'] / admissions:.2f}"),
+        (
+            "of them Workload / queue status writes",
+            lambda d: f"{d['workload_status'] / admissions:.2f} / {d['queue_status'] / admissions:.2f}",
+        ),
+        ("Event writes per admission", lambda d: f"{d['events'] / admissions:.2f}"),
+        (
+            "evictions finished by this script (the job controller's part), per admission",
+            lambda d: f"{d['released'] / admissions:.2f}",
+        ),
+        ("controller CPU during the phase, s", lambda d: f"{d['cpu']:.1f}"),
+    ]
+    table = ["| measure | operator | Kueue |", "|---|---:|---:|"]
+    table += [f"| {name} | {cell(sides['operator'])} | {cell(sides['kueue'])} |" for name, cell in rows]
+    return [
+        *lines,
+        f"Kueue v0.19.2's minimalkueue, {note}, on a second control plane (Kueue's own CRDs) after the"
+        " operator's, in the same run. Kueue leaves a preempted Workload's quota to its job's"
+        " integration; with no job here, this script clears the reservation of each evicted Workload,"
+        " as Kueue's performance runner does. Kueue's writes are read from kube-apiserver's request"
+        " counts, less this script's own.",
+        "",
+        *table,
+        "",
+    ]
+
+
 def previous_rows(path: Path) -> dict[str, str]:
     """The measures of the results file about to be replaced: "what changed" is then this run's
     figure next to the recorded one, both printed by this script."""
@@ -327,6 +593,12 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=1000)
     parser.add_argument("--parked", type=int, default=10_000, help="pending workloads cached for the memory reading")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "operator.md")
+    parser.add_argument(
+        "--kueue-qps",
+        type=int,
+        default=KUEUE_QPS,
+        help=f"the peer: Kueue's minimalkueue with this client QPS (default {KUEUE_QPS}; 0: no peer)",
+    )
     args = parser.parse_args()
     per_queue = args.workloads // (2 * args.queues)
     with running_control_plane() as plane, tempfile.TemporaryDirectory() as work:
@@ -406,6 +678,15 @@ def main() -> None:
                 await client.close()
 
         before, after, creates, numbers = asyncio.run(measure())
+        kueue: dict[str, float] | None = None
+        kueue_note = "not measured: --kueue-qps 0"
+        if args.kueue_qps:
+            built = kueue_build(args.kueue_qps)
+            if built is None:
+                kueue_note = "not measured: the Kueue harness is not built (`make kueue-harness`)"
+            else:
+                binary, crds, kueue_note = built
+                kueue = asyncio.run(kueue_side(binary, crds, args.queues, per_queue, Path(work)))
     bare = (before + after) / 2  # the server's rate drifts over a run: measured on both sides
     ratio = numbers["overall_rate"] / bare
     admissions = numbers["admissions"]
@@ -418,9 +699,7 @@ def main() -> None:
     # The same for an operator that costs nothing and writes the least any operator can: one
     # admission patch per workload and one eviction patch per preemptor, no Events. Its ratio is
     # the most the headline ratio can be in this benchmark, whatever the operator does.
-    preemptors = admissions / 2
-    floor_seconds = admissions / creates + (admissions + preemptors) / bare
-    best_ratio = admissions / floor_seconds / bare
+    best_ratio = highest_ratio(admissions, creates, bare)
     rows = [
         (
             f"bare client: Workload status patches/s ({PARALLEL} in parallel; before / after the operator run)",
@@ -502,6 +781,7 @@ def main() -> None:
             "the operator's CPU beyond a bare client's. The second less the third is the writes the ceiling "
             "leaves out (Events, queue statuses, pending reasons).",
             "",
+            *peer_section(numbers, before, after, creates, kueue, kueue_note),
             "## Memory and restart",
             "",
             "| measure | value |",
@@ -512,10 +792,13 @@ def main() -> None:
             f"| restart with {numbers['synced']:.0f} workloads: start to ready (cache listed and built), s | "
             f"{numbers['sync_seconds']:.1f} |",
             "",
-            f"Command: `python benchmarks/operator_throughput.py --queues {args.queues} --workloads {args.workloads} "
-            f"--parked {args.parked}`",
+            f"Command: `{COMMAND_PLACEHOLDER}`",
         ]
     )
+    command = f"python benchmarks/operator_throughput.py --queues {args.queues} --workloads {args.workloads} --parked {args.parked}"
+    if args.kueue_qps != KUEUE_QPS:
+        command += f" --kueue-qps {args.kueue_qps}"
+    text = text.replace(COMMAND_PLACEHOLDER, command)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text + "\n")
     print(text)
