@@ -7,6 +7,7 @@ import copy
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ from builders import (
     workload,
     workload_priority_class,
 )
+from preemption_operator.api import kinds
 from preemption_operator.api.objects import parse_object
 from preemption_operator.api.v1beta2 import Workload
 from preemption_operator.controller.feeder import CacheFeeder
@@ -372,6 +374,35 @@ def test_a_waiting_preemptor_waits_while_its_victims_evictions_are_written() -> 
     again = scheduler.cycle(cache.snapshot(NOW), state)
     assert not again.admitted and not again.preempted and not again.pending
     assert "default/big" in state.waiting
+
+
+@pytest.mark.parametrize("pods_followed", [False, True])
+def test_a_late_deleted_event_of_the_old_workload_leaves_the_one_made_again_under_its_name(pods_followed) -> None:
+    """The chaos soak's pending Workload that was never admitted (seed 86841442): a pod group's
+    Workload was deleted and made again under the same name by the job controller, which stores
+    the new one from the create's answer. The watch then brought the old one's DELETED event (its
+    stream is ordered: the deletion comes before the new one's ADDED). That deletion dropped the
+    new Workload and buried the name at the new one's version, so its own ADDED event was taken
+    as stale: the operator never saw it again until a relist, and it stayed pending."""
+    cache = Cache()
+    feeder = CacheFeeder(cache, Waker())
+    if pods_followed:
+        feeder.pods_may_run = lambda key: False
+    for body in scenario([cluster_queue("cq", 4)]):
+        feeder.ingest(body["kind"], body)
+    old = pending("group", "cq", 2).obj()
+    old["metadata"].update(uid="uid-old", resourceVersion="10")
+    feeder.ingest("Workload", copy.deepcopy(old))
+    again = pending("group", "cq", 2).obj()
+    again["metadata"].update(uid="uid-again", resourceVersion="12")
+    feeder.ingest("Workload", copy.deepcopy(again))  # the create's answer
+    deleted = copy.deepcopy(old)
+    deleted["metadata"]["resourceVersion"] = "11"  # the deletion's version, before the creation
+    feeder.event(kinds.Workload, "DELETED", deleted)
+    assert cache.objects["Workload"]["default/group"].metadata.uid == "uid-again"
+    feeder.event(kinds.Workload, "ADDED", copy.deepcopy(again))
+    snapshot = cache.snapshot(NOW)
+    assert [wl.key for wl in snapshot.pending["cq"]] == ["default/group"]
 
 
 def test_the_feeder_wakes_the_loop_only_for_what_matters() -> None:

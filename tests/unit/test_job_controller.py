@@ -730,3 +730,30 @@ async def test_a_running_jobs_deleted_workload_is_not_made_again_on_a_pod_watch_
     api.remove("Pod", "train-x7k2p", NS)
     await controller.reconcile(job)
     assert len([o for o in api.workloads().values() if o["metadata"].get("ownerReferences")]) == 1
+
+
+async def test_a_late_deleted_event_of_the_old_workload_leaves_the_job_the_one_made_again() -> None:
+    """The job's Workload was deleted and made again under its name; the new one came from the
+    create's answer, and the watch's DELETED event of the old one came after it. That event is
+    about the old object: the job keeps its new Workload, and is not stopped for want of one."""
+    api = FakeApi()
+    controller, _, _, _ = setup(api)
+    feeder = controller.feeder
+    running = api.put(running_workload())
+    for handler in (feeder, controller):
+        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
+    api.remove("Workload", "job-train-12345", NS)
+    gone = copy.deepcopy(running)
+    gone["metadata"]["resourceVersion"] = str(api.version)
+    again = running_workload()
+    again["metadata"]["uid"] = "uid-made-again"
+    made = api.put(again)
+    feeder.ingest("Workload", copy.deepcopy(made))  # the create's answer, as `_carry_out` stores it
+    controller._workload(copy.deepcopy(made))
+    for handler in (feeder, controller):
+        handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
+    job = controller.key_of(JOB, running_job())
+    held = controller.workload_of(job)
+    assert held is not None and held["metadata"]["uid"] == "uid-made-again"
+    await controller.reconcile(job)
+    assert not stored_job(api)["spec"].get("suspend")

@@ -216,12 +216,16 @@ class CacheFeeder:
 
     def forget(self, kind: str, body: dict[str, Any]) -> Change:
         key = _key(body)
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if self.cache.holds_newer(kind, key, version):
+            # The watch's DELETED event of an older object under the name, after the one made
+            # again was stored from its create's answer: it must not drop (and bury) that one.
+            return Change.NONE
         self.invalid.pop((kind, key), None)
         self._refs.pop((kind, key), None)
         if kind == "Workload":
             self._read.pop(key, None)
         previous = self.cache.infos.get(key) if kind == "Workload" else None
-        version = (body.get("metadata") or {}).get("resourceVersion")
         if kind == "Workload" and self.pods_may_run is not None:
             # One that holds quota departs even when the index knows no pods of it (see `_departs`).
             change = self.cache.depart(key, version)

@@ -211,6 +211,8 @@ class JobController:
         if kind.name == kinds.Workload.name:
             if event_type == "DELETED":
                 deleted = _key(obj)
+                if self.cache.holds_newer(kinds.Workload.name, deleted, _meta(obj).get("resourceVersion")):
+                    return  # an older Workload under the name: the one made again since stays the job's
                 job = self._disown(deleted)
                 if job is not None:
                     self._deleted(deleted, job)

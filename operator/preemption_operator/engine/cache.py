@@ -218,6 +218,14 @@ class Cache:
         version = _version(resource_version)
         return version is not None and self._versions.get((kind, key)) == version
 
+    def holds_newer(self, kind: str, key: str, resource_version: str | None) -> bool:
+        """Whether the cache holds a version of the object written after `resource_version`. A
+        deletion at that version is then of an older object under the name: an object is never
+        written after its own deletion, so the one held was made again since."""
+        version = _version(resource_version)
+        held = self._versions.get((kind, key))
+        return version is not None and held is not None and held > version
+
     def _is_stale(self, kind: str, key: str, resource_version: str | None) -> bool:
         version = _version(resource_version)
         if version is None:
