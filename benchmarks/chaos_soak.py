@@ -25,6 +25,7 @@ machine, the date and the command). Exits 1 when the promise was broken.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shlex
@@ -319,6 +320,11 @@ def main() -> None:
     parser.add_argument("--phase-seconds", type=float, default=40.0, help="length of the error and racing phases")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "chaos.md")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the work folder (the operators' logs; with CHAOS_OPERATOR_VERBOSE=1 at debug level) and print where",
+    )
     args = parser.parse_args()
     env_vars = [f"{k}={shlex.quote(os.environ[k])}" for k in ("PYTHONPATH",) if os.environ.get(k)]
     command = " ".join([*env_vars, "python", shlex.join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])])
@@ -330,8 +336,14 @@ def main() -> None:
         running_control_plane(
             controller_manager=True, controllers=(*CONTROLLERS, *NODE_CONTROLLERS), more_apiservers=1
         ) as plane,
-        tempfile.TemporaryDirectory(prefix="chaos-soak-") as work,
+        (
+            contextlib.nullcontext(tempfile.mkdtemp(prefix="chaos-soak-"))
+            if args.keep
+            else tempfile.TemporaryDirectory(prefix="chaos-soak-")
+        ) as work,
     ):
+        if args.keep:
+            print(f"work folder (kept): {work}", file=sys.stderr)
         start_nodes(plane, NODES)
         jobsets: JobSetController | None
         try:
