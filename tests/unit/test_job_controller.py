@@ -361,13 +361,21 @@ async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone
             }
         ],
     }
-    child["spec"]["suspend"] = True
-    child["status"] = {"active": 0, "terminating": 2}
     controller.replace(JobSet.kind, [api.put(trainer)], "1")
     # A restarted operator that has listed its JobSets but not yet their Jobs: not seen is not gone.
     assert controller.children_active(key)
     assert await controller.reconcile(key) is None
+    # The chaos suite's over-committed queue: the JobSet controller has not suspended its Job yet,
+    # whose pod is not made yet either (its status counts none): the Job may make it any moment.
+    child["spec"]["suspend"] = False
+    child["status"] = {"active": 0, "terminating": 0}
     controller.replace(JOB, [copy.deepcopy(child)], "1")
+    assert controller.children_active(key)
+    assert await controller.reconcile(key) is None
+    assert cache.infos[f"{NS}/{key.name}"].cluster_queue == "research"
+    child["spec"]["suspend"] = True
+    child["status"] = {"active": 0, "terminating": 2}
+    controller.event(JOB, "MODIFIED", copy.deepcopy(child))
     assert controller.children_active(key)
     assert await controller.reconcile(key) is None  # its pods still terminate: the quota stays
     assert cache.infos[f"{NS}/{key.name}"].cluster_queue == "research"
@@ -588,6 +596,10 @@ async def test_a_workload_deleted_before_the_index_saw_its_pods_keeps_its_quota_
     key = f"{NS}/job-train-12345"
     started.replace(POD, [], "1")  # its watch has not brought the pod yet
     pod = api.put(started_pod())  # made, not bound yet
+    stopped = stored_job(api)  # and stopped since, its status not counting the pod yet
+    stopped["spec"]["suspend"] = True
+    stopped["status"] = {"active": 0, "startTime": CONDITION_TIME}
+    controller.event(JOB, "MODIFIED", copy.deepcopy(api.put(stopped)))
     running = api.put(running_workload())
     for handler in (feeder, controller):
         handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
@@ -622,6 +634,53 @@ async def test_a_deleted_workload_whose_pods_the_index_follows_waits_for_their_e
     await controller._confirm_departures()
     assert key in cache.departing and not controller._departures
     started.event(POD, "DELETED", copy.deepcopy(pod))
+    assert not cache.departing and waker.released == ["research"]
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize("seen_by", ["event", "relist"])
+async def test_a_deleted_workload_keeps_its_quota_while_its_job_stands_unstopped(seen_by: str) -> None:
+    """The Workload of a job that had just started was deleted before the Job controller made
+    its pods: neither the index nor the API shows one yet, but the Job, not suspended, makes them
+    any moment under the deleted Workload's name. Its quota comes back once the job is stopped
+    and none of its pods may run (Kueue's finalizer holds such a Workload until then)."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, waker, cache = setup(api, started=started)
+    feeder = controller.feeder
+    key = f"{NS}/job-train-12345"
+    started.replace(POD, [], "1")
+    just_started = stored_job(api)
+    just_started["status"] = {"startTime": CONDITION_TIME}  # no pod made yet
+    controller.event(JOB, "MODIFIED", copy.deepcopy(api.put(just_started)))
+    running = api.put(running_workload())
+    for handler in (feeder, controller):
+        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
+    api.remove("Workload", "job-train-12345", NS)
+    gone = copy.deepcopy(running)
+    gone["metadata"]["resourceVersion"] = str(api.version)
+    for handler in (feeder, controller):
+        if seen_by == "event":
+            handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
+        else:
+            handler.replace(kinds.Workload, [], str(api.version))
+    await controller._confirm_departures()
+    assert key in cache.departing and waker.released == [], "the quota came back while its Job may make pods"
+
+    job = controller.key_of(JOB, running_job())
+    await controller.reconcile(job)  # no Workload: the job is stopped
+    assert stored_job(api)["spec"]["suspend"] is True
+    pod = api.put(started_pod())  # the Job controller's create, answered after the suspension
+    started.event(POD, "ADDED", copy.deepcopy(pod))
+    for _ in range(3):
+        await controller.reconcile(job)
+    await controller._confirm_departures()
+    assert key in cache.departing and waker.released == []
+
+    api.remove("Pod", pod["metadata"]["name"], NS)  # deleted before it was bound
+    started.event(POD, "DELETED", copy.deepcopy(pod))
+    await controller.reconcile(job)  # the stopped job, looked at again, no longer holds it back
+    await controller._confirm_departures()
     assert not cache.departing and waker.released == ["research"]
 
 

@@ -155,6 +155,25 @@ def test_active_while_a_child_job_has_running_pods() -> None:
 
 
 @pytest.mark.parametrize(
+    ("suspend", "status", "may_run"),
+    [
+        (False, {}, True),  # not suspended yet by the JobSet controller: it may make its pods any moment
+        (False, {"conditions": [{"type": "Complete", "status": "True"}]}, False),  # done: it makes none
+        (False, {"conditions": [{"type": "Failed", "status": "True"}]}, False),
+        (True, {"active": 1}, True),
+        (True, {"active": 0, "terminating": 2}, True),  # its pods still run out their grace period
+        (True, {"active": 0, "terminating": 0}, False),
+    ],
+)
+def test_a_child_job_may_run_pods_until_it_is_suspended_or_done_and_its_pods_are_gone(
+    suspend: bool, status: dict[str, Any], may_run: bool
+) -> None:
+    assert INTEGRATION.children is not None
+    child = {"spec": {"suspend": suspend, "parallelism": 1}, "status": status}
+    assert INTEGRATION.children.active(child) is may_run
+
+
+@pytest.mark.parametrize(
     ("condition", "expected"),
     [
         ("Completed", ("Succeeded", "jobset completed successfully")),

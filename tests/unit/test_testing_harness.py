@@ -331,6 +331,24 @@ def test_a_workloads_reservation_leaves_out_its_reclaimable_pods() -> None:
     wl["status"]["reclaimablePods"] = [{"name": "a", "count": 2}, {"name": "b", "count": 1}]
     assert reservation(wl) == ("cq", 0)
 
+    # The chaos suite's unsettled queue that was settled: a group of 3 admitted again with 2 pods
+    # (one had succeeded); a second one succeeds. Kueue scales the admitted usage down to the
+    # spec's count after reclaim (3 - 2 = 1 pod), not the admitted count less reclaimable (0).
+    group = {
+        "spec": {"podSets": [{"name": "g", "count": 3}]},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}],
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [{"name": "g", "count": 2, "resourceUsage": {"cpu": "2"}}],
+            },
+            "reclaimablePods": [{"name": "g", "count": 1}],
+        },
+    }
+    assert reservation(group) == ("cq", 2000)  # 2 pods after reclaim: the admitted 2 still run
+    group["status"]["reclaimablePods"] = [{"name": "g", "count": 2}]
+    assert reservation(group) == ("cq", 1000)
+
 
 def test_a_queue_reserving_other_cpu_than_its_workloads_names_each_holder() -> None:
     """The chaos suite's I4 failure seen once (a ClusterQueue's status 1 cpu above its Workloads,

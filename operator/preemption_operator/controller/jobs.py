@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from ..api import kinds
 from ..api.kinds import Kind
 from ..engine.cache import Cache
-from ..jobs.framework import INTEGRATIONS, GenericJob, Integration
+from ..jobs.framework import INTEGRATIONS, ComposableJob, GenericJob, Integration
 from ..jobs.reconciler import (
     ComposeError,
     CreateWorkload,
@@ -111,7 +111,7 @@ class JobController:
         is trusted alone); its watch tells this controller when a Workload's last one goes."""
         if started is not None:
             started.changed = self._pods_changed
-            feeder.pods_may_run = started.running
+            feeder.pods_may_run = self._departing_may_run
             feeder.confirm_gone = self._confirm_gone
         every = tuple(integrations) if integrations is not None else tuple(INTEGRATIONS.values())
         chosen = tuple(integration for integration in every if integration.reconciled)
@@ -124,10 +124,10 @@ class JobController:
                 name = integration.children.kind.name
                 self.parents[name] = (*self.parents.get(name, ()), integration)
         self._children: dict[WorkloadKey, dict[str, bool]] = {}
+        """Job -> whether each of its children (by name) may still have pods."""
         self._children_listed: set[str] = set()
         """Child kinds whose first list has come: until then no job of theirs may be taken as
         stopped (a restarted operator has not yet seen its JobSets' Jobs)."""
-        """Job -> whether each of its children (by name) may still have pods."""
         self.jobs: dict[WorkloadKey, dict[str, dict[str, Any]]] = {}
         """Each job's objects, by name."""
         self._members: dict[Member, WorkloadKey] = {}
@@ -237,6 +237,38 @@ class JobController:
         for workload_key in self._replaced.pop(job, ()):
             if self._replaced_of.get(workload_key) == job:
                 del self._replaced_of[workload_key]
+                self._recheck_departure(workload_key)
+
+    def _job_may_start_pods(self, workload_key: str) -> bool:
+        """Whether the job of the deleted Workload `workload_key` stands and is not stopped: it may
+        yet make pods under that Workload's name (a job just started whose controller has not
+        made them yet). Its reconcile stops it, and looks at the departure again."""
+        job = self._replaced_of.get(workload_key)
+        objects = self.jobs.get(job) if job is not None else None
+        if job is None or not objects:
+            return False
+        loaded = self.integrations[job.kind].load([objects[name] for name in sorted(objects)])
+        if isinstance(loaded, ComposableJob):
+            return False  # its members are the pods themselves: the index follows them
+        stopped = loaded.is_suspended() and not loaded.is_active() and not self.children_active(job)
+        return loaded.finished() is None and not stopped
+
+    def _departing_may_run(self, workload_key: str) -> bool:
+        """Whether pods may still run under a deleted Workload, as far as the index and the jobs
+        show: one started under it may run, or its job may start one."""
+        assert self.started is not None
+        return self.started.running(workload_key) or self._job_may_start_pods(workload_key)
+
+    def _recheck_departure(self, workload_key: str) -> None:
+        """A deleted Workload held back only by its job, which has stopped or gone: the API is
+        asked whether its pods have ended."""
+        if (
+            self.started is not None
+            and workload_key in self.cache.departing
+            and workload_key not in self._departures
+            and not self._departing_may_run(workload_key)
+        ):
+            self._confirm_gone(workload_key)
 
     def _child(self, kind: Kind, body: dict[str, Any], gone: bool) -> None:
         """Notes whether a child's pods may still run, under the job that controls it; that job
@@ -446,6 +478,8 @@ class JobController:
         if not objects:
             self._forget_replaced(key)
             return None
+        for workload_key in sorted(self._replaced.get(key, ())):
+            self._recheck_departure(workload_key)
         if self.closing(key.namespace):
             return None  # its jobs go with it
         if not self.managed(key.namespace):
@@ -622,8 +656,10 @@ class JobController:
         the pods it shows: once the index has, their end is told by its watch."""
         by_namespace: dict[str, set[str]] = {}
         for key in list(self._departures):
-            if key not in self.cache.departing or (self.started is not None and self.started.running(key)):
-                self._departures.discard(key)  # gone, or the index follows its pods now
+            if key not in self.cache.departing or self._departing_may_run(key):
+                # Gone; or the index follows its pods now, or its job may still start some (its
+                # reconcile asks again once it has stopped).
+                self._departures.discard(key)
                 continue
             by_namespace.setdefault(key.rpartition("/")[0], set()).add(key)
         for namespace, keys in sorted(by_namespace.items()):

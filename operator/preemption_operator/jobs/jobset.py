@@ -181,7 +181,10 @@ def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]
 
 
 def _child_active(job: Mapping[str, Any]) -> bool:
-    return BatchJob(job).is_active()
+    """Its pods may still run, or it may yet make some: the JobSet controller suspends its Jobs
+    one write after the JobSet, and until then a Job whose status counts no pod may make one."""
+    child = BatchJob(job)
+    return child.is_active() or ((job.get("spec") or {}).get("suspend") is not True and child.finished() is None)
 
 
 INTEGRATION = register(

@@ -27,7 +27,9 @@ def millis(quantity: Any) -> int:
 def reservation(obj: dict[str, Any]) -> tuple[str | None, int]:
     """(ClusterQueue, milli-cpu) an unfinished Workload holds; (None, 0) without a reservation.
     Pods that finished hold none: a pod set's usage counts only the pods not among its
-    ``status.reclaimablePods`` (Kueue's quota, as a pod group's Succeeded Pods free theirs)."""
+    ``status.reclaimablePods`` (Kueue's quota, as a pod group's Succeeded Pods free theirs): the
+    admitted usage is scaled down, per pod, to the spec's count less those (a Workload admitted
+    again after some had finished was admitted for fewer pods than its spec counts)."""
     status = obj.get("status") or {}
     admission = status.get("admission")
     if not admission or not is_true(obj, "QuotaReserved") or is_true(obj, "Finished"):
@@ -41,8 +43,9 @@ def reservation(obj: dict[str, Any]) -> tuple[str | None, int]:
             continue
         name = str(psa.get("name"))
         count = int(psa.get("count") or counts.get(name, 1))
-        done = min(reclaimable.get(name, 0), count)
-        total += millis(usage) * (count - done) // count if count else millis(usage)
+        spec_count = counts.get(name, count)
+        after = spec_count - min(reclaimable.get(name, 0), spec_count)
+        total += millis(usage) // count * after if count and after < count else millis(usage)
     return admission.get("clusterQueue"), total
 
 
