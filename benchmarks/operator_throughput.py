@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import platform
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -49,6 +47,7 @@ from preemption_operator.testing.control_plane import (
     log_tail,
     running_control_plane,
 )
+from preemption_operator.testing.kueue_harness import kueue_harness
 from preemption_operator.testing.operator_process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -275,12 +274,7 @@ async def run_operator_phase(
 def kueue_build(qps: int) -> tuple[Path, Path, str] | None:
     """minimalkueue with its client limit lifted to `qps` (built from the module source on first
     use), Kueue's CRD folder, and how it was built; None when the Kueue harness is not built."""
-    path = ROOT / "benchmarks" / "kueue-harness" / "harness.py"
-    spec = importlib.util.spec_from_file_location("kueue_harness", path)
-    assert spec is not None and spec.loader is not None
-    harness = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = harness  # its dataclasses look their module up
-    spec.loader.exec_module(harness)
+    harness = kueue_harness()
     binaries = harness.installed()
     if binaries is None:
         return None

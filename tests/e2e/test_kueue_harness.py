@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kueue_harness_loader import kueue_harness
 from preemption_operator.testing.control_plane import ControlPlane, die_with_parent_hook, free_port, log_tail
+from preemption_operator.testing.kueue_harness import kueue_harness
 from preemption_operator.testing.operator_process import operator_command, wait_until
 
 pytestmark = pytest.mark.e2e

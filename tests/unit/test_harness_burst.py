@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kueue_harness_loader import kueue_harness
+from preemption_operator.testing.kueue_harness import kueue_harness
 
 OURS = (
     "2026-12-01T18:29:14.570Z INFO    preemption_operator.controller.loop: preempted cq-0-3-cohort-0/medium-1-0-0 "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kueue_harness_loader import kueue_harness
+from preemption_operator.testing.kueue_harness import kueue_harness
 
 harness = kueue_harness()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kueue_harness_loader import kueue_harness
+from preemption_operator.testing.kueue_harness import kueue_harness
 
 CQ_CSV = (
     "name,cohort,class name,CPU quota (mCPU),CPU used (mCPU * ms),CPU max usage (mCPU),monitor time (ms)\n"

@@ -394,6 +394,26 @@ async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone
     assert not controller._children
 
 
+def see_changed(controller: JobController, workload: dict[str, Any]) -> None:
+    """The Workload's change, seen by the feeder and the job controller (one watch feeds both)."""
+    for handler in (controller.feeder, controller):
+        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(workload))
+
+
+def see_deleted(api: FakeApi, controller: JobController, workload: dict[str, Any], seen_by: str) -> None:
+    """The Workload deleted from the API, its deletion seen by the feeder and the job controller
+    as its DELETED event, or (a watch lost meanwhile) as a list that lacks it."""
+    meta = workload["metadata"]
+    api.remove("Workload", meta["name"], meta["namespace"])
+    gone = copy.deepcopy(workload)
+    gone["metadata"]["resourceVersion"] = str(api.version)
+    for handler in (controller.feeder, controller):
+        if seen_by == "event":
+            handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
+        else:
+            handler.replace(kinds.Workload, [], str(api.version))
+
+
 def started_pod(**changes: Any) -> dict[str, Any]:
     """A pod the Job controller made from the started template: it carries the Workload's name."""
     pod: dict[str, Any] = {
@@ -592,7 +612,6 @@ async def test_a_workload_deleted_before_the_index_saw_its_pods_keeps_its_quota_
     api = FakeApi()
     started = StartedPods()
     controller, _, waker, cache = setup(api, started=started)
-    feeder = controller.feeder
     key = f"{NS}/job-train-12345"
     started.replace(POD, [], "1")  # its watch has not brought the pod yet
     pod = api.put(started_pod())  # made, not bound yet
@@ -601,14 +620,8 @@ async def test_a_workload_deleted_before_the_index_saw_its_pods_keeps_its_quota_
     stopped["status"] = {"active": 0, "startTime": CONDITION_TIME}
     controller.event(JOB, "MODIFIED", copy.deepcopy(api.put(stopped)))
     running = api.put(running_workload())
-    for handler in (feeder, controller):
-        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
-    api.remove("Workload", "job-train-12345", NS)
-    for handler in (feeder, controller):
-        if seen_by == "event":
-            handler.event(kinds.Workload, "DELETED", copy.deepcopy(running))
-        else:
-            handler.replace(kinds.Workload, [], str(api.version))
+    see_changed(controller, running)
+    see_deleted(api, controller, running, seen_by)
     assert key in cache.departing and waker.released == []
 
     await controller._confirm_departures()
@@ -647,23 +660,14 @@ async def test_a_deleted_workload_keeps_its_quota_while_its_job_stands_unstopped
     api = FakeApi()
     started = StartedPods()
     controller, _, waker, cache = setup(api, started=started)
-    feeder = controller.feeder
     key = f"{NS}/job-train-12345"
     started.replace(POD, [], "1")
     just_started = stored_job(api)
     just_started["status"] = {"startTime": CONDITION_TIME}  # no pod made yet
     controller.event(JOB, "MODIFIED", copy.deepcopy(api.put(just_started)))
     running = api.put(running_workload())
-    for handler in (feeder, controller):
-        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
-    api.remove("Workload", "job-train-12345", NS)
-    gone = copy.deepcopy(running)
-    gone["metadata"]["resourceVersion"] = str(api.version)
-    for handler in (feeder, controller):
-        if seen_by == "event":
-            handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
-        else:
-            handler.replace(kinds.Workload, [], str(api.version))
+    see_changed(controller, running)
+    see_deleted(api, controller, running, seen_by)
     await controller._confirm_departures()
     assert key in cache.departing and waker.released == [], "the quota came back while its Job may make pods"
 
@@ -724,19 +728,11 @@ async def test_a_running_jobs_deleted_workload_is_made_again_only_once_its_start
     feeder.replace(kinds.ClusterQueue, [cluster_queue("research", 2, flavor="on-demand")], "1")
     feeder.replace(kinds.LocalQueue, [local_queue("research", namespace=NS)], "1")
     running = api.put(running_workload())
-    for handler in (feeder, controller):
-        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
+    see_changed(controller, running)
     old_pod = api.put(started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1"))
     started.replace(POD, [copy.deepcopy(old_pod)], "1")
 
-    api.remove("Workload", name, NS)
-    gone = copy.deepcopy(running)
-    gone["metadata"]["resourceVersion"] = str(api.version)
-    for handler in (feeder, controller):
-        if seen_by == "event":
-            handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
-        else:
-            handler.replace(kinds.Workload, [], str(api.version))
+    see_deleted(api, controller, running, seen_by)
     assert workload_key in cache.departing and waker.released == []
 
     job = controller.key_of(JOB, running_job())
@@ -772,8 +768,7 @@ async def test_a_running_jobs_deleted_workload_is_not_made_again_on_a_pod_watch_
     started = StartedPods()
     controller, _, _, _ = setup(api, started=started)
     running = api.put(running_workload())
-    for handler in (controller.feeder, controller):
-        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
+    see_changed(controller, running)
     started.replace(POD, [], "1")  # its watch has not shown the pod yet
     api.put(started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1"))
     api.remove("Workload", "job-train-12345", NS)
@@ -799,8 +794,7 @@ async def test_a_late_deleted_event_of_the_old_workload_leaves_the_job_the_one_m
     controller, _, _, _ = setup(api)
     feeder = controller.feeder
     running = api.put(running_workload())
-    for handler in (feeder, controller):
-        handler.event(kinds.Workload, "MODIFIED", copy.deepcopy(running))
+    see_changed(controller, running)
     api.remove("Workload", "job-train-12345", NS)
     gone = copy.deepcopy(running)
     gone["metadata"]["resourceVersion"] = str(api.version)

@@ -663,7 +663,7 @@ class JobController:
                 continue
             by_namespace.setdefault(key.rpartition("/")[0], set()).add(key)
         for namespace, keys in sorted(by_namespace.items()):
-            pods, _ = await self.api.list(POD.path(namespace=namespace), label_selector=SELECTOR)
+            pods = await self._started_pods(namespace)
             for key in sorted(keys):
                 if any_may_run(pods, {key}):
                     continue
@@ -678,8 +678,12 @@ class JobController:
         on an absence must see the API's own answer (a read per release, not per cycle)."""
         if self.started is None or not workload_keys:
             return False
+        return any_may_run(await self._started_pods(namespace), workload_keys)
+
+    async def _started_pods(self, namespace: str) -> list[dict[str, Any]]:
+        """The pods the operator started in a namespace, fresh from the API (what the index watches)."""
         pods, _ = await self.api.list(POD.path(namespace=namespace), label_selector=SELECTOR)
-        return any_may_run(pods, workload_keys)
+        return pods
 
     def _event(self, job: GenericJob, event: JobEvent) -> None:
         self.events.record(dict(job.obj), job.kind.name, job.kind.api_version, event.type, event.reason, event.message)

@@ -1,15 +1,16 @@
-"""benchmarks/kueue-harness/harness.py as a module, for the tests of it (its folder's name,
-kueue-harness, cannot be imported as a package)."""
+"""benchmarks/kueue-harness/harness.py as a module, for its tests and the benchmarks that run
+Kueue beside the operator (its folder's name, kueue-harness, cannot be imported as a package)."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
 import sys
-from pathlib import Path
 from types import ModuleType
 
-HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "kueue-harness" / "harness.py"
+from .control_plane import SOURCE_ROOT
+
+HARNESS = SOURCE_ROOT / "benchmarks" / "kueue-harness" / "harness.py"
 
 
 @functools.cache
