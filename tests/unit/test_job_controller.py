@@ -688,6 +688,28 @@ async def test_a_deleted_workload_keeps_its_quota_while_its_job_stands_unstopped
     assert not cache.departing and waker.released == ["research"]
 
 
+async def test_a_deleted_workload_held_back_by_its_job_departs_once_the_job_is_deleted_too() -> None:
+    """The job that held its deleted Workload's quota back (it might still make pods) is deleted
+    in turn: nothing is left to make them, so the API is asked and the quota comes back."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, waker, cache = setup(api, started=started)
+    key = f"{NS}/job-train-12345"
+    started.replace(POD, [], "1")
+    running = api.put(running_workload())
+    see_changed(controller, running)
+    see_deleted(api, controller, running, "event")
+    await controller._confirm_departures()
+    assert key in cache.departing and not controller._departures  # held back by its running Job
+
+    controller._queued.clear()  # what the workers would have taken
+    api.remove("Job", "train", NS)
+    controller.event(JOB, "DELETED", copy.deepcopy(running_job()))
+    assert DEPARTURES in controller._queued
+    await controller._confirm_departures()
+    assert not cache.departing and waker.released == ["research"]
+
+
 @pytest.mark.looptime
 async def test_a_deleted_jobs_workload_stays_until_its_started_pods_are_gone() -> None:
     """Deleting a running job must not free its quota while its pods run out their grace period."""

@@ -355,6 +355,7 @@ class JobController:
             self._enqueue(job)  # the rest of the job carries on
             return
         self.jobs.pop(job, None)
+        self._forget_replaced(job)  # nothing is left to make pods under its deleted Workloads
         self._orphans.update(self._workloads.get(job, ()))
         self._enqueue(ORPHANS)
 
