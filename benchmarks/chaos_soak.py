@@ -238,8 +238,22 @@ def soak(env: ChaosEnv, args: argparse.Namespace) -> Phases:
 
 
 def write_report(
-    path: Path, env: ChaosEnv, phases: Phases, *, started: datetime, seconds: float, command: str, assets: Path
+    path: Path,
+    env: ChaosEnv,
+    phases: Phases,
+    *,
+    started: datetime,
+    seconds: float,
+    command: str,
+    assets: Path,
+    operator: str,
 ) -> str:
+    """The report, written to `path`; `operator`: the code measured, as `describe_operator` said at
+    the start (operators started later in the run load the tree as it is then)."""
+    now = describe_operator()
+    if now != operator:
+        operator += f"; **changed during the run**, at its end: {now}"
+
     violations = env.violations()
     broken = bool(violations) or phases.failed
     by: dict[str, int] = {}
@@ -258,7 +272,7 @@ def write_report(
         f"- machine: {machine()}",
         f"- control plane: etcd + 2 x {apiserver_version(assets)} on loopback, kube-scheduler, kwok with "
         f"{NODES.count} nodes of {NODES.capacity['cpu']} cpu",
-        f"- operator measured: {describe_operator()}",
+        f"- operator measured: {operator}",
         f"- seed: {env.seed}",
         f"- topology: {len(env.topology.cohorts)} cohorts x 3 ClusterQueues + 1 without a cohort, one flavor, cpu only;"
         f" {len(env.topology.namespaces)} namespaces with a LocalQueue per ClusterQueue; lease {env.lease_seconds} s",
@@ -330,6 +344,7 @@ def main() -> None:
     command = " ".join([*env_vars, "python", shlex.join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])])
     started = datetime.now(UTC)
     began = time.monotonic()
+    operator = describe_operator()
     with (
         # Jobs, Pods and JobSets among the load (real pods, created, bound, run and deleted) need
         # kube-controller-manager, kube-scheduler, kwok's nodes and the JobSet controller.
@@ -365,6 +380,7 @@ def main() -> None:
                 seconds=time.monotonic() - began,
                 command=command,
                 assets=plane.assets,
+                operator=operator,
             )
         if jobsets is not None:
             jobsets.stop()
