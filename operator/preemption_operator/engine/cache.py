@@ -230,8 +230,7 @@ class Cache:
         version = _version(resource_version)
         if version is None:
             return False
-        held = self._versions.get((kind, key))
-        if held is not None and version < held:
+        if self.holds_newer(kind, key, resource_version):
             return True
         deleted = self._tombstones.get((kind, key))
         return deleted is not None and version <= deleted
