@@ -819,6 +819,8 @@ class Run:
     """Victims per class of each ClusterQueue's first large workload (from the controller's log)."""
     reclaims: dict[str, int] | None = None
     """Victims per class preempted by a workload of their own class (from the controller's log)."""
+    evicted_holds: dict[str, tuple[int, int]] | None = None
+    """Per size: holds the harness's watch saw end in an eviction, and of them the short ones."""
     watch_lead_s: float | None = None
     """The controller's watches up this long before the generator's first workload set started."""
     paused_s: float | None = None
@@ -967,6 +969,40 @@ def same_class_preemptions(path: Path) -> dict[str, int] | None:
         if name in counts and preemptor.split("-", 1)[0] == name:
             counts[name] += 1
     return counts
+
+
+SHORT_HOLD_S = 0.3
+"""A hold this short that ends in an eviction was admitted in one scheduling cycle and preempted
+in one of the next (no baseline workload runs this briefly)."""
+
+
+def evicted_holds(path: Path) -> dict[str, tuple[int, int]] | None:
+    """Per size: (holds that ended in an eviction, of them shorter than SHORT_HOLD_S), from the
+    harness's own Workload watch (watch-workloads.tsv). A hold runs from a workload showing a
+    reservation to showing none; it ended in an eviction when the admission went with it (a
+    finished workload keeps its admission). Kueue's design admits a borrower whose lender can
+    take the quota back; these short holds are the cases where the lender did so at once."""
+    if not path.is_file():
+        return None
+    counts = {name: [0, 0] for name in CLASSES}
+    since: dict[str, float] = {}
+    with path.open() as lines:
+        for line in lines:
+            if line.startswith("#"):
+                continue
+            at, key, mcpu, cluster_queue = line.rstrip("\n").split("\t")
+            held = float(mcpu) > 0
+            if held:
+                since.setdefault(key, float(at))
+                continue
+            started = since.pop(key, None)
+            if started is None or cluster_queue:
+                continue  # no hold ended here, or it ended as the workload finished
+            size = key.rsplit("/", 1)[-1].split("-", 1)[0]
+            if size in counts:
+                counts[size][0] += 1
+                counts[size][1] += float(at) - started < SHORT_HOLD_S
+    return {name: (total, short) for name, (total, short) in counts.items()}
 
 
 # The operator's own lines, under its logger's name (controller.run before the Operator class;
@@ -1339,6 +1375,7 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
     run.profile = profile_summary(binaries, run)
     run.burst_evictions = burst_evictions(folder / "minimalkueue.err.log")
     run.reclaims = same_class_preemptions(folder / "minimalkueue.err.log")
+    run.evicted_holds = evicted_holds(folder / "watch-workloads.tsv")
     watching = _watching_since(folder / "minimalkueue.err.log")
     if watching is not None and "generation_started" in marks:
         run.watch_lead_s = (marks["generation_started"] - watching).total_seconds()
@@ -1546,6 +1583,12 @@ ROWS: list[tuple[str, Any, int]] = [
         lambda r: _per_class(r.reclaims),
         0,
     ),
+    (
+        f"evictions the harness's watch saw (in brackets: after a hold under {SHORT_HOLD_S} s,"
+        " admitted in one cycle and reclaimed in a next)",
+        lambda r: _short_holds(r),
+        0,
+    ),
     ("runner paused for the controller's start (wrapper), s", lambda r: _paused(r), 2),
     ("controller ready (runner resumed) → first workload set started, s", lambda r: r.ready_lead_s, 2),
     ("controller watching → first workload set started, s (negative: after)", lambda r: r.watch_lead_s, 2),
@@ -1712,6 +1755,13 @@ def _after_burst(run: Run) -> str | None:
     return " / ".join(f"{max(0, sizes[name] - run.burst_evictions.get(name, 0)):,}" for name in CLASSES)
 
 
+def _short_holds(run: Run) -> str | None:
+    """small / medium / large: evictions (of them short holds)."""
+    if run.evicted_holds is None:
+        return None
+    return " / ".join(f"{run.evicted_holds[n][0]:,} ({run.evicted_holds[n][1]:,})" for n in CLASSES)
+
+
 def _errors(run: Run) -> str:
     if run.reconciler_errors is None:
         return "not measured (no runner log)"
@@ -1845,6 +1895,11 @@ def report(
     add("same lines, the victims preempted by one of their own class: a class has one priority, so these")
     add("are reclaims within the cohort (a queue back under its nominal quota takes back what another")
     add("queue borrowed), and they follow how full the cohorts are when a lending queue's work ends;")
+    add("*evictions the harness's watch saw* counts, from its own Workload watch, the reservations that")
+    add("ended with the admission cleared, and in brackets those held under 0.3 s: a borrower admitted in")
+    add("one cycle whose lender took the quota back in a next one (Kueue admits a borrower whenever the")
+    add("lender can take the quota back later, and the lender does as soon as its next workload is its")
+    add("head: their number follows how often one cycle finds a lender's backlog beside borrowers);")
     add("*runner paused* is how long the wrapper held the runner stopped for the controller's start, and")
     add("*ready → first workload set* the lead that gave (both from the wrapper's lines in the controller's")
     add("log against the runner's `generate workload group` line: positive and alike on both sides means")
