@@ -541,8 +541,12 @@ class Scheduler:
         heads = []
         admitted_now = snapshot.admitted_in_cycle
         workloads = snapshot.workloads
+        # Read from the cache's own ClusterQueues: a queue's tree is cloned only once it has a
+        # head, so a pass costs what the queues with work to look at cost, not every queue
+        # with parked workloads.
+        held = snapshot.held_cluster_queues
         for name in sorted(snapshot.pending if queues is None else queues & snapshot.pending.keys()):
-            cq = snapshot.cluster_queues[name]
+            cq = held[name]
             if not cq.active:
                 if queues is None:
                     for wl in snapshot.pending[name]:
@@ -567,11 +571,11 @@ class Scheduler:
             )
             if waiting is not None:
                 if not any(snapshot.is_evicting(victim) for victim in state.waiting[waiting.key]):
-                    heads.append((waiting, cq))
+                    heads.append((waiting, snapshot.cluster_queues[name]))
                 elif holding is not None:
                     # Its victims' evictions are still being written: the room they free is its
                     # own, but not free yet, and nobody else in its queue may take it meanwhile.
-                    holding.append((waiting, cq))
+                    holding.append((waiting, snapshot.cluster_queues[name]))
                 continue
             best_effort = cq.queueing_strategy == "BestEffortFIFO"
             parked = state.inadmissible.get(name, set()) if best_effort else set()
@@ -598,7 +602,7 @@ class Scheduler:
                     # Until its check's controller sets it Pending again (Kueue's nominate).
                     result.pending.append(Pending(wl, name, PENDING_EVALUATION, admission_checks.FAILED_MESSAGE))
                     continue
-                heads.append((wl, cq))
+                heads.append((wl, snapshot.cluster_queues[name]))
                 break
         return heads
 
