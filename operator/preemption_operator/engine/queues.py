@@ -3,9 +3,11 @@ what order, and which admitted ones must give their quota back because they were
 or their queue stopped.
 
 Pending workloads are kept per LocalQueue as they come and go; a snapshot routes each LocalQueue
-once (does it exist, is it stopped, does its ClusterQueue exist and admit its namespace) and
-orders each ClusterQueue's workloads: its cost grows with the pending workloads, not with the
-admitted ones.
+(does it exist, is it stopped, does its ClusterQueue exist and admit its namespace) and orders
+each ClusterQueue's workloads. Routes are kept between snapshots: a snapshot routes again only
+the LocalQueues whose workloads came or went since the last one, and every LocalQueue only when
+what routing reads changed (a LocalQueue's queue or stop policy, the ClusterQueues, the
+Namespaces). Its cost grows with what changed, not with the queues or workloads waiting.
 """
 
 from __future__ import annotations
@@ -55,11 +57,28 @@ class QueueManager:
         """LocalQueues (namespace/name) stopped with HoldAndDrain."""
         self.deactivated: set[str] = set()
         """Workloads holding quota although `spec.active` is false: the next cycle evicts them."""
+        # Routes kept between snapshots (see `route`).
+        self._dirty: set[tuple[str, str]] = set()
+        """LocalQueues whose pending workloads came or went since the last route."""
+        self._lq_routes: dict[str, tuple[str, str]] = {}
+        """What routing reads of each LocalQueue (namespace/name): its ClusterQueue and stop policy."""
+        self._reroute_all = True
+        self._inputs: tuple[object, object] | None = None
+        """The ClusterQueues and Namespace labels the kept routes were made with (compared by identity:
+        the cache builds them anew when they change)."""
+        self._routes: dict[tuple[str, str], str | None] = {}
+        """Each routed LocalQueue's ClusterQueue (None: its workloads are unqueued)."""
+        self._sources: dict[str, set[tuple[str, str]]] = {}
+        """Per ClusterQueue, the LocalQueues routed to it."""
+        self._routed_unqueued: dict[tuple[str, str], list[Unqueued]] = {}
+        self._kept = Routed()
+        self._unqueued_sorted = True
 
     # -- what comes and goes
 
     def add_pending(self, info: WorkloadInfo) -> None:
         queue_key = (info.namespace, info.queue_name)
+        self._dirty.add(queue_key)
         queue = self._pending.setdefault(queue_key, {})
         old = queue.get(info.key)
         queue[info.key] = info
@@ -78,6 +97,7 @@ class QueueManager:
 
     def remove_pending(self, info: WorkloadInfo) -> None:
         queue_key = (info.namespace, info.queue_name)
+        self._dirty.add(queue_key)
         queue = self._pending.get(queue_key)
         if queue is not None:
             old = queue.pop(info.key, None)
@@ -97,6 +117,14 @@ class QueueManager:
             self._draining.add(key)
         else:
             self._draining.discard(key)
+        # Its status changes often (it counts its workloads); only what routing reads reroutes.
+        read = (lq.spec.cluster_queue, lq.spec.stop_policy) if lq is not None else None
+        if self._lq_routes.get(key) != read:
+            self._reroute_all = True
+            if read is None:
+                del self._lq_routes[key]
+            else:
+                self._lq_routes[key] = read
 
     def pending_counts(self) -> dict[tuple[str, str], int]:
         """Pending workloads per (namespace, LocalQueue), routed or not, deactivated ones too:
@@ -120,35 +148,84 @@ class QueueManager:
     ) -> Routed:
         """Each pending workload to its ClusterQueue, or unqueued with Kueue's reason (its granular
         ones, the default since v0.20). A workload naming no queue is not Kueue's to schedule:
-        it gets no status at all."""
-        routed = Routed()
-        sources: dict[str, int] = {}
-        for queue_key, infos in self._pending.items():
+        it gets no status at all. Routes only the LocalQueues that changed since the last call
+        (all of them when what routing reads changed); the lists returned are never changed
+        afterwards (a queue that changes gets new ones), so a snapshot keeps what it was given."""
+        inputs = self._inputs
+        if self._reroute_all or inputs is None or inputs[0] is not cluster_queues or inputs[1] is not namespaces:
+            self._inputs = (cluster_queues, namespaces)
+            self._reroute_all = False
+            self._routes.clear()
+            self._sources.clear()
+            self._routed_unqueued.clear()
+            self._kept = Routed()
+            self._unqueued_sorted = False
+            dirty: Iterable[tuple[str, str]] = list(self._pending)
+        else:
+            dirty = self._dirty
+        kept = self._kept
+        stale: set[str] = set()
+        for queue_key in dirty:
+            before = self._routes.pop(queue_key, None)
+            if before is not None:
+                self._sources[before].discard(queue_key)
+                stale.add(before)
+            if self._routed_unqueued.pop(queue_key, None) is not None:
+                self._unqueued_sorted = False
+            infos = self._pending.get(queue_key)
             namespace, queue_name = queue_key
             if not infos or not queue_name:
                 continue
             order = self._order_of(queue_key, infos)
-            active, inactive = order.active, order.inactive
             problem = _problem(namespace, queue_name, local_queues, cluster_queues, namespaces)
-            target = None if problem else local_queues[f"{namespace}/{queue_name}"].spec.cluster_queue
-            routed.unqueued.extend((info, "Deactivated", "The workload is deactivated") for info in inactive)
+            unqueued: list[Unqueued] = [(info, "Deactivated", "The workload is deactivated") for info in order.inactive]
             if problem is not None:
-                routed.unqueued.extend((info, *problem) for info in active)
-            elif active:
-                assert target is not None
-                sources[target] = sources.get(target, 0) + 1
-                # Whole runs at once: this is called for every snapshot, with thousands pending.
-                routed.pending.setdefault(target, []).extend(active)
-                routed.keys.setdefault(target, []).extend(order.keys)
-                routed.shapes.setdefault(target, []).append(self._shapes.get(queue_key, {}))
-        # A ClusterQueue fed by one LocalQueue already has its workloads in order; one fed by
-        # several merges their ordered runs.
-        for target, count in sources.items():
-            if count > 1 and target in routed.pending:
-                routed.pending[target].sort(key=queue_order)
-                routed.keys[target] = [info.key for info in routed.pending[target]]
-        routed.unqueued.sort(key=lambda item: item[0].key)
-        return routed
+                unqueued += [(info, *problem) for info in order.active]
+                self._routes[queue_key] = None
+            else:
+                target = local_queues[f"{namespace}/{queue_name}"].spec.cluster_queue
+                self._routes[queue_key] = target
+                self._sources.setdefault(target, set()).add(queue_key)
+                stale.add(target)
+            if unqueued:
+                self._routed_unqueued[queue_key] = unqueued
+                self._unqueued_sorted = False
+        self._dirty = set()
+        for target in stale:
+            self._gather(target)
+        if not self._unqueued_sorted:
+            kept.unqueued = sorted(
+                (item for items in self._routed_unqueued.values() for item in items), key=lambda item: item[0].key
+            )
+            self._unqueued_sorted = True
+        # New dicts over the kept lists: a snapshot adds keys of its own to `keys`.
+        return Routed(dict(kept.pending), kept.unqueued, dict(kept.keys), dict(kept.shapes))
+
+    def _gather(self, target: str) -> None:
+        """A ClusterQueue's pending workloads again, from the LocalQueues routed to it: one
+        LocalQueue's are already in order; several are merged."""
+        kept = self._kept
+        sources = sorted(self._sources.get(target, ()))
+        orders = [order for key in sources if (order := self._ordered.get(key)) is not None and order.active]
+        if not orders:
+            if not sources:
+                self._sources.pop(target, None)
+            kept.pending.pop(target, None)
+            kept.keys.pop(target, None)
+            kept.shapes.pop(target, None)
+            return
+        if len(orders) == 1:
+            kept.pending[target] = list(orders[0].active)
+            kept.keys[target] = list(orders[0].keys)
+        else:
+            merged = sorted((info for order in orders for info in order.active), key=queue_order)
+            kept.pending[target] = merged
+            kept.keys[target] = [info.key for info in merged]
+        kept.shapes[target] = [
+            self._shapes.get(key, {})
+            for key in sources
+            if (order := self._ordered.get(key)) is not None and order.active
+        ]
 
     def pending_in(
         self,
