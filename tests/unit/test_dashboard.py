@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import given
+from hypothesis import strategies as st
 
 from builders import admitted, cache_of, cluster_queue, cohort, cycle_applied, pending, preemption_config, scenario
 from preemption_operator.api import kinds
@@ -276,3 +278,67 @@ async def test_the_stream_ends_when_the_viewers_rights_are_taken_away() -> None:
         async with asyncio.timeout(60):  # fake time: the stream looks again after ten seconds
             rest = await stream.content.read()
         assert rest.strip() == b""  # ended, nothing more sent
+
+
+class Builds:
+    """A state whose build takes `cost` seconds of loop time, counted as it is built."""
+
+    def __init__(self, cost: float) -> None:
+        self.now = 0.0
+        self.version = 0
+        self.cost = cost
+        self.built: list[tuple[float, int]] = []  # (when it started, the version it showed)
+
+    def build(self) -> dict[str, Any]:
+        self.built.append((self.now, self.version))
+        self.now += self.cost
+        return {"at": self.now, "version": self.version, "built": len(self.built)}
+
+    def page(self) -> dashboard.PageState:
+        return dashboard.PageState(self.build, lambda: self.version, lambda: self.now, lambda: self.now)
+
+
+def test_a_preemption_is_built_at_once_when_builds_are_cheap_and_the_state_sent_is_encoded_once() -> None:
+    builds = Builds(cost=0.001)
+    page = builds.page().current()
+    assert json.loads(page.message) == {"at": 0.001, "version": 0, "built": 1}
+    assert json.loads(page.content) == {"version": 0, "built": 1}  # what a page compares: no time
+    builds.now += 0.01  # ten times the build's cost: the loop has had its share
+    builds.version += 1
+    assert page.behind and page.hold_seconds() == 0
+    assert json.loads(page.current().message)["version"] == 1
+    assert not page.behind
+    builds.now += 0.1  # nothing new and not a quarter second old: not built again
+    assert page.current().content == json.dumps({"built": 2, "version": 1}, sort_keys=True)
+    builds.now += 0.2
+    assert json.loads(page.current().content)["built"] == 3
+
+
+def test_a_costly_build_holds_the_next_back_even_for_a_new_preemption() -> None:
+    builds = Builds(cost=0.3)  # a very large cluster's build
+    page = builds.page().current()
+    builds.now += 0.5
+    builds.version += 1
+    # The next may start 3 s (0.3 / BUILD_SHARE) after the last one ended, 2.5 s from now.
+    assert page.behind and page.hold_seconds() == pytest.approx(0.3 / dashboard.BUILD_SHARE - 0.5)
+    assert json.loads(page.current().content)["version"] == 0  # held back: the old state still
+    builds.now += page.hold_seconds() + 1e-9
+    assert json.loads(page.current().content)["version"] == 1
+    assert [version for _, version in builds.built] == [0, 1]
+
+
+@given(
+    cost=st.floats(min_value=0.0001, max_value=2.0),
+    steps=st.lists(st.tuples(st.floats(min_value=0.0, max_value=1.0), st.booleans()), min_size=1, max_size=60),
+)
+def test_building_takes_at_most_its_share_of_the_loop(cost: float, steps: list[tuple[float, bool]]) -> None:
+    """Whatever comes (preemptions as often as the page asks, a page asking all the time), the
+    builds take no more than BUILD_SHARE of the time since the first one, plus the last one."""
+    builds = Builds(cost)
+    page = builds.page()
+    for pause, preempted in steps:
+        builds.now += pause
+        builds.version += preempted
+        page.current()
+    spent = cost * len(builds.built)
+    assert spent <= dashboard.BUILD_SHARE * (builds.now - builds.built[0][0]) + cost + 1e-9

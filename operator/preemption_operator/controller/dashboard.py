@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import re
 import secrets
 import time
@@ -43,7 +44,11 @@ PENDING_SHOWN = 20
 """Pending workloads listed per ClusterQueue (the count says how many more)."""
 PUSH_SECONDS = 0.5
 """How often the state is looked at for changes (a preemption is pushed at once). One state is
-built per period whatever the number of open pages: a large cluster's takes milliseconds."""
+built whatever the number of open pages."""
+BUILD_SHARE = 0.1
+"""The most of the event loop's time that building the state may take: the loop also schedules.
+After a build that took d seconds the next waits at least d / BUILD_SHARE, so at a scale where a
+build takes many milliseconds the page is refreshed less often instead of slowing decisions."""
 
 REQUIRED = (
     delegation.Attributes("list", "kueue.x-k8s.io", "v1beta2", "clusterqueues"),
@@ -160,6 +165,52 @@ def state(cache: Cache, timeline: Timeline | None, leading: bool = True, now: fl
     }
 
 
+class PageState:
+    """The state every open page is sent, built once for all of them: again as soon as a
+    preemption came, or once it is PUSH_SECONDS / 2 old, but never sooner after the last build
+    than that build's cost allows (BUILD_SHARE). Encoded once per build."""
+
+    def __init__(
+        self,
+        build: Callable[[], dict[str, Any]],
+        version: Callable[[], int],
+        clock: Callable[[], float],
+        cost_clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        """`version`: the timeline's (a new preemption moves it); `clock`: the loop's time;
+        `cost_clock`: what a build's cost is read on."""
+        self._build, self._version, self._clock, self._cost_clock = build, version, clock, cost_clock
+        self._built_at = -math.inf
+        self._built_version = -1
+        self._cost = 0.0
+        self.content = ""
+        """The state without its time, encoded: a page is sent the state when this changed."""
+        self.message = ""
+        """The whole state, encoded, as sent."""
+
+    @property
+    def behind(self) -> bool:
+        """A preemption came since the last build."""
+        return self._version() != self._built_version
+
+    def hold_seconds(self) -> float:
+        """How long until a build may start (0: now)."""
+        return max(0.0, self._built_at + self._cost / BUILD_SHARE - self._clock())
+
+    def current(self) -> PageState:
+        """Builds the state again if it is due."""
+        age = self._clock() - self._built_at
+        if self.hold_seconds() == 0.0 and (self.behind or age >= PUSH_SECONDS / 2):
+            version, started = self._version(), self._cost_clock()
+            data = self._build()
+            at = data.pop("at")
+            self.content = json.dumps(data, sort_keys=True)
+            self.message = f'{{"at": {json.dumps(at)}, {self.content[1:]}'
+            self._cost = self._cost_clock() - started
+            self._built_at, self._built_version = self._clock(), version
+        return self
+
+
 # -- who may look -----------------------------------------------------------------------------
 
 
@@ -263,20 +314,17 @@ def make_app(
             raise web.HTTPUnauthorized(text="log in first (or send Authorization: Bearer <token>)")
         return user
 
-    built: list[Any] = [-1.0, -1, None]
-    """The last state built (loop time, timeline version, data): shared by every open page."""
-
-    def current() -> dict[str, Any]:
-        now = asyncio.get_running_loop().time()
-        version = timeline.version if timeline is not None else 0
-        if built[2] is None or version != built[1] or now - built[0] >= PUSH_SECONDS / 2:
-            built[:] = [now, version, state(cache, timeline, leading())]
-        data: dict[str, Any] = built[2]
-        return data
+    page = PageState(
+        lambda: state(cache, timeline, leading()),
+        lambda: timeline.version if timeline is not None else 0,
+        lambda: asyncio.get_running_loop().time(),
+    )
 
     async def snapshot(request: web.Request) -> web.Response:
         await guarded(request)
-        return web.json_response(current(), headers={"Cache-Control": "no-store"})
+        return web.Response(
+            text=page.current().message, content_type="application/json", headers={"Cache-Control": "no-store"}
+        )
 
     async def events(request: web.Request) -> web.StreamResponse:
         """Server-sent events: the state each time it changes (a new preemption at once)."""
@@ -290,14 +338,13 @@ def make_app(
         while True:
             # Taken before the state is built: a preemption from here on wakes the wait below.
             changed = timeline.changed if timeline is not None else None
-            data = current()
-            body = json.dumps({k: v for k, v in data.items() if k != "at"}, sort_keys=True)
-            if body != sent:
+            page.current()
+            if page.content != sent:
                 try:
-                    await response.write(f"data: {json.dumps(data)}\n\n".encode())
+                    await response.write(f"data: {page.message}\n\n".encode())
                 except ConnectionError:  # the page was closed
                     return response
-                sent = body
+                sent = page.content
             if clock.time() - checked >= delegation.TTL_SECONDS:  # rights taken away end the stream
                 try:
                     if await gate.user_of(request) is None:
@@ -305,11 +352,14 @@ def make_app(
                 except ApiError:
                     return response
                 checked = clock.time()
-            if changed is not None:
+            hold = page.hold_seconds()
+            if page.behind:
+                await asyncio.sleep(hold)  # a preemption held back by the last build's cost
+            elif changed is not None:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), PUSH_SECONDS)
+                    await asyncio.wait_for(changed.wait(), max(PUSH_SECONDS, hold))
             else:
-                await asyncio.sleep(PUSH_SECONDS)
+                await asyncio.sleep(max(PUSH_SECONDS, hold))
 
     async def logout(_: web.Request) -> web.Response:
         response = web.HTTPSeeOther("/")
