@@ -146,6 +146,9 @@ def test_routes_kept_between_snapshots_are_those_of_a_fresh_cache(operations: li
         _apply(cache, objects, op)
         fresh = cache_of(copy.deepcopy(list(objects.values())))
         assert _routed(cache.snapshot(NOW)) == _routed(fresh.snapshot(NOW)), op
+        for cq in QUEUES:  # a visibility request reads the same kept routes
+            mine, theirs = cache.pending_in(cq), fresh.pending_in(cq)
+            assert [wl.key for wl in mine or []] == [wl.key for wl in theirs or []], (op, cq)
 
 
 def test_a_snapshot_keeps_the_pending_lists_it_was_given_when_workloads_come_later() -> None:

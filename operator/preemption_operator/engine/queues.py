@@ -206,7 +206,8 @@ class QueueManager:
         LocalQueue's are already in order; several are merged."""
         kept = self._kept
         sources = sorted(self._sources.get(target, ()))
-        orders = [order for key in sources if (order := self._ordered.get(key)) is not None and order.active]
+        feeding = [(key, order) for key in sources if (order := self._ordered.get(key)) is not None and order.active]
+        orders = [order for _, order in feeding]
         if not orders:
             if not sources:
                 self._sources.pop(target, None)
@@ -221,11 +222,7 @@ class QueueManager:
             merged = sorted((info for order in orders for info in order.active), key=queue_order)
             kept.pending[target] = merged
             kept.keys[target] = [info.key for info in merged]
-        kept.shapes[target] = [
-            self._shapes.get(key, {})
-            for key in sources
-            if (order := self._ordered.get(key)) is not None and order.active
-        ]
+        kept.shapes[target] = [self._shapes.get(key, {}) for key, _ in feeding]
 
     def pending_in(
         self,
@@ -234,22 +231,9 @@ class QueueManager:
         cluster_queues: Mapping[str, ClusterQueueInfo],
         namespaces: Mapping[str, Mapping[str, str]],
     ) -> list[WorkloadInfo]:
-        """One ClusterQueue's queued workloads in queue order, as `route` gives them, routing only
-        the LocalQueues that point at it (what a visibility request costs)."""
-        runs: list[list[WorkloadInfo]] = []
-        for queue_key, infos in self._pending.items():
-            namespace, queue_name = queue_key
-            lq = local_queues.get(f"{namespace}/{queue_name}")
-            if not infos or lq is None or lq.spec.cluster_queue != cluster_queue:
-                continue
-            if _problem(namespace, queue_name, local_queues, cluster_queues, namespaces) is not None:
-                continue
-            order = self._order_of(queue_key, infos)
-            if order.active:
-                runs.append(order.active)
-        if len(runs) == 1:
-            return list(runs[0])
-        return sorted((info for run in runs for info in run), key=queue_order)
+        """One ClusterQueue's queued workloads in queue order, as `route` gives them (the kept
+        routes: what a visibility request costs is what changed since the last snapshot)."""
+        return list(self.route(local_queues, cluster_queues, namespaces).pending.get(cluster_queue, ()))
 
     def drains(
         self,
