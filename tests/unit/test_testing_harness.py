@@ -350,6 +350,54 @@ def test_a_workloads_reservation_leaves_out_its_reclaimable_pods() -> None:
     assert reservation(group) == ("cq", 1000)
 
 
+def test_an_i5_violation_shows_the_history_of_the_pods_no_reservation_accounts_for() -> None:
+    """The chaos suite's I5 failures said which pods ran and which Workloads reserved, but not how
+    the odd pod and its Workload got there: the violation now carries the observed states of each
+    pod whose Workload reserves nothing in the queue (and of that Workload), and their names, so
+    the failure shows the operators' log lines about them."""
+    from preemption_operator.testing.chaos import InvariantMonitor, Topology
+
+    def workload(name: str, rv: str, cpu: str | None, *flags: str) -> dict:
+        conditions = [{"type": flag, "status": "True"} for flag in flags]
+        status: dict = {"conditions": conditions}
+        if cpu is not None:
+            conditions.append({"type": "QuotaReserved", "status": "True"})
+            assignment = {"name": "main", "count": 1, "resourceUsage": {"cpu": cpu}}
+            status["admission"] = {"clusterQueue": "t-b1", "podSetAssignments": [assignment]}
+        return {
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": "t-ns0", "uid": name, "resourceVersion": rv},
+            "spec": {"queueName": "b1", "podSets": [{"name": "main", "count": 1}]},
+            "status": status,
+        }
+
+    def pod(name: str, cpu: str, of: str, **kw: Any) -> dict:
+        out = _queued_pod(name, cpu, {"kueue.x-k8s.io/queue-name": "b1"}, "n1", **kw)
+        out["metadata"]["annotations"] = {"kueue.x-k8s.io/workload": of}
+        return out
+
+    monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    monitor._event("ADDED", workload("wa", "10", "4"))
+    monitor._event("ADDED", workload("wb", "11", "2"))
+    monitor._pod_event("ADDED", pod("a", "4", "wa"))
+    monitor._pod_event("ADDED", pod("b", "2", "wb"))
+    monitor._pod_event("MODIFIED", pod("b", "2", "wb", deleting=True))
+    monitor._event("MODIFIED", workload("wb", "12", None, "Evicted"))  # given back while its pod runs
+    assert not monitor.violations
+    monitor._event("ADDED", workload("wc", "13", "1"))
+    monitor._pod_event("ADDED", pod("c", "1", "wc"))  # 4 + 2 + 1 > 6
+
+    (over,) = monitor.violations
+    assert over.invariant == "I5" and "7 cpu > 6 allowed" in over.message
+    assert set(over.names) == {"b", "wb"}
+    shown = over.message.split("pods no reserving Workload accounts for", 1)[1]
+    assert "pod t-ns0/b:" in shown and "Workload t-ns0/wb:" in shown
+    assert "pod t-ns0/a" not in shown and "pod t-ns0/c" not in shown
+    assert "(Running n1 deleting) of wb" in shown
+    assert "rv 11: ADDED (2 cpu in t-b1; QuotaReserved)" in shown
+    assert "rv 12: MODIFIED (no reservation; Evicted)" in shown
+
+
 def test_a_queue_reserving_other_cpu_than_its_workloads_names_each_holder() -> None:
     """The chaos suite's I4 failure seen once (a ClusterQueue's status 1 cpu above its Workloads,
     counts equal) said only the totals; it now names each holder, with what may explain a

@@ -68,6 +68,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from preemption_operator.api.meta import format_time
+from preemption_operator.jobs.reconciler import WORKLOAD_ANNOTATION
 
 from .cluster import Nodes
 from .control_plane import ApiServer, ControlPlane, free_port
@@ -632,6 +633,14 @@ def _pod_state(pod: dict[str, Any]) -> str:
     return f"({' '.join(notes)})"
 
 
+def _workload_state(obj: dict[str, Any]) -> str:
+    """How a Workload stands, for a violation's message: where it reserves and its conditions."""
+    cq, usage = reservation(obj)
+    flags = [c for c in ("QuotaReserved", "Admitted", "Evicted", "Finished") if is_true(obj, c)]
+    held = f"{usage / 1000:g} cpu in {cq}" if cq else "no reservation"
+    return f"({held}; {', '.join(flags) or 'no condition'})"
+
+
 def _meta_ns(obj: dict[str, Any]) -> str | None:
     return (obj.get("metadata") or {}).get("namespace")
 
@@ -655,6 +664,9 @@ class Violation:
     """Seconds since the monitor started."""
     subject: str
     message: str
+    names: tuple[str, ...] = ()
+    """Names of the objects under suspicion: the operators' log lines that name them go with
+    the failure."""
 
     def __str__(self) -> str:
         return f"[{self.invariant}] t={self.at:7.2f}s {self.subject}: {self.message}"
@@ -741,6 +753,9 @@ class InvariantMonitor:
         self.max_node_fill = 0.0
         """The highest share of a node's allocatable cpu its bound pods requested at once."""
         self.last_event_at = 0.0
+        self._histories: dict[str, deque[str]] = {}
+        """"pod <key>" or "Workload <key>" -> its latest observed states, shown with an I5
+        violation for the pods no Workload's reservation accounts for."""
 
     # -- life cycle
 
@@ -920,6 +935,8 @@ class InvariantMonitor:
             if nodes:
                 self._check_nodes(nodes, f"after {kind} pod {key} (resourceVersion {meta.get('resourceVersion')})")
             if ours:
+                annotation = ((meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION)) or "none"
+                self._remember(f"pod {key}", meta.get("resourceVersion"), f"{kind} {_pod_state(pod)} of {annotation}")
                 if kind == "DELETED":
                     self._live_pods.pop(key, None)
                 else:
@@ -965,11 +982,19 @@ class InvariantMonitor:
                     reserved = sorted(
                         f"{k}={t.usage / 1000:g}cpu@rv{t.rv}" for k, t in self._wls.items() if t.cq in members
                     )
+                    histories, names = self._unaccounted(members)
+                    unaccounted = (
+                        "\n  pods no reserving Workload accounts for, and their Workloads, as observed:\n"
+                        + "\n".join(histories)
+                        if histories
+                        else ""
+                    )
                     self._violate(
                         "I5",
                         subject,
                         f"pods that run or may run request {used / 1000:g} cpu > {bound / 1000:g} allowed, {when}; "
-                        f"pods: {', '.join(holders)}; Workloads reserving: {', '.join(reserved)}",
+                        f"pods: {', '.join(holders)}; Workloads reserving: {', '.join(reserved)}{unaccounted}",
+                        names,
                     )
             else:
                 self._over.discard(episode)
@@ -1020,8 +1045,35 @@ class InvariantMonitor:
     def _elapsed(self) -> float:
         return now_s() - self.started
 
-    def _violate(self, invariant: str, subject: str, message: str) -> None:
-        self.violations.append(Violation(invariant, self._elapsed(), subject, message))
+    def _violate(self, invariant: str, subject: str, message: str, names: tuple[str, ...] = ()) -> None:
+        self.violations.append(Violation(invariant, self._elapsed(), subject, message, names))
+
+    def _remember(self, what: str, version: Any, state: str) -> None:
+        """One observed state of a pod or Workload, kept among its latest few."""
+        clock = format_time(datetime.now(UTC), 3)  # as the operators' logs write it
+        history = self._histories.setdefault(what, deque(maxlen=12))
+        history.append(f"t={self._elapsed():.2f}s {clock} rv {version}: {state}")
+
+    def _unaccounted(self, members: list[str]) -> tuple[list[str], tuple[str, ...]]:
+        """For an I5 violation: the histories of the pods in these ClusterQueues whose Workload
+        (the one their `kueue.x-k8s.io/workload` annotation names) reserves no quota there, and of
+        those Workloads; and the names to look for in the operators' logs."""
+        reserving = {k for k, t in self._wls.items() if t.cq in members}
+        lines: list[str] = []
+        names: list[str] = []
+        for key, (cq, _) in sorted(self._pods.items()):
+            if cq not in members:
+                continue
+            pod = self._live_pods.get(key) or {}
+            namespace = key.split("/", 1)[0]
+            workload = ((pod.get("metadata") or {}).get("annotations") or {}).get(WORKLOAD_ANNOTATION)
+            if workload and f"{namespace}/{workload}" in reserving:
+                continue
+            names += [key.split("/", 1)[1], *([workload] if workload else [])]
+            for what in (f"pod {key}", *([f"Workload {namespace}/{workload}"] if workload else [])):
+                lines.append(f"  {what}:")
+                lines += [f"    {state}" for state in self._histories.get(what, ["(no state observed)"])]
+        return lines, tuple(names)
 
     def _relist(self, items: list[dict[str, Any]]) -> None:
         at = now_s()
@@ -1055,6 +1107,7 @@ class InvariantMonitor:
         with self._lock:
             self.events += 1
             self.last_event_at = at
+            self._remember(f"Workload {key}", meta.get("resourceVersion"), f"{kind} {_workload_state(obj)}")
             old = self._wls.get(key)
             touched: set[str] = set()
             if old is not None and old.cq:
@@ -2381,7 +2434,18 @@ class ChaosEnv:
         )
 
     def diagnostics(self) -> str:
-        return "\n".join(op.tail(40) for op in self.operators.values())
+        """The operators' last log lines, and every line of theirs naming an object a violation
+        suspects (the last 40 of them per operator)."""
+        names = {name for v in self.violations() for name in v.names}
+        parts = [op.tail(40) for op in self.operators.values()]
+        if names:
+            for op in self.operators.values():
+                named = [line for line in op.log().splitlines() if any(name in line for name in names)]
+                parts.append(
+                    f"--- operator {op.name}, its log lines naming {', '.join(sorted(names))} (last 40):\n"
+                    + "\n".join(named[-40:])
+                )
+        return "\n".join(parts)
 
     # -- load
 
