@@ -22,9 +22,12 @@ from preemption_operator.jobs.batch_job import STOPPING_ANNOTATION, BatchJob
 from preemption_operator.jobs.framework import QUEUE_LABEL as QUEUE
 from preemption_operator.jobs.framework import of_kind
 from preemption_operator.jobs.jobset import JobSet
+from preemption_operator.jobs.pod import Pods
 from preemption_operator.k8s.api import ApiError
 from preemption_operator.k8s.writer import StatusWriter
 from unit.fake_api import FakeApi
+from unit.test_pod import pod as plain_pod
+from unit.test_pod import workload as pod_workload
 
 NS = "research"
 JOB = BatchJob.kind
@@ -832,3 +835,66 @@ async def test_a_late_deleted_event_of_the_old_workload_leaves_the_job_the_one_m
     assert held is not None and held["metadata"]["uid"] == "uid-made-again"
     await controller.reconcile(job)
     assert not stored_job(api)["spec"].get("suspend")
+
+
+async def _until(check: Any, turns: int = 500) -> None:
+    for _ in range(turns):
+        if check():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("not reached")
+
+
+async def test_a_job_is_reconciled_by_one_worker_at_a_time() -> None:
+    """A job asked for again while a worker carries out its step is taken again only once that
+    step is done: a second worker would plan from the objects as they were before it. Seen in the
+    chaos suite: a Pod's ungate was on its way when its Workload was evicted; another worker, still
+    seeing the Pod gated, gave the Workload's quota back, then the ungate landed and the Pod ran
+    on no quota (until the next look stopped it)."""
+    api = FakeApi()
+    cache, waker, events = Cache(), Waker(), Events()
+    feeder = CacheFeeder(cache, waker)
+    started = StartedPods()
+    controller = JobController(
+        api,  # type: ignore[arg-type]
+        cache,
+        feeder,
+        StatusWriter(api),  # type: ignore[arg-type]
+        events,
+        lambda: True,
+        started=started,
+    )
+    started.replace(POD, [], "1")
+    feeder.replace(kinds.ResourceFlavor, [resource_flavor("on-demand")], "1")
+    gated = api.put(plain_pod())
+    admitted = pod_workload(Pods(gated), "QuotaReserved", "Admitted")
+    for made in admitted["status"]["conditions"]:
+        made["lastTransitionTime"] = CONDITION_TIME
+    admitted = api.put(admitted)
+    path = kinds.Workload.path(admitted["metadata"]["name"], "ns")
+    feeder.replace(kinds.Workload, [copy.deepcopy(admitted)], "1")
+    controller.replace(kinds.Workload, [copy.deepcopy(admitted)], "1")
+    controller.replace(Pods.kind, [copy.deepcopy(gated)], "1")
+
+    def reserved() -> bool:
+        conditions = api.objects[path]["status"]["conditions"]
+        return any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in conditions)
+
+    ungate = api.hold("PATCH", "*/pods/unit-test")
+    task = asyncio.create_task(controller.run())
+    try:
+        await _until(lambda: ungate.waiting)  # the ungate is on its way
+        evicted = copy.deepcopy(api.objects[path])
+        evicted["status"]["conditions"].append(condition("Evicted", "Preempted", "Preempted by ns/hero"))
+        evicted = api.put(evicted)
+        feeder.ingest("Workload", copy.deepcopy(evicted))
+        controller.event(kinds.Workload, "MODIFIED", copy.deepcopy(evicted))
+        for _ in range(200):
+            await asyncio.sleep(0)  # every other worker has its turn
+        assert reserved(), "the quota came back while the Pod's ungate was on its way"
+        ungate.gate.set()
+        # The job is looked at again once the ungate is done: the evicted Workload's Pod is stopped.
+        await _until(lambda: api.count("DELETE", "*/pods/unit-test"))
+    finally:
+        task.cancel()
+    assert reserved()  # until the stopped Pod's end is seen

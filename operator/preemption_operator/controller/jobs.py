@@ -146,6 +146,11 @@ class JobController:
         """Kinds whose first list has come (until then a Workload's job may only be unseen)."""
         self._queue: asyncio.Queue[WorkloadKey] = asyncio.Queue()
         self._queued: set[WorkloadKey] = set()
+        self._working: set[WorkloadKey] = set()
+        """Keys a worker is on now: one asked for again meanwhile waits in `_again` until it is
+        done, as in a controller-runtime work queue (a second worker would plan from the objects
+        as they were before the first one's step)."""
+        self._again: set[WorkloadKey] = set()
         self._failures: dict[WorkloadKey, int] = {}
         self._orphans: set[str] = set()
         self._departures: set[str] = set()
@@ -400,7 +405,9 @@ class JobController:
             self._enqueue(ORPHANS)
 
     def _enqueue(self, job: WorkloadKey) -> None:
-        if job not in self._queued:
+        if job in self._working:
+            self._again.add(job)
+        elif job not in self._queued:
             self._queued.add(job)
             self._queue.put_nowait(job)
 
@@ -426,32 +433,42 @@ class JobController:
         while True:
             key = await self._queue.get()
             self._queued.discard(key)
-            if not self.leading():
-                continue  # resume() looks again once this replica leads
+            self._working.add(key)
             try:
-                if key == ORPHANS:
-                    await self._delete_orphans()
-                elif key == DEPARTURES:
-                    await self._confirm_departures()
-                else:
-                    await self.reconcile(key)
-                self._failures.pop(key, None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # one job's trouble must not stop the others
-                failures = self._failures.get(key, 0) + 1
-                self._failures[key] = failures
-                pause = min(RETRY_MAX, RETRY_START * 2 ** (failures - 1))
-                level = logging.WARNING if not isinstance(exc, ApiError) or exc.code != 409 else logging.DEBUG
-                what = (
-                    "deleting Workloads whose job is gone"
-                    if key == ORPHANS
-                    else "reading the pods of deleted Workloads"
-                    if key == DEPARTURES
-                    else f"{key[0]} {key[1]}/{key[2]}"
-                )
-                log.log(level, "%s: %s (retrying in %.1fs)", what, exc, pause)
-                asyncio.get_running_loop().call_later(pause, self._enqueue, key)
+                await self._work(key)
+            finally:
+                self._working.discard(key)
+                if key in self._again:
+                    self._again.discard(key)
+                    self._enqueue(key)
+
+    async def _work(self, key: WorkloadKey) -> None:
+        if not self.leading():
+            return  # resume() looks again once this replica leads
+        try:
+            if key == ORPHANS:
+                await self._delete_orphans()
+            elif key == DEPARTURES:
+                await self._confirm_departures()
+            else:
+                await self.reconcile(key)
+            self._failures.pop(key, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one job's trouble must not stop the others
+            failures = self._failures.get(key, 0) + 1
+            self._failures[key] = failures
+            pause = min(RETRY_MAX, RETRY_START * 2 ** (failures - 1))
+            level = logging.WARNING if not isinstance(exc, ApiError) or exc.code != 409 else logging.DEBUG
+            what = (
+                "deleting Workloads whose job is gone"
+                if key == ORPHANS
+                else "reading the pods of deleted Workloads"
+                if key == DEPARTURES
+                else f"{key[0]} {key[1]}/{key[2]}"
+            )
+            log.log(level, "%s: %s (retrying in %.1fs)", what, exc, pause)
+            asyncio.get_running_loop().call_later(pause, self._enqueue, key)
 
     def workload_of(self, job: WorkloadKey) -> dict[str, Any] | None:
         for key in sorted(self._workloads.get(job, ())):
