@@ -898,3 +898,43 @@ async def test_a_job_is_reconciled_by_one_worker_at_a_time() -> None:
     finally:
         task.cancel()
     assert reserved()  # until the stopped Pod's end is seen
+
+
+async def test_a_workload_the_controller_deletes_itself_is_made_again_only_once_its_started_pods_are_gone() -> None:
+    """A job that no longer matches its admitted Workload is stopped and the Workload deleted by
+    this controller; its DELETED event then finds the Workload already let go. The new Workload
+    (the same name: it is derived from the job) waits, as after anyone else's deletion, until
+    no pod started under the old one may run: made at once, it took the departing one's place
+    in the cache, whose quota the stopped job's last pod still used."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, _, _, cache = setup(api, started=started)
+    feeder = controller.feeder
+    running = api.put(running_workload())
+    see_changed(controller, running)
+    old_pod = api.put(started_pod(metadata__deletionTimestamp=CONDITION_TIME, spec__nodeName="kwok-1"))
+    started.replace(POD, [copy.deepcopy(old_pod)], "1")
+    changed = stored_job(api)  # stopped, its pod still ending; its template changed meanwhile
+    changed["spec"]["suspend"] = True
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "trainer:2"
+    changed["status"] = {"active": 0, "startTime": CONDITION_TIME}
+    controller.event(JOB, "MODIFIED", copy.deepcopy(api.put(changed)))
+    job = controller.key_of(JOB, running_job())
+
+    step = await controller.reconcile(job)
+    assert type(step).__name__ == "DeleteWorkload"
+    assert f"{NS}/job-train-12345" in cache.departing  # its pod still runs
+    gone = copy.deepcopy(running)
+    gone["metadata"]["resourceVersion"] = str(api.version)
+    for handler in (feeder, controller):
+        handler.event(kinds.Workload, "DELETED", copy.deepcopy(gone))
+    for _ in range(3):
+        await controller.reconcile(job)
+    made = [o for o in api.workloads().values() if o["metadata"].get("ownerReferences")]
+    assert made == [], "a Workload was made again while a pod started under the deleted one may run"
+
+    api.remove("Pod", old_pod["metadata"]["name"], NS)
+    started.event(POD, "DELETED", copy.deepcopy(old_pod))
+    await controller.reconcile(job)
+    made = [o for o in api.workloads().values() if o["metadata"].get("ownerReferences")]
+    assert len(made) == 1

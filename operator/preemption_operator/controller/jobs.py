@@ -628,8 +628,13 @@ class JobController:
                         return  # the name holds another Workload now: its watch event tells
                     if exc.code != 404:
                         raise
-                self.feeder.gone("Workload", f"{namespace}/{wl_name}", wl_meta.get("uid"))
-                self._disown(f"{namespace}/{wl_name}")
+                deleted = f"{namespace}/{wl_name}"
+                owner = self._disown(deleted)
+                if owner is not None:
+                    # As after anyone's deletion (its DELETED event will find it let go already),
+                    # and before the cache asks whether its job may still start pods under it.
+                    self._deleted(deleted, owner)
+                self.feeder.gone("Workload", deleted, wl_meta.get("uid"))
             else:
                 result = await self.writer.update_status(
                     kinds.Workload, wl_name, namespace, step.compute, current=workload, uid=wl_meta.get("uid")
