@@ -68,7 +68,6 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from preemption_operator.api.meta import format_time
-from preemption_operator.jobs.reconciler import WORKLOAD_ANNOTATION
 
 from .cluster import Nodes
 from .control_plane import ApiServer, ControlPlane, free_port
@@ -91,6 +90,8 @@ JOBS_PATH = "/apis/batch/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 CQ_POD_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+"""On each pod the operator started: the Workload it runs under."""
 JOBSETS_PATH = "/apis/jobset.x-k8s.io/v1alpha2"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
