@@ -128,20 +128,28 @@ def evicted_workload() -> dict[str, Any]:
     }
 
 
-def setup(
+def new_controller(
     api: FakeApi, *, leading: bool = True, started: StartedPods | None = None
 ) -> tuple[JobController, Events, Waker, Cache]:
     cache, waker, events = Cache(), Waker(), Events()
-    feeder = CacheFeeder(cache, waker)
     controller = JobController(
         api,  # type: ignore[arg-type]
         cache,
-        feeder,
+        CacheFeeder(cache, waker),
         StatusWriter(api),  # type: ignore[arg-type]
         events,
         lambda: leading,
         started=started,
     )
+    return controller, events, waker, cache
+
+
+def setup(
+    api: FakeApi, *, leading: bool = True, started: StartedPods | None = None
+) -> tuple[JobController, Events, Waker, Cache]:
+    """A controller that has seen the running Job `train` and its evicted Workload."""
+    controller, events, waker, cache = new_controller(api, leading=leading, started=started)
+    feeder = controller.feeder
     job, workload = api.put(running_job()), api.put(evicted_workload())
     feeder.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
     controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
@@ -852,18 +860,9 @@ async def test_a_job_is_reconciled_by_one_worker_at_a_time() -> None:
     seeing the Pod gated, gave the Workload's quota back, then the ungate landed and the Pod ran
     on no quota (until the next look stopped it)."""
     api = FakeApi()
-    cache, waker, events = Cache(), Waker(), Events()
-    feeder = CacheFeeder(cache, waker)
     started = StartedPods()
-    controller = JobController(
-        api,  # type: ignore[arg-type]
-        cache,
-        feeder,
-        StatusWriter(api),  # type: ignore[arg-type]
-        events,
-        lambda: True,
-        started=started,
-    )
+    controller, _, _, _ = new_controller(api, started=started)
+    feeder = controller.feeder
     started.replace(POD, [], "1")
     feeder.replace(kinds.ResourceFlavor, [resource_flavor("on-demand")], "1")
     gated = api.put(plain_pod())
