@@ -252,6 +252,29 @@ async def test_a_workload_made_again_under_the_same_name_is_not_deleted_for_the_
 
 
 @pytest.mark.looptime
+async def test_a_gone_jobs_workload_the_cache_no_longer_holds_is_deleted_by_its_own_uid() -> None:
+    """The cache let go of the gone job's Workload already (a write found it deleted), while the
+    name holds one made since: the orphan's deletion names the uid this controller saw, so the new
+    one stays."""
+    api = FakeApi()
+    controller, _, _, _ = setup(api)
+    job = stored_job(api)
+    api.remove("Job", "train", NS)
+    controller.event(JOB, "DELETED", job)
+    controller.feeder.gone("Workload", f"{NS}/job-train-12345")
+    again = copy.deepcopy(stored_workload(api))
+    again["metadata"]["uid"] = "made-again"
+    api.remove("Workload", "job-train-12345", NS)
+    api.put(again)  # the controller's watch has not told it yet
+    task = asyncio.create_task(controller.run())
+    try:
+        await asyncio.sleep(1)
+    finally:
+        task.cancel()
+    assert stored_workload(api)["metadata"]["uid"] == "made-again"
+
+
+@pytest.mark.looptime
 async def test_a_replica_that_does_not_lead_does_nothing() -> None:
     api = FakeApi()
     controller, events, _, _ = setup(api, leading=False)

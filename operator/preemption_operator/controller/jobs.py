@@ -134,6 +134,9 @@ class JobController:
         """Object -> the job it belongs to."""
         self._owned: dict[str, WorkloadKey] = {}
         """Workload key -> the job it belongs to."""
+        self._uids: dict[str, str] = {}
+        """Workload key -> the uid of the one seen under it: a gone job's Workload is deleted by
+        it even when the cache holds it no longer (one made since under the name stays)."""
         self._workloads: dict[WorkloadKey, set[str]] = {}
         """Job -> its Workloads (one, unless something else made a second)."""
         self._replaced: dict[WorkloadKey, set[str]] = {}
@@ -187,6 +190,7 @@ class JobController:
         if kind.name == kinds.Workload.name:
             before = self._owned.copy()
             self._owned.clear()
+            self._uids.clear()
             self._workloads.clear()
             for body in items:
                 self._workload(body)
@@ -371,6 +375,8 @@ class JobController:
         key = _key(body)
         self._disown(key)
         self._owned[key] = job
+        if uid := _meta(body).get("uid"):
+            self._uids[key] = str(uid)
         self._workloads.setdefault(job, set()).add(key)
         if job in self.jobs:
             self._enqueue(job)
@@ -388,6 +394,7 @@ class JobController:
         return None
 
     def _disown(self, key: str) -> WorkloadKey | None:
+        self._uids.pop(key, None)
         job = self._owned.pop(key, None)
         if job is not None:
             owned = self._workloads.get(job)
@@ -664,7 +671,7 @@ class JobController:
                 continue
             held = self.cache.objects["Workload"].get(key)
             try:
-                uid = held.metadata.uid if held is not None else None
+                uid = held.metadata.uid if held is not None else self._uids.get(key)
                 await self.api.delete(kinds.Workload.path(name, namespace), uid=uid)
                 log.info("deleted Workload %s: its job is gone", key)
             except ApiError as exc:
