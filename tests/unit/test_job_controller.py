@@ -14,7 +14,7 @@ import pytest
 from builders import NOW, as_dict, cluster_queue, local_queue, pending, resource_flavor
 from preemption_operator.api import kinds
 from preemption_operator.controller.feeder import CacheFeeder
-from preemption_operator.controller.jobs import DEPARTURES, ORPHANS, JobController
+from preemption_operator.controller.jobs import DEPARTURES, ORPHANS, JobController, WorkloadKey
 from preemption_operator.controller.started_pods import POD, StartedPods
 from preemption_operator.engine import Engine, QueueState
 from preemption_operator.engine.cache import Cache
@@ -316,25 +316,33 @@ async def test_no_workload_is_made_for_a_job_the_watch_has_not_yet_reported_gone
     assert api.count("POST", "*/workloads") == 1
 
 
-async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone() -> None:
-    """Issue 26: a suspended JobSet's status counts no active Job as soon as its Jobs are
-    suspended, while their pods still terminate; its child Jobs (Integration.children) hold the
-    quota until then. A child Job's change alone is what wakes the JobSet up."""
-    api = FakeApi()
-    cache, waker, events = Cache(), Waker(), Events()
-    feeder = CacheFeeder(cache, waker)
+JOBSET_OWNER = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "kind": "JobSet",
+    "name": "trainer",
+    "uid": "uid-js",
+    "controller": True,
+}
+
+
+def jobset_controller(
+    api: FakeApi, workload: dict[str, Any], started: StartedPods | None = None
+) -> tuple[JobController, WorkloadKey, dict[str, Any], Waker, Cache]:
+    """A controller of JobSets alone that has seen `workload` as the Workload of the JobSet
+    `trainer`, returned suspended and not yet seen, with the JobSet's key."""
     jobset_integration = of_kind("jobset.x-k8s.io/v1alpha2", "JobSet")
     assert jobset_integration is not None and jobset_integration.children is not None
+    cache, waker = Cache(), Waker()
     controller = JobController(
         api,  # type: ignore[arg-type]
         cache,
-        feeder,
+        CacheFeeder(cache, waker),
         StatusWriter(api),  # type: ignore[arg-type]
-        events,
+        Events(),
         lambda: True,
         integrations=[jobset_integration],
+        started=started,
     )
-    assert controller.child_kinds() == (JOB,)  # batch/job is not enabled: its Jobs are watched for the JobSet
     trainer = {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
@@ -346,37 +354,35 @@ async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone
         "status": {"replicatedJobsStatus": [{"name": "workers", "active": 0}]},
     }
     key = controller.key_of(JobSet.kind, trainer)
-    workload = evicted_workload()
     workload["metadata"]["name"] = key.name
-    workload["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "name": "trainer",
-            "uid": "uid-js",
-            "controller": True,
-        }
-    ]
+    workload["metadata"]["ownerReferences"] = [dict(JOBSET_OWNER)]
     workload["spec"]["podSets"][0]["name"] = "workers"
     workload["status"]["admission"]["podSetAssignments"][0]["name"] = "workers"
     api.put(workload)
-    feeder.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
-    controller.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    for handler in (controller.feeder, controller):
+        handler.replace(kinds.Workload, [copy.deepcopy(workload)], "1")
+    return controller, key, trainer, waker, cache
+
+
+def jobset_child() -> dict[str, Any]:
     child = running_job()
     child["metadata"] = {
         "name": "trainer-workers-0",
         "namespace": NS,
         "uid": "uid-child",
-        "ownerReferences": [
-            {
-                "apiVersion": "jobset.x-k8s.io/v1alpha2",
-                "kind": "JobSet",
-                "name": "trainer",
-                "uid": "uid-js",
-                "controller": True,
-            }
-        ],
+        "ownerReferences": [dict(JOBSET_OWNER)],
     }
+    return child
+
+
+async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone() -> None:
+    """Issue 26: a suspended JobSet's status counts no active Job as soon as its Jobs are
+    suspended, while their pods still terminate; its child Jobs (Integration.children) hold the
+    quota until then. A child Job's change alone is what wakes the JobSet up."""
+    api = FakeApi()
+    controller, key, trainer, waker, cache = jobset_controller(api, evicted_workload())
+    assert controller.child_kinds() == (JOB,)  # batch/job is not enabled: its Jobs are watched for the JobSet
+    child = jobset_child()
     controller.replace(JobSet.kind, [api.put(trainer)], "1")
     # A restarted operator that has listed its JobSets but not yet their Jobs: not seen is not gone.
     assert controller.children_active(key)
@@ -408,6 +414,103 @@ async def test_a_jobsets_quota_comes_back_only_once_its_child_jobs_pods_are_gone
 
     controller.event(JOB, "DELETED", copy.deepcopy(child))
     assert not controller._children
+
+
+CHILD_ENDS = ["deleted", "orphaned", "finished"]
+
+
+def end_child(controller: JobController, child: dict[str, Any], how: str) -> None:
+    """The garbage collector deletes the child (or lets it go: the JobSet was deleted orphaning its
+    Jobs), or the child finishes."""
+    child = copy.deepcopy(child)
+    if how == "deleted":
+        controller.event(JOB, "DELETED", child)
+        return
+    if how == "orphaned":
+        child["metadata"]["ownerReferences"] = []
+    else:
+        child["spec"]["suspend"] = False
+        child["status"] = {"active": 0, "conditions": [{"type": "Complete", "status": "True"}]}
+    controller.event(JOB, "MODIFIED", child)
+
+
+def deleted_jobset_with_child(
+    api: FakeApi, child_suspended: bool
+) -> tuple[JobController, WorkloadKey, dict[str, Any], Waker, Cache]:
+    """A running JobSet whose admitted Workload's pods are not made yet, deleted while its Job
+    still stands: resumed (its pods not made yet), or still suspended (the JobSet controller,
+    working from what it saw before the deletion, may yet resume it)."""
+    started = StartedPods()
+    controller, key, trainer, waker, cache = jobset_controller(api, running_workload(), started)
+    started.replace(POD, [], "1")
+    child = jobset_child()
+    child["spec"]["suspend"] = child_suspended
+    child["status"] = {"active": 0}
+    trainer["spec"]["suspend"] = False
+    controller.replace(JobSet.kind, [api.put(trainer)], "1")
+    controller.replace(JOB, [api.put(child)], "1")
+    api.remove("JobSet", "trainer", NS)
+    controller.event(JobSet.kind, "DELETED", copy.deepcopy(trainer))
+    return controller, key, child, waker, cache
+
+
+@pytest.mark.parametrize("child_suspended", [False, True])
+@pytest.mark.parametrize("how", CHILD_ENDS)
+async def test_a_deleted_jobsets_workload_stays_until_its_child_jobs_are_gone(child_suspended: bool, how: str) -> None:
+    """The chaos suite's over-committed cohort (JobSet s00279): a JobSet was deleted moments after
+    its start, before any pod of it was made. Its Workload was deleted and its quota given back
+    as none of its pods was seen; its Job, which the garbage collector had not deleted yet, then
+    made two pods, which ran on quota given to others. Until no unfinished child stands, the
+    Workload is kept."""
+    api = FakeApi()
+    controller, key, child, waker, _ = deleted_jobset_with_child(api, child_suspended)
+    await controller._delete_orphans()
+    assert kinds.Workload.path(key.name, NS) in api.objects  # its Job may still make pods
+
+    controller._queued.clear()  # what the workers would have taken
+    end_child(controller, child, how)
+    assert ORPHANS in controller._queued  # the child's end asks again
+    await controller._delete_orphans()
+    assert kinds.Workload.path(key.name, NS) not in api.objects
+    assert waker.released == []  # the Workload's DELETED event gives its quota back
+
+
+@pytest.mark.parametrize("child_suspended", [False, True])
+@pytest.mark.parametrize("how", CHILD_ENDS)
+async def test_a_deleted_jobsets_deleted_workload_keeps_its_quota_until_its_child_jobs_are_gone(
+    child_suspended: bool, how: str
+) -> None:
+    """The garbage collector deletes the JobSet's Workload (the JobSet owns it) before its Jobs:
+    the deleted Workload's quota stays until no unfinished child stands."""
+    api = FakeApi()
+    controller, key, child, waker, cache = deleted_jobset_with_child(api, child_suspended)
+    see_deleted(api, controller, copy.deepcopy(api.objects[kinds.Workload.path(key.name, NS)]), "event")
+    await controller._confirm_departures()
+    assert f"{NS}/{key.name}" in cache.departing and waker.released == []
+
+    controller._queued.clear()
+    end_child(controller, child, how)
+    assert DEPARTURES in controller._queued
+    await controller._confirm_departures()
+    assert not cache.departing and waker.released == ["research"]
+    assert not controller._replaced and not controller._replaced_of
+
+
+async def test_a_deleted_jobsets_workload_waits_for_the_first_list_of_jobs() -> None:
+    """A restarted operator that has listed its JobSets but not yet their Jobs cannot tell that a
+    gone JobSet left none: its Workload stays until the list comes."""
+    api = FakeApi()
+    started = StartedPods()
+    controller, key, _, _, _ = jobset_controller(api, running_workload(), started)
+    started.replace(POD, [], "1")
+    controller.replace(JobSet.kind, [], "1")
+    await controller._delete_orphans()
+    assert kinds.Workload.path(key.name, NS) in api.objects
+    controller._queued.clear()
+    controller.replace(JOB, [], "1")
+    assert ORPHANS in controller._queued
+    await controller._delete_orphans()
+    assert kinds.Workload.path(key.name, NS) not in api.objects
 
 
 def see_changed(controller: JobController, workload: dict[str, Any]) -> None:

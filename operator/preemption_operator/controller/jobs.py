@@ -68,6 +68,15 @@ Member = tuple[str, str, str]
 """One object of a job: (kind, namespace, name)."""
 
 
+class ChildState(NamedTuple):
+    """How a child of a job stands (Integration.children)."""
+
+    active: bool
+    """A pod of it may still run."""
+    finished: bool
+    """It will make no pod again."""
+
+
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
@@ -123,8 +132,10 @@ class JobController:
             if integration.children is not None:
                 name = integration.children.kind.name
                 self.parents[name] = (*self.parents.get(name, ()), integration)
-        self._children: dict[WorkloadKey, dict[str, bool]] = {}
-        """Job -> whether each of its children (by name) may still have pods."""
+        self._children: dict[WorkloadKey, dict[str, ChildState]] = {}
+        """Job -> how each of its children (by name) stands."""
+        self._child_job: dict[Member, WorkloadKey] = {}
+        """Child -> the job that controls it: a child let go (orphaned) leaves that job."""
         self._children_listed: set[str] = set()
         """Child kinds whose first list has come: until then no job of theirs may be taken as
         stopped (a restarted operator has not yet seen its JobSets' Jobs)."""
@@ -179,12 +190,20 @@ class JobController:
         if kind.name == kinds.Namespace.name:
             return  # what changed while the watch was down: the jobs' own lists look again
         if kind.name in self.parents:
-            for children in self._children.values():
-                children.clear()
+            listed = {_member(kind, body) for body in items}
+            for member in [m for m in self._child_job if m[0] == kind.name and m not in listed]:
+                self._child(kind, {"metadata": {"namespace": member[1], "name": member[2]}}, gone=True)
             for body in items:
                 self._child(kind, body, gone=False)
-            self._children = {job: children for job, children in self._children.items() if children}
-            self._children_listed.add(kind.name)
+            if kind.name not in self._children_listed:
+                # Until now no job of theirs could be taken as stopped, nor a gone one's children as gone.
+                self._children_listed.add(kind.name)
+                parents = {integration.kind.name for integration in self.parents[kind.name]}
+                for job in [job for job in self.jobs if job.kind in parents]:
+                    self._enqueue(job)
+                for job in [job for job in self._replaced if job.kind in parents and job not in self.jobs]:
+                    self._children_changed(job)
+                self._collect_orphans()
         if kind.name not in self.integrations and kind.name != kinds.Workload.name:
             return
         if kind.name == kinds.Workload.name:
@@ -235,10 +254,12 @@ class JobController:
 
     def _deleted(self, workload_key: str, job: WorkloadKey) -> None:
         """A job's Workload was deleted: the job gets a new one if it still wants it, once pods
-        started under the old one are gone."""
-        if job in self.jobs:
+        started under the old one are gone. A gone job's children that still stand hold the
+        deleted Workload's quota too (its controller may yet start them)."""
+        if job in self.jobs or self._children_stand(job):
             self._replaced.setdefault(job, set()).add(workload_key)
             self._replaced_of[workload_key] = job
+        if job in self.jobs:
             self._enqueue(job)
 
     def _forget_replaced(self, job: WorkloadKey) -> None:
@@ -251,11 +272,14 @@ class JobController:
     def _job_may_start_pods(self, workload_key: str) -> bool:
         """Whether the job of the deleted Workload `workload_key` stands and is not stopped: it may
         yet make pods under that Workload's name (a job just started whose controller has not
-        made them yet). Its reconcile stops it, and looks at the departure again."""
+        made them yet). Its reconcile stops it, and looks at the departure again. A gone job may
+        too while children of it stand (`_children_stand`)."""
         job = self._replaced_of.get(workload_key)
-        objects = self.jobs.get(job) if job is not None else None
-        if job is None or not objects:
+        if job is None:
             return False
+        objects = self.jobs.get(job)
+        if not objects:
+            return self._children_stand(job)
         loaded = self.integrations[job.kind].load([objects[name] for name in sorted(objects)])
         if isinstance(loaded, ComposableJob):
             return False  # its members are the pods themselves: the index follows them
@@ -280,35 +304,64 @@ class JobController:
             self._confirm_gone(workload_key)
 
     def _child(self, kind: Kind, body: dict[str, Any], gone: bool) -> None:
-        """Notes whether a child's pods may still run, under the job that controls it; that job
-        is looked at again when this changes."""
-        namespace = str(_meta(body).get("namespace") or "")
-        name = str(_meta(body).get("name") or "")
-        for integration in self.parents[kind.name]:
+        """Notes how a child stands, under the job that controls it (a child let go by its job,
+        or gone, leaves it); that job is looked at again when this changes."""
+        member = _member(kind, body)
+        job: WorkloadKey | None = None
+        state: ChildState | None = None
+        for integration in self.parents[kind.name] if not gone else ():
             assert integration.children is not None
             workload = integration.controlling_job(body)
-            if workload is None:
-                continue
-            job = WorkloadKey(integration.kind.name, namespace, workload)
-            children = self._children.setdefault(job, {})
-            before = children.get(name)
-            if gone:
-                children.pop(name, None)
-                if not children:
-                    del self._children[job]
-            else:
-                children[name] = integration.children.active(body)
-            if children.get(name) != before and job in self.jobs:
-                self._enqueue(job)
+            if workload is not None:
+                job = WorkloadKey(integration.kind.name, member[1], workload)
+                state = ChildState(integration.children.active(body), integration.children.finished(body))
+                break
+        before = self._child_job.pop(member, None)
+        if before is not None and before != job:
+            children = self._children.get(before, {})
+            children.pop(member[2], None)
+            if not children:
+                self._children.pop(before, None)
+            self._children_changed(before)
+        if job is None or state is None:
+            return
+        self._child_job[member] = job
+        children = self._children.setdefault(job, {})
+        if children.get(member[2]) != state:
+            children[member[2]] = state
+            self._children_changed(job)
+
+    def _children_changed(self, job: WorkloadKey) -> None:
+        """A job's children changed: it is looked at again; a gone one's Workloads, held back
+        while its children stood, are let go once none does."""
+        if job in self.jobs:
+            self._enqueue(job)
+        elif not self._children_stand(job):
+            self._forget_replaced(job)
+            if any(key in self._orphans for key in self._workloads.get(job, ())):
+                self._enqueue(ORPHANS)
 
     def children_active(self, job: WorkloadKey) -> bool:
         """Whether a child of the job may still have pods (True while the children are not
         listed yet: not seen is not gone)."""
+        if not self._children_seen(job):
+            return True
+        return any(state.active for state in self._children.get(job, {}).values())
+
+    def _children_stand(self, job: WorkloadKey) -> bool:
+        """Whether an unfinished child of the job stands (True while the children are not listed
+        yet). Once the job is gone, its own controller, acting on what it saw before, may still
+        start such a child (a JobSet controller resumes its suspended Jobs) until the garbage
+        collector deletes it: the quota of the job's Workload is held until then."""
+        if not self._children_seen(job):
+            return True
+        return any(not state.finished for state in self._children.get(job, {}).values())
+
+    def _children_seen(self, job: WorkloadKey) -> bool:
+        """Whether the job's kind has no children, or their first list has come."""
         integration = self.integrations.get(job.kind)
         children = integration.children if integration is not None else None
-        if children is not None and children.kind.name not in self._children_listed:
-            return True
-        return any(self._children.get(job, {}).values())
+        return children is None or children.kind.name in self._children_listed
 
     def _pods_changed(self, workload_key: str) -> None:
         self.feeder.pods_changed(workload_key)
@@ -364,7 +417,8 @@ class JobController:
             self._enqueue(job)  # the rest of the job carries on
             return
         self.jobs.pop(job, None)
-        self._forget_replaced(job)  # nothing is left to make pods under its deleted Workloads
+        if not self._children_stand(job):
+            self._forget_replaced(job)  # nothing is left to make pods under its deleted Workloads
         self._orphans.update(self._workloads.get(job, ()))
         self._enqueue(ORPHANS)
 
@@ -501,7 +555,8 @@ class JobController:
     async def reconcile(self, key: WorkloadKey) -> Step | None:
         objects = self.jobs.get(key)
         if not objects:
-            self._forget_replaced(key)
+            if not self._children_stand(key):
+                self._forget_replaced(key)
             return None
         for workload_key in sorted(self._replaced.get(key, ())):
             self._recheck_departure(workload_key)
@@ -665,6 +720,8 @@ class JobController:
                 # A deleted job's pods still run out their grace period: the Workload keeps the
                 # quota they use until none may run (the pod watch asks again then).
                 continue
+            if self._children_stand(job):
+                continue  # its controller may yet start one (their watch asks again once none stands)
             namespace, _, name = key.rpartition("/")
             if await self._pods_may_run(namespace, {key}):
                 asyncio.get_running_loop().call_later(RETRY_START, self._enqueue, ORPHANS)

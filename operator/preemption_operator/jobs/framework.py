@@ -134,6 +134,10 @@ class Children:
     kind: Kind
     active: Callable[[Mapping[str, Any]], bool]
     """Whether a pod of this child may still run."""
+    finished: Callable[[Mapping[str, Any]], bool] = lambda obj: False
+    """Whether this child will make no pod again. Until then a child of a deleted job may still be
+    started by the job's controller, acting on what it saw before the deletion, until the garbage
+    collector deletes the child."""
 
 
 @runtime_checkable

@@ -187,6 +187,16 @@ def _child_active(job: Mapping[str, Any]) -> bool:
     return child.is_active() or ((job.get("spec") or {}).get("suspend") is not True and child.finished() is None)
 
 
+def _child_finished(job: Mapping[str, Any]) -> bool:
+    return BatchJob(job).finished() is not None
+
+
 INTEGRATION = register(
-    Integration("jobset.x-k8s.io/jobset", JobSet, mutate, validate, children=Children(BatchJob.kind, _child_active))
+    Integration(
+        "jobset.x-k8s.io/jobset",
+        JobSet,
+        mutate,
+        validate,
+        children=Children(BatchJob.kind, _child_active, _child_finished),
+    )
 )
