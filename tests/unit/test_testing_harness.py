@@ -377,11 +377,27 @@ def test_an_i5_violation_shows_the_history_of_the_pods_no_reservation_accounts_f
         return out
 
     monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+
+    def job(rv: str, suspend: bool, **meta: Any) -> dict:
+        owner = {"kind": "JobSet", "name": "js", "uid": "0123456789", "controller": True}
+        return {
+            "kind": "Job",
+            "metadata": {"name": "jb", "namespace": "t-ns0", "resourceVersion": rv, "ownerReferences": [owner], **meta},
+            "spec": {"suspend": suspend},
+            "status": {"active": 0 if suspend else 1},
+        }
+
+    monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    monitor._relist_jobs([job("5", True, creationTimestamp="2026-12-05T10:17:55Z")])
+    monitor._job_event("MODIFIED", job("14", False, deletionTimestamp="2026-12-05T10:17:56Z"))
+    monitor._job_event("ADDED", {"kind": "Job", "metadata": {"name": "jb", "namespace": "other"}})
     monitor._event("ADDED", workload("wa", "10", "4"))
     monitor._event("ADDED", workload("wb", "11", "2"))
     monitor._pod_event("ADDED", pod("a", "4", "wa"))
     monitor._pod_event("ADDED", pod("b", "2", "wb"))
-    monitor._pod_event("MODIFIED", pod("b", "2", "wb", deleting=True))
+    deleting = pod("b", "2", "wb", deleting=True)
+    deleting["metadata"]["labels"]["batch.kubernetes.io/job-name"] = "jb"
+    monitor._pod_event("MODIFIED", deleting)
     monitor._event("MODIFIED", workload("wb", "12", None, "Evicted"))  # given back while its pod runs
     assert not monitor.violations
     monitor._event("ADDED", workload("wc", "13", "1"))
@@ -396,6 +412,11 @@ def test_an_i5_violation_shows_the_history_of_the_pods_no_reservation_accounts_f
     assert "(Running n1 deleting) of wb" in shown
     assert "rv 11: ADDED (2 cpu in t-b1; QuotaReserved)" in shown
     assert "rv 12: MODIFIED (no reservation; Evicted)" in shown
+    # The pod's Job, as observed: a JobSet's child that outlived its JobSet.
+    assert "Job t-ns0/jb:" in shown
+    assert "rv 5: LISTED (suspended; of JobSet js uid 01234567; made 2026-12-05T10:17:55Z)" in shown
+    assert "rv 14: MODIFIED (running; active 1; deleting; of JobSet js uid 01234567;" in shown
+    assert "Job other/jb" not in str(monitor._histories)  # not of the run's namespaces
 
 
 def test_a_queue_reserving_other_cpu_than_its_workloads_names_each_holder() -> None:

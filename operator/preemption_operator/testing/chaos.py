@@ -634,6 +634,22 @@ def _pod_state(pod: dict[str, Any]) -> str:
     return f"({' '.join(notes)})"
 
 
+def _job_state(job: dict[str, Any]) -> str:
+    """How a Job stands, for a violation's message: suspended or not, its pods, its end, its
+    deletion and controller owner (a JobSet's child Job), and when it was made."""
+    meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
+    notes = ["suspended" if spec.get("suspend") else "running"]
+    notes += [f"{field} {status[field]}" for field in ("active", "terminating", "succeeded") if status.get(field)]
+    notes += [c["type"] for c in status.get("conditions") or [] if c.get("status") == "True" and c.get("type")]
+    if meta.get("deletionTimestamp"):
+        notes.append("deleting")
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    if owner is not None:
+        notes.append(f"of {owner.get('kind')} {owner.get('name')} uid {str(owner.get('uid'))[:8]}")
+    notes.append(f"made {meta.get('creationTimestamp')}")
+    return f"({'; '.join(notes)})"
+
+
 def _workload_state(obj: dict[str, Any]) -> str:
     """How a Workload stands, for a violation's message: where it reserves and its conditions."""
     cq, usage = reservation(obj)
@@ -705,7 +721,7 @@ class _Tracked:
 class InvariantMonitor:
     """Follows every Workload and every pod of a topology's namespaces through two cluster-wide
     watches (and the nodes through a third) and checks I1, I2, I5 and I6 at every observed state (I3 at the end, against a
-    ForeignWriter's record). When a watch breaks (API server restarted, 410 Gone) it resumes or
+    ForeignWriter's record); a fourth follows the Jobs, whose states an I5 violation shows. When a watch breaks (API server restarted, 410 Gone) it resumes or
     re-lists, on whichever server answers."""
 
     def __init__(self, client: KubeClient, topology: Topology) -> None:
@@ -751,6 +767,8 @@ class InvariantMonitor:
         """node -> allocatable milli-cpu."""
         self._nodes_synced = threading.Event()
         self._node_conn: list[Any] = []
+        self._jobs_synced = threading.Event()
+        self._job_conn: list[Any] = []
         self.max_node_fill = 0.0
         """The highest share of a node's allocatable cpu its bound pods requested at once."""
         self.last_event_at = 0.0
@@ -778,21 +796,24 @@ class InvariantMonitor:
                 self._nodes_synced,
                 self._node_conn,
             ),
+            ("job-monitor", f"{JOBS_PATH}/jobs", self._relist_jobs, self._job_event, self._jobs_synced, self._job_conn),
         ):
             thread = threading.Thread(
                 target=self._follow, args=(path, relist, event, synced, conn), name=name, daemon=True
             )
             thread.start()
             self._threads.append(thread)
-        if not all(event.wait(30) for event in (self._synced, self._pods_synced, self._nodes_synced)):
+        if not all(
+            event.wait(30) for event in (self._synced, self._pods_synced, self._nodes_synced, self._jobs_synced)
+        ):
             raise AssertionError(
-                f"the invariant monitor did not list Workloads, pods and nodes within 30s: {self.errors[-3:]}"
+                f"the invariant monitor did not list Workloads, pods, nodes and Jobs within 30s: {self.errors[-3:]}"
             )
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        for conn in [*self._conn, *self._pod_conn, *self._node_conn]:
+        for conn in [*self._conn, *self._pod_conn, *self._node_conn, *self._job_conn]:
             with contextlib.suppress(OSError, AttributeError):
                 conn.sock.shutdown(socket.SHUT_RDWR)
         for thread in self._threads:
@@ -1043,6 +1064,23 @@ class InvariantMonitor:
 
     # -- state
 
+    def _relist_jobs(self, items: list[dict[str, Any]]) -> None:
+        for job in items:
+            self._job_event("LISTED", job)
+
+    def _job_event(self, kind: str, job: dict[str, Any]) -> None:
+        """A Job's state, kept for an I5 violation that shows one of its pods (a JobSet's child
+        Job that outlived its JobSet made pods no Workload accounted for)."""
+        meta = job.get("metadata") or {}
+        if not self.topology.owns(meta.get("namespace")):
+            return
+        with self._lock:
+            self._remember(
+                f"Job {meta.get('namespace')}/{meta.get('name')}",
+                meta.get("resourceVersion"),
+                f"{kind} {_job_state(job)}",
+            )
+
     def _elapsed(self) -> float:
         return now_s() - self.started
 
@@ -1057,8 +1095,8 @@ class InvariantMonitor:
 
     def _unaccounted(self, members: list[str]) -> tuple[list[str], tuple[str, ...]]:
         """For an I5 violation: the histories of the pods in these ClusterQueues whose Workload
-        (the one their `kueue.x-k8s.io/workload` annotation names) reserves no quota there, and of
-        those Workloads; and the names to look for in the operators' logs."""
+        (the one their `kueue.x-k8s.io/workload` annotation names) reserves no quota there, of
+        those Workloads and of the pods' Jobs; and the names to look for in the operators' logs."""
         reserving = {k for k, t in self._wls.items() if t.cq in members}
         lines: list[str] = []
         names: list[str] = []
@@ -1067,11 +1105,14 @@ class InvariantMonitor:
                 continue
             pod = self._live_pods.get(key) or {}
             namespace = key.split("/", 1)[0]
-            workload = ((pod.get("metadata") or {}).get("annotations") or {}).get(WORKLOAD_ANNOTATION)
+            meta = pod.get("metadata") or {}
+            workload = (meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION)
             if workload and f"{namespace}/{workload}" in reserving:
                 continue
+            job = (meta.get("labels") or {}).get(JOB_NAME_LABEL)
             names += [key.split("/", 1)[1], *([workload] if workload else [])]
-            for what in (f"pod {key}", *([f"Workload {namespace}/{workload}"] if workload else [])):
+            of_workload = [f"Workload {namespace}/{workload}"] if workload else []
+            for what in (f"pod {key}", *of_workload, *([f"Job {namespace}/{job}"] if job else [])):
                 lines.append(f"  {what}:")
                 lines += [f"    {state}" for state in self._histories.get(what, ["(no state observed)"])]
         return lines, tuple(names)
