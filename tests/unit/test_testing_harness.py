@@ -256,6 +256,32 @@ def test_the_chaos_driver_tries_a_create_again_while_the_webhook_cannot_be_calle
     assert client.posted == [key.split("/")[1]] * 2
 
 
+def test_the_chaos_drivers_first_creates_are_one_of_each_kind_of_its_load() -> None:
+    """A chaos test of 41 creates made one JobSet, deleted while pending, and failed its check
+    that every kind of the load finished: the load now begins with one of each kind it makes
+    (those with a share), in an order the seed decides, then draws."""
+    from preemption_operator.testing.chaos import DriverConfig, InvariantMonitor, Topology, WorkloadDriver
+
+    class Client:
+        def request(self, method: str, path: str, body: Any = None, **_: Any) -> tuple[int, Any]:
+            return 201, {}
+
+    monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    prefixes = {"j": "job", "p": "pod", "g": "group", "s": "jobset", "w": "workload"}
+
+    def kinds(config: DriverConfig, seed: int, creates: int) -> list[str]:
+        driver = WorkloadDriver(Client(), Topology("t"), monitor, config, seed=seed)  # type: ignore[arg-type]
+        return [prefixes[driver.create(priority=0).split("/")[1][0]] for _ in range(creates)]
+
+    orders = {tuple(kinds(DriverConfig(), seed, 5)) for seed in range(6)}
+    assert all(sorted(order) == ["group", "job", "jobset", "pod", "workload"] for order in orders)
+    assert len(orders) > 1  # the seed decides the order
+    no_jobsets = DriverConfig(jobsets=0.0)
+    assert sorted(kinds(no_jobsets, 0, 4)) == ["group", "job", "pod", "workload"]
+    only_pods = DriverConfig(jobs=0, pods=1, pod_groups=0, jobsets=0)
+    assert kinds(only_pods, 0, 3) == ["pod"] * 3
+
+
 def test_the_chaos_driver_makes_again_the_pods_the_operator_deleted_but_not_those_it_deleted() -> None:
     """Pods of a group the operator deleted (a preemption) are made again, the same, once gone;
     after the driver deleted the group itself, never."""

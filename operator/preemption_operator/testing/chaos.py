@@ -1611,6 +1611,20 @@ class WorkloadDriver(_Worker):
         self._stop = threading.Event()
         self._paused = threading.Event()
         self._thread: threading.Thread | None = None
+        shares = self._shares()
+        self._firsts = [kind for kind, share in (*shares, ("workload", 1 - sum(s for _, s in shares))) if share > 0]
+        """The kinds of the load's first creates, one of each in random order: a short run (a
+        test's) exercises every kind, and its first ones have the time to finish."""
+        self.random.shuffle(self._firsts)
+
+    def _shares(self) -> tuple[tuple[str, float], ...]:
+        """Each kind of the load but bare Workloads, with its share of the creates."""
+        return (
+            ("job", self.config.jobs),
+            ("pod", self.config.pods),
+            ("group", self.config.pod_groups),
+            ("jobset", self.config.jobsets),
+        )
 
     def start(self) -> WorkloadDriver:
         self._start_thread("workload-driver")
@@ -1721,16 +1735,13 @@ class WorkloadDriver(_Worker):
         kind = "workload"
         if as_job is None and name is None and priority in PRIORITIES:  # the driver's own load
             draw = self.random.random()
-            for choice, share in (
-                ("job", self.config.jobs),
-                ("pod", self.config.pods),
-                ("group", self.config.pod_groups),
-                ("jobset", self.config.jobsets),
-            ):
+            for choice, share in self._shares():
                 if draw < share:
                     kind = choice
                     break
                 draw -= share
+            if self._firsts:
+                kind = self._firsts.pop()
         elif as_job:
             kind = "job"
         run_for = self.random.uniform(*self.config.run_seconds)
