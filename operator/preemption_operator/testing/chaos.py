@@ -720,8 +720,9 @@ class _Tracked:
 
 class InvariantMonitor:
     """Follows every Workload and every pod of a topology's namespaces through two cluster-wide
-    watches (and the nodes through a third) and checks I1, I2, I5 and I6 at every observed state (I3 at the end, against a
-    ForeignWriter's record); a fourth follows the Jobs, whose states an I5 violation shows. When a watch breaks (API server restarted, 410 Gone) it resumes or
+    watches (the nodes through a third, the Jobs, whose states an I5 violation shows, through a
+    fourth) and checks I1, I2, I5 and I6 at every observed state (I3 at the end, against a
+    ForeignWriter's record). When a watch breaks (API server restarted, 410 Gone) it resumes or
     re-lists, on whichever server answers."""
 
     def __init__(self, client: KubeClient, topology: Topology) -> None:
