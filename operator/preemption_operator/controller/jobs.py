@@ -192,7 +192,7 @@ class JobController:
         if kind.name in self.parents:
             listed = {_member(kind, body) for body in items}
             for member in [m for m in self._child_job if m[0] == kind.name and m not in listed]:
-                self._child(kind, {"metadata": {"namespace": member[1], "name": member[2]}}, gone=True)
+                self._set_child(member, None, None)  # deleted while the watch was down
             for body in items:
                 self._child(kind, body, gone=False)
             if kind.name not in self._children_listed:
@@ -307,15 +307,18 @@ class JobController:
         """Notes how a child stands, under the job that controls it (a child let go by its job,
         or gone, leaves it); that job is looked at again when this changes."""
         member = _member(kind, body)
-        job: WorkloadKey | None = None
-        state: ChildState | None = None
         for integration in self.parents[kind.name] if not gone else ():
             assert integration.children is not None
             workload = integration.controlling_job(body)
             if workload is not None:
                 job = WorkloadKey(integration.kind.name, member[1], workload)
                 state = ChildState(integration.children.active(body), integration.children.finished(body))
-                break
+                self._set_child(member, job, state)
+                return
+        self._set_child(member, None, None)
+
+    def _set_child(self, member: Member, job: WorkloadKey | None, state: ChildState | None) -> None:
+        """Files the child under `job` as `state` (None: under no job, gone or let go)."""
         before = self._child_job.pop(member, None)
         if before is not None and before != job:
             children = self._children.get(before, {})
@@ -336,10 +339,16 @@ class JobController:
         while its children stood, are let go once none does."""
         if job in self.jobs:
             self._enqueue(job)
-        elif not self._children_stand(job):
-            self._forget_replaced(job)
-            if any(key in self._orphans for key in self._workloads.get(job, ())):
-                self._enqueue(ORPHANS)
+        elif self._forget_if_childless(job) and any(key in self._orphans for key in self._workloads.get(job, ())):
+            self._enqueue(ORPHANS)
+
+    def _forget_if_childless(self, job: WorkloadKey) -> bool:
+        """Lets a gone job's deleted Workloads go once no child of it stands: nothing is left to
+        make pods under them. Whether it did."""
+        if self._children_stand(job):
+            return False
+        self._forget_replaced(job)
+        return True
 
     def children_active(self, job: WorkloadKey) -> bool:
         """Whether a child of the job may still have pods (True while the children are not
@@ -417,8 +426,7 @@ class JobController:
             self._enqueue(job)  # the rest of the job carries on
             return
         self.jobs.pop(job, None)
-        if not self._children_stand(job):
-            self._forget_replaced(job)  # nothing is left to make pods under its deleted Workloads
+        self._forget_if_childless(job)
         self._orphans.update(self._workloads.get(job, ()))
         self._enqueue(ORPHANS)
 
@@ -555,8 +563,7 @@ class JobController:
     async def reconcile(self, key: WorkloadKey) -> Step | None:
         objects = self.jobs.get(key)
         if not objects:
-            if not self._children_stand(key):
-                self._forget_replaced(key)
+            self._forget_if_childless(key)
             return None
         for workload_key in sorted(self._replaced.get(key, ())):
             self._recheck_departure(workload_key)
