@@ -12,7 +12,15 @@ from typing import Any, ClassVar
 
 from ..api.kinds import Kind
 from . import podsets, webhook
-from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register, whole
+from .framework import (
+    Finished,
+    Integration,
+    JobPatch,
+    ObjectJob,
+    PodSetInfo,
+    register,
+    whole,
+)
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 """Partial admission: the fewest pods the Job can run with (Kueue's annotation)."""
@@ -33,33 +41,12 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 MIN_PARALLELISM_FIELD = f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]"
 
 
-class BatchJob:
+class BatchJob(ObjectJob):
     kind: ClassVar[Kind] = Kind("Job", "batch", "v1", "jobs", True)
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.obj = obj
-
-    @property
-    def _meta(self) -> Mapping[str, Any]:
-        return self.obj.get("metadata") or {}
-
-    @property
-    def _spec(self) -> Mapping[str, Any]:
-        return self.obj.get("spec") or {}
-
-    @property
-    def _status(self) -> Mapping[str, Any]:
-        return self.obj.get("status") or {}
 
     @property
     def _template(self) -> Mapping[str, Any]:
         return self._spec.get("template") or {}
-
-    def workload_name(self) -> str:
-        return owned_workload_name(self.kind, self._meta)
-
-    def queue_name(self) -> str:
-        return str((self._meta.get("labels") or {}).get(QUEUE_LABEL) or "")
 
     def pods_count(self) -> int:
         """Parallelism (1 when unset), no more than the completions asked for, as Kueue counts."""

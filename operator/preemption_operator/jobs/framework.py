@@ -6,7 +6,8 @@ to (`GenericJob.workload_name`: a Job its own, a pod group's Pod its group's), b
 a job from all the objects that share that Workload, and says how those objects must change; it
 does no I/O. The reconciler (jobs/reconciler.py) decides which step is due and the job controller
 (controller/jobs.py) carries it out. A new kind (JobSet, RayJob, pod groups) is one module that
-implements `GenericJob`, declares its `Integration` and registers it in `INTEGRATIONS`.
+implements `GenericJob` (from `ObjectJob` when a job is one object), declares its `Integration`
+and registers it in `INTEGRATIONS`.
 """
 
 from __future__ import annotations
@@ -123,6 +124,35 @@ class GenericJob(Protocol):
     def stop(self, originals: list[PodSetInfo]) -> list[JobPatch]:
         """Suspend it (its own controller deletes its pods) and put its pod sets back as
         `originals` (the Workload's copy) has them."""
+
+
+class ObjectJob:
+    """What every job of one object shares (a Job, a JobSet, a RayCluster): its Workload is
+    named after the object, and its queue is the object's queue label. An integration of such a
+    kind subclasses it, sets `kind` and adds the rest of `GenericJob`."""
+
+    kind: ClassVar[Kind]
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self.obj = obj
+
+    @property
+    def _meta(self) -> Mapping[str, Any]:
+        return self.obj.get("metadata") or {}
+
+    @property
+    def _spec(self) -> Mapping[str, Any]:
+        return self.obj.get("spec") or {}
+
+    @property
+    def _status(self) -> Mapping[str, Any]:
+        return self.obj.get("status") or {}
+
+    def workload_name(self) -> str:
+        return owned_workload_name(self.kind, self._meta)
+
+    def queue_name(self) -> str:
+        return str((self._meta.get("labels") or {}).get(QUEUE_LABEL) or "")
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,12 @@ from ..api.kinds import Kind
 from . import podsets, webhook
 from .batch_job import BatchJob
 from .framework import (
-    QUEUE_LABEL,
     Children,
     Finished,
     Integration,
     JobPatch,
+    ObjectJob,
     PodSetInfo,
-    owned_workload_name,
     register,
     whole,
 )
@@ -55,29 +54,8 @@ def replicas(rj: Mapping[str, Any]) -> int:
     return max(0, whole(rj.get("replicas"), 1))
 
 
-class JobSet:
+class JobSet(ObjectJob):
     kind: ClassVar[Kind] = Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True)
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.obj = obj
-
-    @property
-    def _meta(self) -> Mapping[str, Any]:
-        return self.obj.get("metadata") or {}
-
-    @property
-    def _spec(self) -> Mapping[str, Any]:
-        return self.obj.get("spec") or {}
-
-    @property
-    def _status(self) -> Mapping[str, Any]:
-        return self.obj.get("status") or {}
-
-    def workload_name(self) -> str:
-        return owned_workload_name(self.kind, self._meta)
-
-    def queue_name(self) -> str:
-        return str((self._meta.get("labels") or {}).get(QUEUE_LABEL) or "")
 
     def pod_sets(self) -> list[dict[str, Any]]:
         out = []

@@ -15,7 +15,15 @@ from typing import Any, ClassVar
 from ..api.kinds import Kind
 from ..api.quantity import QuantityError, parse_quantity
 from . import podsets, webhook
-from .framework import QUEUE_LABEL, Finished, Integration, JobPatch, PodSetInfo, owned_workload_name, register, whole
+from .framework import (
+    Finished,
+    Integration,
+    JobPatch,
+    ObjectJob,
+    PodSetInfo,
+    register,
+    whole,
+)
 from .reconciler import ComposeError
 
 HEAD = "head"
@@ -74,33 +82,12 @@ def _max_merged(requests: Mapping[str, Any], floor: Mapping[str, str]) -> dict[s
     return out
 
 
-class RayCluster:
+class RayCluster(ObjectJob):
     kind: ClassVar[Kind] = Kind("RayCluster", "ray.io", "v1", "rayclusters", True)
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.obj = obj
-
-    @property
-    def _meta(self) -> Mapping[str, Any]:
-        return self.obj.get("metadata") or {}
-
-    @property
-    def _spec(self) -> Mapping[str, Any]:
-        return self.obj.get("spec") or {}
-
-    @property
-    def _status(self) -> Mapping[str, Any]:
-        return self.obj.get("status") or {}
 
     @property
     def _head(self) -> Mapping[str, Any]:
         return _template(self._spec.get("headGroupSpec") or {})
-
-    def workload_name(self) -> str:
-        return owned_workload_name(self.kind, self._meta)
-
-    def queue_name(self) -> str:
-        return str((self._meta.get("labels") or {}).get(QUEUE_LABEL) or "")
 
     def fault_tolerant(self) -> bool:
         """GCS fault tolerance, as KubeRay reads it: the annotation, or its options set."""
