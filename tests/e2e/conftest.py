@@ -48,6 +48,22 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+def job_controller(controller: Any, what: str) -> Iterator[Any]:
+    """The body of a fixture that runs a job kind's real controller (testing/job_controllers.py)
+    for a module's tests: started (built first if need be), stopped after them. One that cannot
+    start fails the tests in CI and skips them elsewhere (no build at hand)."""
+    from preemption_operator.testing.go_modules import ModuleUnavailable
+
+    try:
+        controller.start()
+    except (ModuleUnavailable, RuntimeError) as error:
+        if in_ci():
+            pytest.fail(f"{what} did not start: {error}", pytrace=False)
+        pytest.skip(str(error))
+    yield controller
+    controller.stop()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: runs against a real kube-apiserver and etcd (see hack/setup-envtest.sh)")
 

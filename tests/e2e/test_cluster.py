@@ -37,7 +37,7 @@ from preemption_operator.testing.operator_process import OperatorPool, wait_unti
 from preemption_operator.testing.workload_status import condition, is_true
 
 from .checks import CheckController
-from .conftest import _namespace_name, in_ci
+from .conftest import _namespace_name, in_ci, job_controller
 from .jobs import (
     POOL_LABEL,
     QUEUE_LABEL,
@@ -462,18 +462,11 @@ def test_the_defragmentation_walkthrough_frees_a_rack_even_with_a_restart_in_the
 @pytest.fixture(scope="module")
 def jobset_controller(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The JobSet controller (built once from the Go module proxy) with JobSet's CRD."""
-    from preemption_operator.testing.go_modules import ModuleUnavailable
     from preemption_operator.testing.job_controllers import JobSetController
 
-    controller = JobSetController(node_cluster, tmp_path_factory.mktemp("controllers"))
-    try:
-        controller.start()
-    except (ModuleUnavailable, RuntimeError) as error:
-        if in_ci():
-            pytest.fail(f"the JobSet controller did not start: {error}", pytrace=False)
-        pytest.skip(str(error))
-    yield controller
-    controller.stop()
+    yield from job_controller(
+        JobSetController(node_cluster, tmp_path_factory.mktemp("controllers")), "the JobSet controller"
+    )
 
 
 def jobset_pods(sc: Scenario, name: str) -> list[dict[str, Any]]:
@@ -939,18 +932,11 @@ def test_the_jobset_and_pod_group_walkthrough_runs_as_its_readme_says(
 @pytest.fixture(scope="module")
 def kuberay_controller(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The KubeRay operator (built once from the Go module proxy) with its CRDs."""
-    from preemption_operator.testing.go_modules import ModuleUnavailable
     from preemption_operator.testing.job_controllers import KubeRayController
 
-    controller = KubeRayController(node_cluster, tmp_path_factory.mktemp("controllers"))
-    try:
-        controller.start()
-    except (ModuleUnavailable, RuntimeError) as error:
-        if in_ci():
-            pytest.fail(f"the KubeRay operator did not start: {error}", pytrace=False)
-        pytest.skip(str(error))
-    yield controller
-    controller.stop()
+    yield from job_controller(
+        KubeRayController(node_cluster, tmp_path_factory.mktemp("controllers")), "the KubeRay operator"
+    )
 
 
 def ray_pods(sc: Scenario, name: str) -> list[dict[str, Any]]:
@@ -1257,18 +1243,12 @@ def lws_controller(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPath
     (`preemption-operator`), so that its Pod webhook runs after ours, as it runs after Kueue's
     (`kueue-…` before `lws-…`) in a Kueue install: ours must be called again to see a leader's
     group index."""
-    from preemption_operator.testing.go_modules import ModuleUnavailable
     from preemption_operator.testing.job_controllers import LwsController
 
-    controller = LwsController(node_cluster, tmp_path_factory.mktemp("controllers"), webhooks="z-lws-webhooks")
-    try:
-        controller.start()
-    except (ModuleUnavailable, RuntimeError) as error:
-        if in_ci():
-            pytest.fail(f"the LeaderWorkerSet controller did not start: {error}", pytrace=False)
-        pytest.skip(str(error))
-    yield controller
-    controller.stop()
+    yield from job_controller(
+        LwsController(node_cluster, tmp_path_factory.mktemp("controllers"), webhooks="z-lws-webhooks"),
+        "the LeaderWorkerSet controller",
+    )
 
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -44,23 +44,48 @@ def _wait_ready(process: _Process, health_port: int, timeout: float, what: str, 
         time.sleep(0.2)
 
 
-class JobSetController:
-    """The JobSet controller manager (sigs.k8s.io/jobset, the release Kueue v0.19.2 uses)."""
+class _Controller:
+    """What each controller's process shares: its folder and log, its readiness port, and its
+    stop, which first takes its webhooks away (nothing may call a server that is gone: its
+    objects could no longer be written)."""
 
-    name = "jobset"
+    name: ClassVar[str]
+    webhooks: str | None = None
+    """The name of its webhook configurations (None: it registers none)."""
 
     def __init__(self, plane: ControlPlane, workdir: Path) -> None:
         self.plane = plane
-        self.workdir = workdir / "jobset"
+        self.workdir = workdir / self.name
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.workdir / "jobset.log"
+        self.log_path = self.workdir / f"{self.name}.log"
         self.health_port = free_port()
         self.process: _Process | None = None
 
-    def start(self, timeout: float = 120.0) -> JobSetController:
-        """Builds it if needed, installs its CRD and waits until it is ready."""
-        binary = build("jobset")
-        self.plane.apply_crds(go_modules.jobset_crds())
+    def start(self, timeout: float = 120.0) -> _Controller:
+        """Builds it if needed, installs its CRDs, waits until it is ready and registers its
+        webhooks."""
+        raise NotImplementedError
+
+    def tail(self, lines: int = 40) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.process is None or not self.process.alive():
+            return
+        if self.webhooks is not None:
+            self.plane.kubectl(
+                "delete",
+                "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+                self.webhooks,
+                "--ignore-not-found",
+            )
+        self.process.stop(timeout)
+
+    def _run_manager(self, binary: Path, config_api: str, timeout: float) -> tuple[str, bytes]:
+        """Runs a controller manager configured by a file (`config_api`'s `Configuration`, as
+        JobSet's and LeaderWorkerSet's are) with leader election and its own certificate
+        management off, serving its webhooks on loopback with a certificate issued here, and
+        waits until it is ready. Its webhooks' base URL and the certificate's CA."""
         certs = self.workdir / "certs"
         certs.mkdir(exist_ok=True)
         serving = issue(["127.0.0.1", "localhost"])
@@ -68,7 +93,7 @@ class JobSetController:
         (certs / "tls.key").write_bytes(serving.key)
         webhook_port = free_port()
         config = {
-            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+            "apiVersion": config_api,
             "kind": "Configuration",
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
@@ -84,45 +109,22 @@ class JobSetController:
             self.log_path,
             self.workdir,
         )
-        _wait_ready(self.process, self.health_port, timeout, "jobset controller", self.tail)
-        self._register_webhooks(f"https://127.0.0.1:{webhook_port}", serving.ca)
-        return self
+        _wait_ready(self.process, self.health_port, timeout, f"{self.name} controller", self.tail)
+        return f"https://127.0.0.1:{webhook_port}", serving.ca
 
-    WEBHOOKS = "jobset-webhooks"
-
-    def _register_webhooks(self, url: str, ca: bytes) -> None:
-        """JobSet's defaulting and validation of JobSets (the paths and rules of its release)."""
-
-        def hook(name: str, path: str, operations: list[str]) -> dict[str, Any]:
-            return {
-                "name": name,
-                "clientConfig": {"url": f"{url}{path}", "caBundle": base64.b64encode(ca).decode()},
-                "rules": [
-                    {
-                        "apiGroups": ["jobset.x-k8s.io"],
-                        "apiVersions": ["v1alpha2"],
-                        "operations": operations,
-                        "resources": ["jobsets"],
-                    }
-                ],
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-            }
-
+    def _register(self, mutating: list[dict[str, Any]], validating: list[dict[str, Any]]) -> None:
+        """Registers its webhooks under its configurations' name."""
         registration = [
             {
                 "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": self.WEBHOOKS},
-                "webhooks": [hook("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", ["CREATE"])],
-            },
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration",
-                "metadata": {"name": self.WEBHOOKS},
-                "webhooks": [hook("vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", ["CREATE", "UPDATE"])],
-            },
+                "kind": kind,
+                "metadata": {"name": self.webhooks},
+                "webhooks": hooks,
+            }
+            for kind, hooks in (
+                ("MutatingWebhookConfiguration", mutating),
+                ("ValidatingWebhookConfiguration", validating),
+            )
         ]
         self.plane.kubectl(
             "apply",
@@ -132,20 +134,53 @@ class JobSetController:
             check=True,
         )
 
-    def tail(self, lines: int = 40) -> str:
-        return log_tail(self.log_path, lines)
 
-    def stop(self, timeout: float = 20.0) -> None:
-        if self.process is None or not self.process.alive():
-            return
-        # Nothing may call a server that is gone: JobSets could no longer be written.
-        self.plane.kubectl(
-            "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", self.WEBHOOKS, "--ignore-not-found"
+def _hook(name: str, url: str, ca: bytes, rule: dict[str, Any]) -> dict[str, Any]:
+    """One webhook of a controller's release, called at `url` with the CA of its certificate."""
+    return {
+        "name": name,
+        "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
+        "rules": [rule],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    }
+
+
+class JobSetController(_Controller):
+    """The JobSet controller manager (sigs.k8s.io/jobset, the release Kueue v0.19.2 uses)."""
+
+    name = "jobset"
+    webhooks = "jobset-webhooks"
+
+    def start(self, timeout: float = 120.0) -> JobSetController:
+        """Builds it if needed, installs its CRD, waits until it is ready and registers its
+        webhooks."""
+        binary = build("jobset")
+        self.plane.apply_crds(go_modules.jobset_crds())
+        url, ca = self._run_manager(binary, "config.jobset.x-k8s.io/v1alpha1", timeout)
+        self._register_webhooks(url, ca)
+        return self
+
+    def _register_webhooks(self, url: str, ca: bytes) -> None:
+        """JobSet's defaulting and validation of JobSets (the paths and rules of its release)."""
+
+        def hook(name: str, path: str, operations: list[str]) -> dict[str, Any]:
+            rule = {
+                "apiGroups": ["jobset.x-k8s.io"],
+                "apiVersions": ["v1alpha2"],
+                "operations": operations,
+                "resources": ["jobsets"],
+            }
+            return _hook(name, f"{url}{path}", ca, rule)
+
+        self._register(
+            [hook("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", ["CREATE"])],
+            [hook("vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", ["CREATE", "UPDATE"])],
         )
-        self.process.stop(timeout)
 
 
-class KubeRayController:
+class KubeRayController(_Controller):
     """The KubeRay operator (github.com/ray-project/kuberay/ray-operator), which turns a
     RayCluster into its head and worker pods and deletes them when it is suspended.
 
@@ -156,14 +191,6 @@ class KubeRayController:
     when it reconciles, and nothing of Kueue's protocol depends on it."""
 
     name = "kuberay"
-
-    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
-        self.plane = plane
-        self.workdir = workdir / "kuberay"
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.workdir / "kuberay.log"
-        self.health_port = free_port()
-        self.process: _Process | None = None
 
     def start(self, timeout: float = 120.0) -> KubeRayController:
         """Builds it if needed, installs its CRDs and waits until it is ready."""
@@ -185,15 +212,8 @@ class KubeRayController:
         _wait_ready(self.process, self.health_port, timeout, "kuberay operator", self.tail)
         return self
 
-    def tail(self, lines: int = 40) -> str:
-        return log_tail(self.log_path, lines)
 
-    def stop(self, timeout: float = 20.0) -> None:
-        if self.process is not None and self.process.alive():
-            self.process.stop(timeout)
-
-
-class LwsController:
+class LwsController(_Controller):
     """The LeaderWorkerSet controller manager (sigs.k8s.io/lws, the release Kueue v0.19.2 uses):
     a LeaderWorkerSet's leader StatefulSet, one worker StatefulSet per leader Pod, and the
     restart of a whole group when one of its Pods goes.
@@ -209,12 +229,7 @@ class LwsController:
     name = "lws"
 
     def __init__(self, plane: ControlPlane, workdir: Path, webhooks: str = "lws-webhooks") -> None:
-        self.plane = plane
-        self.workdir = workdir / "lws"
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.workdir / "lws.log"
-        self.health_port = free_port()
-        self.process: _Process | None = None
+        super().__init__(plane, workdir)
         self.webhooks = webhooks
 
     def start(self, timeout: float = 120.0) -> LwsController:
@@ -222,31 +237,8 @@ class LwsController:
         webhooks."""
         binary = build("lws")
         self.plane.apply_crds(go_modules.lws_crds(), timeout=120)
-        certs = self.workdir / "certs"
-        certs.mkdir(exist_ok=True)
-        serving = issue(["127.0.0.1", "localhost"])
-        (certs / "tls.crt").write_bytes(serving.cert)
-        (certs / "tls.key").write_bytes(serving.key)
-        webhook_port = free_port()
-        config = {
-            "apiVersion": "config.lws.x-k8s.io/v1alpha1",
-            "kind": "Configuration",
-            "leaderElection": {"leaderElect": False},
-            "internalCertManagement": {"enable": False},
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
-            "metrics": {"bindAddress": "0"},
-            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(certs)},
-        }
-        config_path = self.workdir / "config.yaml"
-        config_path.write_text(yaml.safe_dump(config))
-        self.process = _Process(
-            self.name,
-            [str(binary), f"--config={config_path}", f"--kubeconfig={self.plane.kubeconfig}"],
-            self.log_path,
-            self.workdir,
-        )
-        _wait_ready(self.process, self.health_port, timeout, "lws controller", self.tail)
-        self._register_webhooks(f"https://127.0.0.1:{webhook_port}", serving.ca)
+        url, ca = self._run_manager(binary, "config.lws.x-k8s.io/v1alpha1", timeout)
+        self._register_webhooks(url, ca)
         return self
 
     def _register_webhooks(self, url: str, ca: bytes) -> None:
@@ -256,16 +248,8 @@ class LwsController:
 
         def hook(name: str, path: str, operations: list[str], resource: str) -> dict[str, Any]:
             group = "" if resource == "pods" else "leaderworkerset.x-k8s.io"
-            entry: dict[str, Any] = {
-                "name": name,
-                "clientConfig": {"url": f"{url}{path}", "caBundle": base64.b64encode(ca).decode()},
-                "rules": [
-                    {"apiGroups": [group], "apiVersions": ["v1"], "operations": operations, "resources": [resource]}
-                ],
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-            }
+            rule = {"apiGroups": [group], "apiVersions": ["v1"], "operations": operations, "resources": [resource]}
+            entry = _hook(name, f"{url}{path}", ca, rule)
             if resource == "pods":
                 entry["objectSelector"] = {
                     "matchExpressions": [{"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]
@@ -273,61 +257,32 @@ class LwsController:
             return entry
 
         both = ["CREATE", "UPDATE"]
-        registration = [
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": self.webhooks},
-                "webhooks": [
-                    hook(
-                        "mleaderworkerset.kb.io",
-                        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-                        both,
-                        "leaderworkersets",
-                    ),
-                    hook("mpod.kb.io", "/mutate--v1-pod", ["CREATE"], "pods"),
-                ],
-            },
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration",
-                "metadata": {"name": self.webhooks},
-                "webhooks": [
-                    hook(
-                        "vleaderworkerset.kb.io",
-                        "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-                        both,
-                        "leaderworkersets",
-                    ),
-                ],
-            },
-        ]
-        self.plane.kubectl(
-            "apply",
-            "-f",
-            "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": registration}),
-            check=True,
+        self._register(
+            [
+                hook(
+                    "mleaderworkerset.kb.io",
+                    "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+                    both,
+                    "leaderworkersets",
+                ),
+                hook("mpod.kb.io", "/mutate--v1-pod", ["CREATE"], "pods"),
+            ],
+            [
+                hook(
+                    "vleaderworkerset.kb.io",
+                    "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+                    both,
+                    "leaderworkersets",
+                ),
+            ],
         )
-
-    def tail(self, lines: int = 40) -> str:
-        return log_tail(self.log_path, lines)
-
-    def stop(self, timeout: float = 20.0) -> None:
-        if self.process is None or not self.process.alive():
-            return
-        # Nothing may call a server that is gone: no LWS Pod could be created any more.
-        self.plane.kubectl(
-            "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", self.webhooks, "--ignore-not-found"
-        )
-        self.process.stop(timeout)
 
 
 BUILDS = {"jobset": go_modules.JOBSET, "lws": go_modules.LWS, "kuberay": go_modules.KUBERAY}
 """Each controller's Go module and version."""
 PACKAGES = {"lws": "./cmd"}
 """A controller's main package within its module, when it is not the module's root."""
-CONTROLLERS: dict[str, type[JobSetController] | type[LwsController] | type[KubeRayController]] = {
+CONTROLLERS: dict[str, type[_Controller]] = {
     "jobset": JobSetController,
     "lws": LwsController,
     "kuberay": KubeRayController,
