@@ -293,7 +293,7 @@ class ChaosEnv:
 
     def violations(self) -> list[Violation]:
         for writer in self._writers_done:
-            self.monitor.check_foreign(writer)
+            self.monitor.check_foreign(writer.successes())
         self._writers_done.clear()
         return [*self.monitor.violations, *self.extra_violations]
 

@@ -10,10 +10,10 @@ import socket
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...api.meta import format_time
 from ..workload_status import eviction_count, is_true, millis, reservation
@@ -33,9 +33,6 @@ from .api import (
     touches,
 )
 from .topology import Topology, pod_cpu, workload_owner
-
-if TYPE_CHECKING:
-    from .load import ForeignWriter
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -727,11 +724,13 @@ class InvariantMonitor:
         with self._lock:
             return {key for at, key, _ in self.admissions if at >= after}
 
-    def check_foreign(self, writer: ForeignWriter) -> list[Violation]:
-        """I3: no state observed after a successful foreign write shows an older value."""
+    def check_foreign(self, successes: Iterable[tuple[str, int, int, int]]) -> list[Violation]:
+        """I3: no state observed after a successful foreign write shows an older value.
+        `successes`: the ForeignWriter's writes that succeeded, as (Workload key, channel,
+        counter, resource version of the answer)."""
         found: list[Violation] = []
         by_key: dict[str, list[tuple[int, int, int]]] = {}
-        for key, channel, counter, rv in writer.successes():
+        for key, channel, counter, rv in successes:
             by_key.setdefault(key, []).append((channel, counter, rv))
         names = ("label", "annotation", "condition")
         with self._lock:
