@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from preemption_operator.testing.control_plane import ControlPlane
+from preemption_operator.testing.control_plane import ControlPlane, running_control_plane
 
 from .conftest import in_ci
 
@@ -130,3 +130,26 @@ def test_the_rendered_chart_applies_and_grants_what_the_operator_needs(helm: Pat
     )
     # Nothing serves its APIService here: removed, or every later kubectl discovery complains.
     cluster.kubectl("delete", "apiservice", "v1beta2.visibility.kueue.x-k8s.io", "--ignore-not-found", check=True)
+
+
+def test_config_applies_over_a_helm_install_without_conflicts(helm: Path) -> None:
+    """Moving from the chart to `config/` (server-side apply over a Helm install) needs no
+    `--force-conflicts`: every field both set has the same value, so the apply shares it with
+    Helm instead of conflicting. An env var's `fieldRef` is one atomic value, and Helm's copy
+    holds the `apiVersion` the API server defaults: `config/` sets it too. Its own control plane:
+    the chart's cluster-wide objects must not be there already (Helm adopts nothing)."""
+    with running_control_plane(crds=False) as plane:
+        kubeconfig = f"--kubeconfig={plane.kubeconfig}"
+        run(
+            helm,
+            "install",
+            "preemption-operator",
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            "--create-namespace",
+            kubeconfig,
+        )
+        proc = plane.kubectl("apply", "--server-side", "-k", str(REPO_ROOT / "config"))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "conflict" not in proc.stderr.lower()
