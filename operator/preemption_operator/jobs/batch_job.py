@@ -12,15 +12,7 @@ from typing import Any, ClassVar
 
 from ..api.kinds import Kind
 from . import podsets, webhook
-from .framework import (
-    Finished,
-    Integration,
-    JobPatch,
-    ObjectJob,
-    PodSetInfo,
-    register,
-    whole,
-)
+from .framework import Finished, Integration, JobPatch, ObjectJob, PodSetInfo, register, whole
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 """Partial admission: the fewest pods the Job can run with (Kueue's annotation)."""

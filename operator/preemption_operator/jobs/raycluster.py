@@ -15,15 +15,7 @@ from typing import Any, ClassVar
 from ..api.kinds import Kind
 from ..api.quantity import QuantityError, parse_quantity
 from . import podsets, webhook
-from .framework import (
-    Finished,
-    Integration,
-    JobPatch,
-    ObjectJob,
-    PodSetInfo,
-    register,
-    whole,
-)
+from .framework import Finished, Integration, JobPatch, ObjectJob, PodSetInfo, register, whole
 from .reconciler import ComposeError
 
 HEAD = "head"
