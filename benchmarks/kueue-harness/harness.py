@@ -151,7 +151,7 @@ class Binaries:
     checker_note: str = ""
     kueue_note: str = STOCK_NOTE
     ours_args: tuple[str, ...] = ()
-    """Extra `preemption-operator run` flags (--ours-qps), through the wrapper."""
+    """Extra `preemption-operator run` flags (--ours-qps, --ours-writes), through the wrapper."""
     lifted: Path | None = None
     """minimalkueue with its client limit lifted (`lift_client_limit`), the "kueue" side's binary."""
     lifted_note: str = ""
@@ -2045,6 +2045,11 @@ def main(argv: list[str] | None = None) -> int:
         help="analysis: run the operator with this client-side limit (--kube-api-qps; burst twice it)",
     )
     parser.add_argument(
+        "--ours-writes",
+        type=int,
+        help="analysis: run the operator with this many status writes in flight (--max-inflight-writes)",
+    )
+    parser.add_argument(
         "--kueue-qps",
         type=int,
         default=DEFAULT_KUEUE_QPS,
@@ -2060,11 +2065,13 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"module dir {binaries.module_dir}")
     if args.kueue_qps and not args.report_from:
         binaries = lift_client_limit(binaries, args.kueue_qps)
+    ours_args: list[str] = []
     if args.ours_qps:
-        burst = max(1, round(2 * args.ours_qps))
-        binaries = dataclasses.replace(
-            binaries, ours_args=(f"--kube-api-qps={args.ours_qps:g}", f"--kube-api-burst={burst}")
-        )
+        ours_args += [f"--kube-api-qps={args.ours_qps:g}", f"--kube-api-burst={max(1, round(2 * args.ours_qps))}"]
+    if args.ours_writes:
+        ours_args.append(f"--max-inflight-writes={args.ours_writes}")
+    if ours_args:
+        binaries = dataclasses.replace(binaries, ours_args=tuple(ours_args))
     if args.build_only:
         return 0
     scales = [parse_scale(s) for s in args.scale.split(",") if s.strip()]

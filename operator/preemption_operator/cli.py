@@ -230,6 +230,14 @@ def _warn_offline(settings: Any) -> None:
     help="Requests that may go at once under --kube-api-qps (default: twice the QPS).",
 )
 @click.option(
+    "--max-inflight-writes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Status writes (admissions, evictions, pending reasons) in flight at once (default: 8, as many as Kueue "
+    "issues evictions at once). Fewer leave the API server more room for its other clients, such as the job "
+    "controllers that finish workloads.",
+)
+@click.option(
     "--integrations",
     cls=_IntegrationsOption,
     default=None,
@@ -332,6 +340,7 @@ def run(
     liveness_seconds: float,
     kube_api_qps: float,
     kube_api_burst: int | None,
+    max_inflight_writes: int | None,
     integrations: str | None,
     managed_jobs_namespace_selector: str | None,
     label_keys_to_copy: str,
@@ -407,6 +416,7 @@ def run(
             liveness_seconds=liveness_seconds,
             qps=pick("kube_api_qps", kube_api_qps, "qps"),
             burst=pick("kube_api_burst", kube_api_burst, "burst"),
+            **({} if max_inflight_writes is None else {"inflight_writes": max_inflight_writes}),
             integrations=named,
             managed_jobs_namespace_selector=selector,
             label_keys_to_copy=_copy_of(settings, label_keys_to_copy),

@@ -60,7 +60,8 @@ def test_wrapper_execs_the_operator_and_exits_within_a_second_of_sigint(cluster:
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     env["PREEMPTION_OPERATOR"] = operator_command()[0]
-    env["PREEMPTION_OPERATOR_ARGS"] = "--kube-api-qps=500 --kube-api-burst=1000"  # the harness's --ours-qps
+    # the harness's --ours-qps and --ours-writes
+    env["PREEMPTION_OPERATOR_ARGS"] = "--kube-api-qps=500 --kube-api-burst=1000 --max-inflight-writes=4"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             argv,
@@ -87,6 +88,7 @@ def test_wrapper_execs_the_operator_and_exits_within_a_second_of_sigint(cluster:
         assert b"run" in cmdline and b"--no-leader-election" in cmdline, cmdline
         assert f"--metrics-port={port}".encode() in cmdline, cmdline
         assert b"--kube-api-qps=500" in cmdline and b"--kube-api-burst=1000" in cmdline, cmdline
+        assert b"--max-inflight-writes=4" in cmdline, cmdline
 
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)

@@ -16,6 +16,7 @@ from builders import simulate_cli
 from preemption_operator.cli import cli
 from preemption_operator.controller import configuration, operator
 from preemption_operator.controller.configuration import ConfigurationError, parse
+from preemption_operator.controller.decisions import WRITE_PARALLELISM
 from preemption_operator.engine import selectors
 from preemption_operator.engine.pods_ready import WaitForPodsReady
 
@@ -230,6 +231,18 @@ def test_flags_given_win_over_the_file(tmp_path: Path, started: list[operator.Op
     assert (options.qps, options.burst, options.metrics_port) == (20.0, 500, 8080)
     assert options.leader_election is False
     assert options.fair_sharing.strategies == ("LessThanInitialShare",)
+
+
+def test_max_inflight_writes_reaches_the_options_and_its_help_names_the_default(
+    started: list[operator.OperatorOptions],
+) -> None:
+    assert CliRunner().invoke(cli, ["run", "--no-webhooks", "--max-inflight-writes=3"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["run", "--no-webhooks"]).exit_code == 0
+    assert [options.inflight_writes for options in started] == [3, WRITE_PARALLELISM]
+    bad = CliRunner().invoke(cli, ["run", "--max-inflight-writes=0"])
+    assert bad.exit_code == 2 and "--max-inflight-writes" in bad.output
+    help_text = " ".join(CliRunner().invoke(cli, ["run", "--help"]).output.split())
+    assert f"(default: {WRITE_PARALLELISM}," in help_text
 
 
 def test_the_files_namespace_selector_is_applied_and_checked(

@@ -61,6 +61,7 @@ class Harness:
         leading: Callable[[], bool] = lambda: True,
         faults: Faults | None = None,
         fair_sharing: FairSharing = OFF,
+        inflight_writes: int | None = None,
     ) -> None:
         self.api = FakeApi()
         for body in objects:
@@ -70,7 +71,15 @@ class Harness:
         self.metrics = Metrics()
         self.writer = StatusWriter(self.api, fence=leading)  # type: ignore[arg-type]
         self.s = Scheduling.build(
-            self.cache, self.writer, self.events, self.metrics, leading, faults=faults, rounds=64, analyse=analyse_here
+            self.cache,
+            self.writer,
+            self.events,
+            self.metrics,
+            leading,
+            faults=faults,
+            rounds=64,
+            analyse=analyse_here,
+            **({} if inflight_writes is None else {"inflight_writes": inflight_writes}),
         )
         self.loop = self.s.loop
         self.sync()
@@ -143,6 +152,26 @@ async def test_a_failed_write_gives_its_quota_back_and_in_flight_writes_keep_the
     assert h.metrics.failed_writes.labels(outcome="failed")._value.get() == 1
     third = await h.step()
     assert not third.admitted and h.most_cpu_ever("cq") == 3
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+async def test_no_more_status_writes_are_in_flight_than_asked(limit: int) -> None:
+    """run --max-inflight-writes: four admissions decided in one cycle, their writes held by the
+    API; only `limit` of them are sent before one is answered, and all are written in the end."""
+    names = {f"w{i}" for i in range(1, 5)}
+    h = Harness(
+        scenario([cluster_queue("cq", 4)], *(pending(name, "cq", 1) for name in sorted(names))), inflight_writes=limit
+    )
+    hold = h.api.hold("PATCH", f"{WL}/*/status")
+    assert len(h.loop.cycle().admitted) == 4
+    while hold.waiting < limit:
+        await asyncio.sleep(0)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert hold.waiting == limit
+    hold.gate.set()
+    await h.s.decisions.idle()
+    assert h.admitted() == names
 
 
 async def test_a_write_that_took_effect_before_its_error_keeps_its_quota() -> None:

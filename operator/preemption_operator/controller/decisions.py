@@ -35,7 +35,7 @@ from .write_queue import WriteQueue
 
 log = logging.getLogger(__name__)
 
-WRITE_PARALLELISM = 8  # as Kueue issues preemptions
+WRITE_PARALLELISM = 8  # as Kueue issues preemptions; run --max-inflight-writes
 RETRY_START = 1.0
 VERIFY_START = 0.5  # first look at a workload whose write may or may not have taken effect
 VERIFY_MAX = 10.0

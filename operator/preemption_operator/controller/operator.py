@@ -37,6 +37,7 @@ from ..k8s.writer import COMPONENT, StatusWriter
 from . import http
 from .dashboard import DashboardSettings
 from .dashboard import serve as serve_dashboard
+from .decisions import WRITE_PARALLELISM
 from .faults import Faults
 from .feature_gates import gate_warnings
 from .integrations import CrdWatch, CustomResourceDefinition, default_namespace_selector, namespace_selector
@@ -85,6 +86,8 @@ class OperatorOptions:
     qps: float = 0.0
     """A client-side limit on requests per second (0: none), as Kueue's clientConnection.qps."""
     burst: int | None = None
+    inflight_writes: int = WRITE_PARALLELISM
+    """Status writes (admissions, evictions, pending reasons) in flight at once."""
     integrations: tuple[str, ...] | None = None
     """Kueue's framework names of the job kinds to queue (and those they imply); None: every
     known one. Each runs once its kind is served (its CRD Established)."""
@@ -164,6 +167,7 @@ class Operator:
             faults=options.faults,
             job_stops=lambda wl: wl.owner in stopping,
             timeline=self.timeline,
+            inflight_writes=options.inflight_writes,
         )
         feeder = self.scheduling.feeder
         if options.dashboard is not None:  # only the dashboard shows the timeline

@@ -15,7 +15,7 @@ from ..engine.cache import Cache
 from ..engine.workload import WorkloadInfo
 from ..k8s.events import EventSink
 from ..k8s.writer import StatusWriter
-from .decisions import DecisionWriter
+from .decisions import WRITE_PARALLELISM, DecisionWriter
 from .faults import Faults
 from .feeder import CacheFeeder
 from .linter import Linter, LintResult, setup_wires
@@ -53,6 +53,7 @@ class Scheduling:
         job_stops: Callable[[WorkloadInfo], bool] = lambda wl: False,
         analyse: Callable[[list[dict[str, Any]]], Awaitable[LintResult]] | None = None,
         timeline: Timeline | None = None,
+        inflight_writes: int = WRITE_PARALLELISM,
     ) -> Scheduling:
         """`analyse`: how lint runs (default: in a child process)."""
         wakeups = Wakeups()
@@ -73,7 +74,9 @@ class Scheduling:
             fair_sharing=cache.fair_sharing,
         )
         feeder = CacheFeeder(cache, wakeups, setup_changed=linter.changed)
-        decisions = DecisionWriter(cache, writer, feeder, events, metrics, wakeups, faults, timeline=timeline)
+        decisions = DecisionWriter(
+            cache, writer, feeder, events, metrics, wakeups, faults, parallelism=inflight_writes, timeline=timeline
+        )
         publisher = QueueStatusPublisher(
             cache, writer, feeder, metrics, leading, lambda: linter.result, lambda: loop.state.inadmissible
         )
