@@ -21,6 +21,7 @@ from preemption_operator.api.objects import parse_object
 from preemption_operator.api.quantity import parse_quantity
 from preemption_operator.controller import publisher as publisher_module
 from preemption_operator.controller import write_queue as write_queue_module
+from preemption_operator.controller.decisions import WRITE_PARALLELISM
 from preemption_operator.controller.faults import Faults
 from preemption_operator.controller.linter import LintResult, analyse_setup
 from preemption_operator.controller.metrics import Metrics
@@ -61,7 +62,7 @@ class Harness:
         leading: Callable[[], bool] = lambda: True,
         faults: Faults | None = None,
         fair_sharing: FairSharing = OFF,
-        inflight_writes: int | None = None,
+        inflight_writes: int = WRITE_PARALLELISM,
     ) -> None:
         self.api = FakeApi()
         for body in objects:
@@ -79,7 +80,7 @@ class Harness:
             faults=faults,
             rounds=64,
             analyse=analyse_here,
-            **({} if inflight_writes is None else {"inflight_writes": inflight_writes}),
+            inflight_writes=inflight_writes,
         )
         self.loop = self.s.loop
         self.sync()
