@@ -25,7 +25,8 @@ Sides: *kueue* is minimalkueue rebuilt with its hard-coded client limit (QPS 50 
 lifted to `--kueue-qps` (default 1000, burst twice it; `lift_client_limit`), the comparison, since
 the operator has no client limit by default; *kueue-stock* is minimalkueue as built, a second
 column; *ours* is the operator. `--kueue-qps 0` makes *kueue* the stock build (and drops
-*kueue-stock*). All run in the runner's envtest mode with identical flags, interleaved (kueue,
+*kueue-stock*). A side `ours-writesN` is the operator with N status writes in flight
+(--max-inflight-writes N): two settings measured in one run, against the same Kueue runs. All run in the runner's envtest mode with identical flags, interleaved (kueue,
 kueue-stock, ours, kueue, ...): the runner starts its own etcd + kube-apiserver from
 KUBEBUILDER_ASSETS (etcd's data on tmpfs), installs Kueue's CRD bases, starts the controller given
 by --minimalKueue, creates the queues and workloads, plays the jobs (Finished after each
@@ -120,6 +121,31 @@ SIDE_NAMES = {
     "ours": "preemption-operator",
 }
 SIDE_LABELS = {"kueue": "Kueue", "kueue-stock": "Kueue stock", "ours": "ours"}
+OURS_WRITES = re.compile(r"ours-writes([1-9][0-9]*)")
+"""A side `ours-writesN`: the operator with N status writes in flight (--max-inflight-writes), so
+that two settings are measured interleaved in one run, against the same Kueue runs."""
+
+
+def is_ours(side: str) -> bool:
+    return side == "ours" or OURS_WRITES.fullmatch(side) is not None
+
+
+def side_args(side: str) -> tuple[str, ...]:
+    """The `preemption-operator run` flags a side adds to --ours-qps / --ours-writes'."""
+    found = OURS_WRITES.fullmatch(side)
+    return (f"--max-inflight-writes={found.group(1)}",) if found else ()
+
+
+def side_name(side: str) -> str:
+    found = OURS_WRITES.fullmatch(side)
+    return f"preemption-operator, {found.group(1)} writes in flight" if found else SIDE_NAMES[side]
+
+
+def side_label(side: str) -> str:
+    found = OURS_WRITES.fullmatch(side)
+    return f"ours {found.group(1)} writes" if found else SIDE_LABELS.get(side, side)
+
+
 CONFIGS = ("baseline", "large-scale", "tas")
 DEFAULT_KUEUE_QPS = 1000
 CLASSES = ("small", "medium", "large")
@@ -1260,7 +1286,7 @@ def run_once(
     run = Run(side, scale, index, folder, total_workloads(config), config_name, cohorts)
     # Both sides through a wrapper named minimalkueue (the runner names its files after it) that
     # pauses the runner until the controller's caches are synced (start-ready.sh).
-    child = WRAPPER if side == "ours" else KUEUE_WRAPPER
+    child = WRAPPER if is_ours(side) else KUEUE_WRAPPER
     run.command = [
         str(binaries.runner),
         f"--o={folder}",
@@ -1280,7 +1306,7 @@ def run_once(
         "PROJECT_DIR": str(binaries.module_dir),  # the runner panics without it
         "TMPDIR": str(tmp),  # envtest's etcd data on tmpfs
         "PREEMPTION_OPERATOR": operator_script(),
-        "PREEMPTION_OPERATOR_ARGS": " ".join(binaries.ours_args),
+        "PREEMPTION_OPERATOR_ARGS": " ".join((*binaries.ours_args, *side_args(side))),
         "KUEUE_MINIMALKUEUE": str(binaries.kueue_binary(side)[0]),
         "KUEUE_HARNESS_PAUSE": "1",
     }
@@ -1452,7 +1478,7 @@ def profile_summary(binaries: Binaries, run: Run) -> str:
     path = run.folder / "minimalkueue.cpu.prof"
     if not path.is_file() or path.stat().st_size == 0:
         return ""
-    if run.side == "ours":
+    if is_ours(run.side):
         import io
         import pstats
 
@@ -1860,6 +1886,11 @@ def report(
         f" --no-leader-election --metrics-host=127.0.0.1 --metrics-port=0{''.join(' ' + a for a in binaries.ours_args)}`"
         " with the runner's kubeconfig (log level info; the runner's `--zap-log-level=2` maps to it)."
     )
+    for side in sorted({r.side for r in runs if is_ours(r.side) and side_args(r.side)}):
+        add(
+            f"- {side_name(side)} (column *{side_label(side)}*): the same operator and wrapper with"
+            f" `{' '.join(side_args(side))}` added, interleaved with the other sides in the order `--sides` gives."
+        )
     for name in sorted({r.config_name for r in runs}, key=lambda n: CONFIGS.index(n) if n in CONFIGS else 99):
         add(f"- {describe_config(binaries, name)}")
     add(
@@ -1935,7 +1966,7 @@ def report(
         cut_text = f", at most {cohorts} cohort(s) per cohort set" if cohorts is not None else ""
         add(f"## {config_name}, scale {scale_label(scale)}{cut_text}: {expected:,} workloads")
         add("")
-        header = " | ".join(f"{SIDE_LABELS.get(r.side, r.side)} #{r.index}" for r in these)
+        header = " | ".join(f"{side_label(r.side)} #{r.index}" for r in these)
         add(f"| measure | {header} |")
         add("|---|" + "---:|" * len(these))
         classes: list[str] = []
@@ -1949,29 +1980,34 @@ def report(
         add("Operator revision per run (`git log -1`):")
         add("")
         for r in these:
-            if r.side == "ours":
-                add(f"- ours #{r.index} ({r.started}): {r.revision}")
+            if is_ours(r.side):
+                add(f"- {side_label(r.side)} #{r.index} ({r.started}): {r.revision}")
         add("")
         pairs = sorted({r.index for r in these})
         reference = "kueue" if any(r.side == "kueue" for r in these) else "kueue-stock"
-        add(f"ours ÷ Kueue (the *{SIDE_LABELS[reference]}* column) per interleaved pair (below 1 is better for")
-        add("wall, time, CPU, RSS; above 1 for workloads/s and usage):")
-        add("")
-        add("| ratio | " + " | ".join(f"pair {i}" for i in pairs) + " | mean |")
-        add("|---|" + "---:|" * (len(pairs) + 1))
-        for title, get in RATIO_ROWS:
-            values = []
-            for i in pairs:
-                k = next((r for r in these if r.index == i and r.side == reference), None)
-                o = next((r for r in these if r.index == i and r.side == "ours"), None)
-                values.append(ratio(get(o), get(k)) if k and o else None)
-            present = [v for v in values if v is not None]
-            mean = sum(present) / len(present) if present else None
-            add(f"| {title} | " + " | ".join(fmt(v, 2) for v in values) + f" | {fmt(mean, 2)} |")
-        add("")
+        # One table per side of ours (`ours`, then any `ours-writesN`), each against the same Kueue runs.
+        for ours_side in dict.fromkeys(r.side for r in these if is_ours(r.side)):
+            add(
+                f"{side_label(ours_side)} ÷ Kueue (the *{SIDE_LABELS[reference]}* column) per interleaved pair"
+                " (below 1 is better for"
+            )
+            add("wall, time, CPU, RSS; above 1 for workloads/s and usage):")
+            add("")
+            add("| ratio | " + " | ".join(f"pair {i}" for i in pairs) + " | mean |")
+            add("|---|" + "---:|" * (len(pairs) + 1))
+            for title, get in RATIO_ROWS:
+                values = []
+                for i in pairs:
+                    k = next((r for r in these if r.index == i and r.side == reference), None)
+                    o = next((r for r in these if r.index == i and r.side == ours_side), None)
+                    values.append(ratio(get(o), get(k)) if k and o else None)
+                present = [v for v in values if v is not None]
+                mean = sum(present) / len(present) if present else None
+                add(f"| {title} | " + " | ".join(fmt(v, 2) for v in values) + f" | {fmt(mean, 2)} |")
+            add("")
         for r in these:
             if r.profile:
-                add(f"CPU profile of {SIDE_NAMES[r.side]} #{r.index} (with the profiler's overhead: not a timed run):")
+                add(f"CPU profile of {side_name(r.side)} #{r.index} (with the profiler's overhead: not a timed run):")
                 add("")
                 add("```")
                 out.extend(r.profile.splitlines())
@@ -1983,7 +2019,7 @@ def report(
             add("")
             for r in troubled:
                 for problem in r.problems:
-                    add(f"- {SIDE_NAMES[r.side]} #{r.index}: {problem}")
+                    add(f"- {side_name(r.side)} #{r.index}: {problem}")
             add("")
     return "\n".join(out) + "\n"
 
@@ -2023,7 +2059,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sides",
         default="kueue,kueue-stock,ours",
-        help="kueue (client limit lifted, --kueue-qps), kueue-stock (as built), ours; default all three, interleaved",
+        help="kueue (client limit lifted, --kueue-qps), kueue-stock (as built), ours; default all three, interleaved;"
+        " also ours-writesN: the operator with N status writes in flight (--max-inflight-writes), to compare"
+        " two settings in one run",
     )
     parser.add_argument("--runner-log-level", help="the runner's own --zap-log-level (default: Kueue's, very verbose)")
     parser.add_argument(
@@ -2086,8 +2124,12 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [int(p) for p in str(args.pairs).split(",") if p.strip()]
     if len(pairs) == 1:
         pairs *= len(scales)
-    if not scales or any(s not in SIDES for s in sides) or len(pairs) != len(scales) or min(pairs) < 1:
-        parser.error("--scale needs a scale; --sides takes kueue and/or ours; --pairs one number or one per scale")
+    unknown = [s for s in sides if s not in SIDES and not is_ours(s)]
+    if not scales or unknown or len(pairs) != len(scales) or min(pairs) < 1:
+        parser.error(
+            "--scale needs a scale; --sides takes kueue, kueue-stock, ours and ours-writesN;"
+            " --pairs one number or one per scale"
+        )
     assets = find_assets()
     if args.report_from:
         return rewrite_report(binaries, assets, args.report_from.resolve(), args.output)

@@ -171,6 +171,53 @@ def test_the_report_has_a_column_per_side_and_the_new_rows(tmp_path: Path) -> No
     assert "| status ÷ reservations | 1.00 | 1.00 |" in text  # ours ÷ Kueue, pair 1 and the mean
 
 
+def test_a_variant_of_ours_runs_with_its_writes_in_flight_and_gets_its_own_column_and_ratios(
+    tmp_path: Path,
+) -> None:
+    harness = kueue_harness()
+    assert harness.side_args("ours-writes4") == ("--max-inflight-writes=4",)
+    assert harness.side_args("ours") == () and harness.side_args("kueue") == ()
+    assert [harness.is_ours(s) for s in ("ours", "ours-writes12", "ours-writes0", "kueue", "ours-writes")] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    configs = tmp_path / "module" / harness.PERF / "configs" / "baseline"
+    configs.mkdir(parents=True)
+    queues = {"className": "cq", "count": 6, "nominalQuota": 20, "borrowingLimit": 100, "workloadsSets": []}
+    queues |= {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    (configs / "generator.yaml").write_text(
+        yaml.safe_dump({"cohorts": [{"className": "cohort", "count": 5, "queuesSets": [queues]}]})
+    )
+    (configs / "rangespec.yaml").write_text("cmd: {maxWallMs: 425000}\nclusterQueueClassesMinUsage: {cq: 50}\n")
+    binaries = harness.Binaries(tmp_path / "runner", tmp_path / "mk", None, tmp_path / "module", "v0.19.2")
+    runs = []
+    for side, wall in (("kueue", 20_000), ("ours", 18_000), ("ours-writes4", 16_000)):
+        run = harness.Run(side, Fraction(1, 10), 1, tmp_path / side, 1500, "baseline", None)
+        run.stats = {"wallMs": wall, "userMs": 1000, "sysMs": 0, "maxrss": 100_000}
+        runs.append(run)
+    text = harness.report(
+        runs,
+        binaries=binaries,
+        assets=tmp_path,
+        artifacts=tmp_path,
+        command="python benchmarks/kueue-harness/harness.py --sides kueue,ours,ours-writes4",
+        info={"cpu": "c", "cores": "2", "memory": "m", "kernel": "k", "python": "p", "go": "g"},
+        load_before=(0.0, 0.0, 0.0),
+        load_after=(0.0, 0.0, 0.0),
+        started="2026-12-05T12:00:00Z",
+        timeouts={Fraction(1, 10): "10m"},
+    )
+    assert "| measure | Kueue #1 | ours #1 | ours 4 writes #1 |" in text
+    assert "`--max-inflight-writes=4` added" in text
+    tables = text.split("÷ Kueue (the *Kueue* column) per interleaved pair")
+    assert [t.rsplit("\n", 1)[-1] for t in tables[:-1]] == ["ours ", "ours 4 writes "]
+    walls = [line for line in text.splitlines() if line.startswith("| controller wall | ")]
+    assert walls == ["| controller wall | 0.90 | 0.90 |", "| controller wall | 0.80 | 0.80 |"]
+
+
 def test_a_sizes_time_to_admission_is_its_class_or_the_mean_of_its_classes(tmp_path: Path) -> None:
     """The ratio rows compare sizes: baseline's classes are the sizes themselves, tas's
     small-required-rack, small-preferred-rack and small-balanced-rack are all small."""
