@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from preemption_operator import lint
 from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.fair_sharing import OFF, FairSharing
-from preemption_operator.lint import flapping
+from preemption_operator.lint import flapping, model, states
 from preemption_operator.offline import simulate
 
 WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
@@ -133,7 +133,7 @@ def brute_force(objects: list[Any]) -> bool:
     bases = [(k, setup.classes[k]) for k in classes if k is not None] + [(None, b) for b in unclassed]
     shapes = {
         cq: [
-            flapping.Shape(flapping.Kind(cq, k, t, base), p)
+            model.Shape(model.Kind(cq, k, t, base), p)
             for (k, base), p, t in itertools.product(bases, priorities, teams)
         ]
         for cq in queues
@@ -144,11 +144,11 @@ def brute_force(objects: list[Any]) -> bool:
         fills = []
         for la, lb in itertools.product(range(0, 5000, unit), repeat=2):
             fill = {qa: la} if qa == qb else {qa: la, qb: lb}
-            avail = flapping._available(analysis.objects, qb, fr, fill)
+            avail = states._available(analysis.objects, qb, fr, fill)
             if avail is not None and avail == unit and fill not in fills:
                 fills.append(fill)
         for fill in fills:
-            levels = flapping.Levels(tuple(sorted(fill.items())), True)
+            levels = states.Levels(tuple(sorted(fill.items())), True)
             for a, b in itertools.product(shapes[qa], shapes[qb]):
                 for timing in analysis.timings(2):
                     if analysis.loop((a, b), fr, unit, levels, timing) is not None:
@@ -171,7 +171,7 @@ def _flaps_when_simulated(path: Path, period: int = 2, fair_sharing: FairSharing
     from preemption_operator.offline import manifests
 
     objects = manifests.parse(manifests.read([path]), [])
-    sim = simulate.run(objects, flapping.NOW, max_cycles=12, fair_sharing=fair_sharing)
+    sim = simulate.run(objects, model.NOW, max_cycles=12, fair_sharing=fair_sharing)
     evictions = [(a["workload"], a.get("by", "")) for a in sim.actions if a["action"] == "Preempted"]
     victims = [w for w, _ in evictions]
     return len(victims) > period and len(set(victims[:period])) == period and victims[0] == victims[period]
@@ -355,7 +355,7 @@ def test_a_cycle_of_three_is_caught_where_no_pair_flaps(tmp_path: Path) -> None:
     assert len(states) == 3
     from preemption_operator.offline import manifests
 
-    sim = simulate.run(manifests.parse(manifests.read([states[0]]), []), flapping.NOW, max_cycles=14)
+    sim = simulate.run(manifests.parse(manifests.read([states[0]]), []), model.NOW, max_cycles=14)
     victims = [a["workload"].split("/")[1] for a in sim.actions if a["action"] == "Preempted"]
     assert victims[:4] == ["workload-b", "workload-c", "workload-a", "workload-b"], victims
     # Break one link and the setup is proven flap-free.
@@ -375,11 +375,11 @@ def brute_force_triples(objects: list[Any]) -> bool:
     """Every ordered triple of raw workloads in the one queue, full, every creation order."""
     analysis = flapping.Analysis(objects)
     teams: list[tuple[tuple[str, str], ...]] = [(), *((("team", t),) for t in "abcz")]
-    shapes = [flapping.Shape(flapping.Kind("shared", None, t), 0) for t in teams]
+    shapes = [model.Shape(model.Kind("shared", None, t), 0) for t in teams]
     fr, unit = ("default", "cpu"), 1000
-    avail = flapping._available(analysis.objects, "shared", fr, {})
+    avail = states._available(analysis.objects, "shared", fr, {})
     assert avail is not None
-    levels = flapping.Levels((("shared", avail - 2 * unit),), True)
+    levels = states.Levels((("shared", avail - 2 * unit),), True)
     for trio in itertools.product(shapes, repeat=3):
         for timing in analysis.timings(3):
             if analysis.loop(trio, fr, unit, levels, timing) is not None:
@@ -638,10 +638,10 @@ def _fill_back_loop() -> list[dict[str, Any]]:
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Workload",
             "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
-            "spec": {"queueName": ns, "priority": 0, "podSets": [flapping._pod_set("cpu", cpu * 1000)]},
+            "spec": {"queueName": ns, "priority": 0, "podSets": [states._pod_set("cpu", cpu * 1000)]},
         }
         if admitted:
-            body["status"] = flapping._admitted(ns, ("default", "cpu"), cpu * 1000, flapping.NOW - timedelta(minutes=5))
+            body["status"] = states._admitted(ns, ("default", "cpu"), cpu * 1000, model.NOW - timedelta(minutes=5))
         return body
 
     docs: list[dict[str, Any]] = [
@@ -681,7 +681,7 @@ def test_the_fill_back_loop_of_kueue_14543_is_never_proven_absent(tmp_path: Path
     objects = [parse_object(d) for d in _fill_back_loop()]
     for strategies in (("LessThanOrEqualToFinalShare", "LessThanInitialShare"), ("LessThanInitialShare",)):
         sharing = FairSharing(enabled=True, strategies=strategies)
-        sim = simulate.run(objects, flapping.NOW, max_cycles=10, fair_sharing=sharing)
+        sim = simulate.run(objects, model.NOW, max_cycles=10, fair_sharing=sharing)
         victims = [a["workload"] for a in sim.actions if a["action"] == "Preempted"]
         assert victims[:4] == ["b/b1", "a/p", "b/b1", "a/p"], (strategies, sim.actions)
         report = lint.lint(objects, fair_sharing=FairSharing(enabled=True, strategies=strategies))

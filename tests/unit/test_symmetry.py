@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from preemption_operator import lint
 from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
-from preemption_operator.lint import flapping, symmetry
+from preemption_operator.lint import flapping, model, symmetry
 
 from .test_flapping import RECLAIM, WITHIN, _cluster_queue
 
@@ -50,7 +50,7 @@ def _canon(docs: list[dict[str, Any]]) -> tuple[symmetry.Canon, dict[str, Any]]:
     objects = [parse_object(d) for d in docs]
     cache = Cache()
     cache.load(objects)
-    nodes = {name: cq.node for name, cq in cache.snapshot(flapping.NOW).cluster_queues.items()}
+    nodes = {name: cq.node for name, cq in cache.snapshot(model.NOW).cluster_queues.items()}
     by_kind: dict[str, dict[str, Any]] = {}
     for obj in objects:
         by_kind.setdefault(type(obj).__name__, {})[obj.metadata.name] = obj

@@ -30,7 +30,7 @@ from ..engine.cache import Cache
 from ..engine.fair_sharing import OFF, FairSharing
 from ..engine.notices import Notice
 from ..lint import Finding, Proof, lint
-from ..lint.flapping import NOW
+from ..lint.model import NOW
 from .metrics import Metrics
 from .wakeups import loop_time
 

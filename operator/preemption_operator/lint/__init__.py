@@ -5,9 +5,10 @@ PreemptionConfigs and priority classes; not the workloads), pure: objects in, fi
   configs, selectors that do not build, keys users can write);
 - `rules`: selectors no workload satisfies, rules another covers, rules protections leave
   without victims;
-- `flapping` (with `symmetry`): two or three workloads that evict each other in turn, each found by
-  the scheduler itself, with the objects that reproduce it; when none is found, `proof` says what
-  was quantified over;
+- `flapping` (with `model`, the setup as it models it; `states`, the states it asks the engine
+  about; `relations`, its symbolic filter; and `symmetry`): two or three workloads that evict each
+  other in turn, each found by the scheduler itself, with the objects that reproduce it; when none
+  is found, `proof` says what was quantified over;
 - `findings`: what a run reports.
 
 docs/lint.md describes every check.

@@ -41,7 +41,7 @@ from ..engine.quota import QuotaNode
 from ..engine.selectors import EVERYTHING, Requirement, Selector, SelectorError, build
 from ..engine.snapshot import ClusterQueueInfo
 from ..engine.workload import INT32_MAX, INT32_MIN, PriorityClassInfo, WorkloadInfo, build_info
-from .flapping import NOW  # one fixed moment for all of lint
+from .model import NOW  # one fixed moment for all of lint
 
 if TYPE_CHECKING:
     from .findings import Report, Severity
