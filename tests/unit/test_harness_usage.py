@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -126,6 +127,24 @@ def test_cohorts_cut_keeps_queues_and_templates_and_scales_counts() -> None:
     assert harness.config_classes(config) == ["small", "large"]
 
 
+def _report(harness: Any, runs: list[Any], binaries: Any, tmp_path: Path, flags: str) -> str:
+    """The report of `runs` made at scale 1/10 on a made-up machine, with `flags` in its command."""
+    return str(
+        harness.report(
+            runs,
+            binaries=binaries,
+            assets=tmp_path,
+            artifacts=tmp_path,
+            command=f"python benchmarks/kueue-harness/harness.py {flags}",
+            info={"cpu": "c", "cores": "2", "memory": "m", "kernel": "k", "python": "p", "go": "g"},
+            load_before=(0.0, 0.0, 0.0),
+            load_after=(0.0, 0.0, 0.0),
+            started="2026-12-02T12:00:00Z",
+            timeouts={Fraction(1, 10): "10m"},
+        )
+    )
+
+
 def test_the_report_has_a_column_per_side_and_the_new_rows(tmp_path: Path) -> None:
     harness = kueue_harness()
     configs = tmp_path / "module" / harness.PERF / "configs" / "large-scale"
@@ -149,18 +168,7 @@ def test_the_report_has_a_column_per_side_and_the_new_rows(tmp_path: Path) -> No
         run.status_mcpu_ms, run.reserved_mcpu_ms = 3_000_000.0, 4_000_000.0
         run.tta, run.tta_p90 = {"small": 2.0}, {"small": 3.0}
         runs.append(run)
-    text = harness.report(
-        runs,
-        binaries=binaries,
-        assets=tmp_path,
-        artifacts=tmp_path,
-        command="python benchmarks/kueue-harness/harness.py --config large-scale --cohorts 2",
-        info={"cpu": "c", "cores": "2", "memory": "m", "kernel": "k", "python": "p", "go": "g"},
-        load_before=(0.0, 0.0, 0.0),
-        load_after=(0.0, 0.0, 0.0),
-        started="2026-12-02T12:00:00Z",
-        timeouts={Fraction(1, 10): "10m"},
-    )
+    text = _report(harness, runs, binaries, tmp_path, "--config large-scale --cohorts 2")
     assert "| measure | Kueue #1 | Kueue stock #1 | ours #1 |" in text
     assert "## large-scale, scale 1/10, at most 2 cohort(s) per cohort set: 4,000 workloads" in text
     assert "`--cohorts 2`" in text and "QPS 50 / burst 100 -> 1000 / 2000" in text
@@ -198,18 +206,7 @@ def test_a_variant_of_ours_runs_with_its_writes_in_flight_and_gets_its_own_colum
         run = harness.Run(side, Fraction(1, 10), 1, tmp_path / side, 1500, "baseline", None)
         run.stats = {"wallMs": wall, "userMs": 1000, "sysMs": 0, "maxrss": 100_000}
         runs.append(run)
-    text = harness.report(
-        runs,
-        binaries=binaries,
-        assets=tmp_path,
-        artifacts=tmp_path,
-        command="python benchmarks/kueue-harness/harness.py --sides kueue,ours,ours-writes4",
-        info={"cpu": "c", "cores": "2", "memory": "m", "kernel": "k", "python": "p", "go": "g"},
-        load_before=(0.0, 0.0, 0.0),
-        load_after=(0.0, 0.0, 0.0),
-        started="2026-12-05T12:00:00Z",
-        timeouts={Fraction(1, 10): "10m"},
-    )
+    text = _report(harness, runs, binaries, tmp_path, "--sides kueue,ours,ours-writes4")
     assert "| measure | Kueue #1 | ours #1 | ours 4 writes #1 |" in text
     assert "`--max-inflight-writes=4` added" in text
     tables = text.split("÷ Kueue (the *Kueue* column) per interleaved pair")
