@@ -26,9 +26,10 @@ lifted to `--kueue-qps` (default 1000, burst twice it; `lift_client_limit`), the
 the operator has no client limit by default; *kueue-stock* is minimalkueue as built, a second
 column; *ours* is the operator. `--kueue-qps 0` makes *kueue* the stock build (and drops
 *kueue-stock*). A side `ours-writesN` is the operator with N status writes in flight
-(--max-inflight-writes N): two settings measured in one run, against the same Kueue runs. All run in the runner's envtest mode with identical flags, interleaved (kueue,
-kueue-stock, ours, kueue, ...): the runner starts its own etcd + kube-apiserver from
-KUBEBUILDER_ASSETS (etcd's data on tmpfs), installs Kueue's CRD bases, starts the controller given
+(--max-inflight-writes N): two settings measured in one run, against the same Kueue runs. All run
+in the runner's envtest mode with identical flags, interleaved (kueue, kueue-stock, ours, kueue,
+...): the runner starts its own etcd + kube-apiserver from KUBEBUILDER_ASSETS (etcd's data on
+tmpfs), installs Kueue's CRD bases, starts the controller given
 by --minimalKueue, creates the queues and workloads, plays the jobs (Finished after each
 workload's runtime; releasing evicted ones), and ends when every active ClusterQueue reports no
 pending or reserving workloads.
@@ -126,24 +127,30 @@ OURS_WRITES = re.compile(r"ours-writes([1-9][0-9]*)")
 that two settings are measured interleaved in one run, against the same Kueue runs."""
 
 
+def writes_of(side: str) -> str | None:
+    """N of a side `ours-writesN`; None for any other side."""
+    found = OURS_WRITES.fullmatch(side)
+    return found.group(1) if found else None
+
+
 def is_ours(side: str) -> bool:
-    return side == "ours" or OURS_WRITES.fullmatch(side) is not None
+    return side == "ours" or writes_of(side) is not None
 
 
 def side_args(side: str) -> tuple[str, ...]:
-    """The `preemption-operator run` flags a side adds to --ours-qps / --ours-writes'."""
-    found = OURS_WRITES.fullmatch(side)
-    return (f"--max-inflight-writes={found.group(1)}",) if found else ()
+    """The `preemption-operator run` flags a side adds to those of --ours-qps / --ours-writes."""
+    writes = writes_of(side)
+    return (f"--max-inflight-writes={writes}",) if writes else ()
 
 
 def side_name(side: str) -> str:
-    found = OURS_WRITES.fullmatch(side)
-    return f"preemption-operator, {found.group(1)} writes in flight" if found else SIDE_NAMES[side]
+    writes = writes_of(side)
+    return f"preemption-operator, {writes} writes in flight" if writes else SIDE_NAMES[side]
 
 
 def side_label(side: str) -> str:
-    found = OURS_WRITES.fullmatch(side)
-    return f"ours {found.group(1)} writes" if found else SIDE_LABELS.get(side, side)
+    writes = writes_of(side)
+    return f"ours {writes} writes" if writes else SIDE_LABELS.get(side, side)
 
 
 CONFIGS = ("baseline", "large-scale", "tas")
