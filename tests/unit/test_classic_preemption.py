@@ -1045,3 +1045,25 @@ def test_a_head_whose_flavor_an_earlier_head_filled_is_skipped_not_moved_to_anot
     admissions = {a["workload"].split("/")[-1]: a for a in outcome.actions if a["action"] == "Admitted"}
     assert admissions["a"]["cycle"] == 1 and admissions["b"]["cycle"] == 2
     assert outcome.statuses["b"]["admission"]["podSetAssignments"][0]["flavors"] == {"cpu": "spot"}
+
+
+def test_a_head_that_fit_when_nominated_takes_what_victims_free_beyond_their_preemptors_need() -> None:
+    """Kueue's fits check after a preemption in the cohort counts the cycle's victims as gone: the
+    large preemptor holds its 20 cpu, and the medium, which fit the cohort when the cycle began,
+    is admitted in the same cycle (the victims free 20 more than the 54 left 6 of 60 for). Found
+    by the differential test against Kueue's scheduler (test_same_decisions_as_kueue.py)."""
+    objects = scenario(
+        [
+            cluster_queue("lender", 20, cohort="all", reclaim="Any", within="LowerPriority"),
+            cluster_queue("borrower", 20, cohort="all", borrowing_limit=100),
+            cluster_queue("third", 20, cohort="all"),
+        ],
+        admitted("big-1", "borrower", 20, at=T0, priority=200),
+        admitted("big-2", "borrower", 20, at=T0 + seconds(1), priority=200),
+        admitted("held", "third", 14, at=T0),
+        pending("large", "lender", 20, priority=200),
+        pending("medium", "third", 5, priority=100),
+    )
+    result = one_cycle(objects)
+    assert {p.victim.name: p.preemptor.name for p in result.preempted} == {"big-2": "large"}
+    assert [(a.workload.name, a.cluster_queue) for a in result.admitted] == [("medium", "third")]

@@ -304,11 +304,10 @@ def _acting(entry: _Entry) -> bool:
 
 def _still_fits(entry: _Entry, snapshot: Snapshot, round_: _Round) -> bool:
     """Kueue's fits check of an entry when an earlier one of its cohort tree acted: its nominated
-    usage against the quota left, with the victims of the round and its own removed. One whose
+    usage against the quota left, with the victims of the round and its own removed (an entry
+    that fit when nominated may take what victims free beyond their preemptors' need). One whose
     victims overlap an earlier one's passes, to be skipped as overlapping."""
     usage = entry.assignment.usage
-    if entry.assignment.mode is Mode.FIT:
-        return all(v <= entry.cq.node.available(fr) for fr, v in usage.items())
     own = {t.workload.key: t.workload for t in entry.targets}
     if own.keys() & round_.victims.keys():
         return True
@@ -835,9 +834,10 @@ class Scheduler:
     def _reserve(entry: _Entry, snapshot: Snapshot) -> bool:
         """Holds the preemptor's quota (and TAS node capacity) until its victims are gone, as Kueue
         adds a preemptor's usage to its ClusterQueue. Its victims keep theirs until they are
-        evicted: what they free beyond the preemptor's need is no one else's meanwhile (Kueue's
-        DeferredFit), or one preemption would hand quota to workloads that then borrow it and are
-        reclaimed in turn. True when pods were placed on nodes."""
+        evicted: a workload that needs their room to be nominated waits for them to go (Kueue's
+        DeferredFit); only a head that already fit when nominated may take what they free beyond
+        the preemptor's need in this cycle (Kueue's fits check, `_still_fits`). True when pods
+        were placed on nodes."""
         for target in entry.targets:
             snapshot.remove_workload(target.workload)
         usage = snapshot.node_usage
