@@ -42,7 +42,12 @@ from builders import (
 from preemption_operator.engine.candidates import HUMAN_REASONS, preemption_message
 from preemption_operator.engine.engine import Engine
 from preemption_operator.engine.ordering import candidate_key
-from preemption_operator.engine.scheduler import WAITING_FOR_PREEMPTED, WAITING_FOR_QUOTA, QueueState
+from preemption_operator.engine.scheduler import (
+    OVERLAPPING_TARGETS,
+    WAITING_FOR_PREEMPTED,
+    WAITING_FOR_QUOTA,
+    QueueState,
+)
 from preemption_operator.engine.workload import WorkloadInfo
 
 IN_CQ = "InClusterQueue"
@@ -1067,3 +1072,28 @@ def test_a_head_that_fit_when_nominated_takes_what_victims_free_beyond_their_pre
     result = one_cycle(objects)
     assert {p.victim.name: p.preemptor.name for p in result.preempted} == {"big-2": "large"}
     assert [(a.workload.name, a.cluster_queue) for a in result.admitted] == [("medium", "third")]
+
+
+def test_a_victim_under_way_stays_a_candidate_so_another_preemptor_overlaps_instead_of_choosing_more() -> None:
+    """In the cycles after a preemption (the engine's later rounds, nothing answered), Kueue's
+    cache still holds the victims as candidates: a second preemptor that would reclaim one of
+    them is skipped as overlapping. Excluding them made it reach for the borrower's larges
+    instead: two more evictions Kueue does not make (found by test_same_decisions_as_kueue.py
+    over consecutive cycles)."""
+    objects = scenario(
+        [
+            cluster_queue("lender", 20, cohort="all", reclaim="Any", within="LowerPriority"),
+            cluster_queue("second", 20, cohort="all", reclaim="Any", within="LowerPriority"),
+            cluster_queue("borrower", 20, cohort="all", borrowing_limit=100),
+        ],
+        *(admitted(f"m{i}", "borrower", 5, at=T0 + seconds(i), priority=100) for i in range(1, 5)),
+        admitted("big-1", "borrower", 20, at=T0, priority=200),
+        admitted("big-2", "borrower", 20, at=T0, priority=200),
+        pending("large", "lender", 20, priority=200, created=T0 + seconds(10)),
+        pending("medium", "second", 5, priority=100, created=T0 + seconds(11)),
+    )
+    result = Engine(rounds=3).cycle(cache_of(objects).snapshot(NOW), QueueState())
+    assert {p.victim.name: p.preemptor.name for p in result.preempted} == {f"m{i}": "large" for i in range(1, 5)}
+    assert not result.admitted
+    (waiting,) = [p for p in result.pending if p.workload.name == "medium"]
+    assert (waiting.reason, waiting.message) == (WAITING_FOR_QUOTA, OVERLAPPING_TARGETS)

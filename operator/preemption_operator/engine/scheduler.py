@@ -2,14 +2,15 @@
 snapshot, producing admissions, preemptions and pending reasons as data.
 
 The shape follows Kueue's scheduler: one head per ClusterQueue, entries that do not borrow first
-(with fair sharing: the tournament of shares over the cohort tree), overlapping preemptions skipped. One deliberate difference: a workload that is already waiting
-for its victims to go is processed first, so the quota they free is not taken by others
-(Kueue's PrioritizePreemptorWorkloads).
+(with fair sharing: the tournament of shares over the cohort tree), overlapping preemptions
+skipped. One deliberate difference: a workload that is already waiting for its victims to go is
+processed first, so the quota they free is not taken by others (Kueue's
+PrioritizePreemptorWorkloads, an alpha gate off by default in v0.19.2). Consecutive cycles are
+checked against Kueue's own scheduler, with that gate on (tests/unit/test_same_decisions_as_kueue.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -309,7 +310,7 @@ def _still_fits(entry: _Entry, snapshot: Snapshot, round_: _Round) -> bool:
     victims overlap an earlier one's passes, to be skipped as overlapping."""
     usage = entry.assignment.usage
     own = {t.workload.key: t.workload for t in entry.targets}
-    if own.keys() & round_.victims.keys():
+    if own.keys() & round_.victims.keys() or any(map(snapshot.is_evicting, own)):
         return True
     removed = [wl for wl in {**round_.victims, **own}.values() if not snapshot.is_removed(wl)]
     for wl in removed:
@@ -532,11 +533,9 @@ class Scheduler:
         state: QueueState,
         result: CycleResult,
         queues: set[str] | None = None,
-        holding: list[tuple[WorkloadInfo, ClusterQueueInfo]] | None = None,
     ) -> list[tuple[WorkloadInfo, ClusterQueueInfo]]:
         """One head per ClusterQueue (of `queues`, or all), skipping workloads admitted in this
-        pass. Preemptors whose victims' evictions are being written are no heads: they go to
-        `holding`, if given."""
+        pass; a preemptor waiting for its victims heads its queue."""
         heads = []
         admitted_now = snapshot.admitted_in_cycle
         workloads = snapshot.workloads
@@ -569,12 +568,7 @@ class Scheduler:
                 else None
             )
             if waiting is not None:
-                if not any(snapshot.is_evicting(victim) for victim in state.waiting[waiting.key]):
-                    heads.append((waiting, snapshot.cluster_queues[name]))
-                elif holding is not None:
-                    # Its victims' evictions are still being written: the room they free is its
-                    # own, but not free yet, and nobody else in its queue may take it meanwhile.
-                    holding.append((waiting, snapshot.cluster_queues[name]))
+                heads.append((waiting, snapshot.cluster_queues[name]))
                 continue
             best_effort = cq.queueing_strategy == "BestEffortFIFO"
             parked = state.inadmissible.get(name, set()) if best_effort else set()
@@ -640,19 +634,14 @@ class Scheduler:
         order = self._tournament if snapshot.fair_sharing.enabled else self._sorted
         queues: set[str] | None = None
         for number in range(self.rounds):
-            changed: set[str] = set()
             if number:
                 if budget is not None and len(result.admitted) + len(result.preempted) >= budget:
                     break
-                changed = self._hold_again(snapshot, state)
-                queues = (queues or set()) | self._queues_in(snapshot, changed)
+                queues = (queues or set()) | self._queues_in(snapshot, self._release_held(snapshot))
                 if not queues:
                     break
             round_ = _Round()
-            holding: list[tuple[WorkloadInfo, ClusterQueueInfo]] = []
-            heads = self.heads(snapshot, state, result, queues, holding if not number else None)
-            for wl, cq in holding:
-                self._hold(self._nominate(wl, cq, snapshot), snapshot)
+            heads = self.heads(snapshot, state, result, queues)
             entries = [self._nominate(wl, cq, snapshot) for wl, cq in heads]
             for entry in order(entries, snapshot, state):
                 self._recheck_and_process(entry, snapshot, state, result, round_)
@@ -763,24 +752,19 @@ class Scheduler:
             return set(snapshot.pending)
         return {name for name in snapshot.pending if snapshot.trees.root_name(name) in trees}
 
-    def _hold_again(self, snapshot: Snapshot, state: QueueState) -> set[str]:
-        """The start of a later round, as the start of Kueue's next cycle: every preemptor whose
-        victims are being evicted adds its usage again, nominated afresh (in queue order). Returns
-        the trees (and NODES) where the room held changed."""
-        held = {key: snapshot.release(key) for key in snapshot.reserved}
+    @staticmethod
+    def _release_held(snapshot: Snapshot) -> set[str]:
+        """The start of a later round, as the start of Kueue's next cycle: the room preemptors
+        held is given back (a preemptor still waiting for its victims holds it again when it is
+        processed, first, after every head was nominated). Returns the trees (and NODES) where
+        room was given back."""
         changed: set[str] = set()
-        for key, (cq, usage, nodes) in sorted(
-            ((k, v) for k, v in held.items() if v is not None), key=lambda item: (item[1][0].name, item[0])
-        ):
-            wl = snapshot.workloads.get(key)
-            if wl is None or key not in state.waiting:
-                continue
-            self._hold(self._nominate(wl, cq, snapshot), snapshot)
-            again = snapshot.reserved_by(key)
-            if again is None or again[1] != usage:
-                changed.add(snapshot.trees.root_name(cq.name) or "")
-            if (again[2] if again is not None else {}) != nodes:
-                changed.add(NODES)
+        for key in snapshot.reserved:
+            held = snapshot.release(key)
+            if held is not None:
+                changed.add(snapshot.trees.root_name(held[0].name) or "")
+                if held[2]:
+                    changed.add(NODES)
         return changed
 
     @staticmethod
@@ -853,14 +837,6 @@ class Scheduler:
         snapshot.reserve(entry.wl, entry.cq, entry.assignment.usage, reserved.used)
         return bool(reserved.used)
 
-    @classmethod
-    def _hold(cls, entry: _Entry, snapshot: Snapshot) -> None:
-        """A preemptor whose victims' evictions are being written keeps its usage in the snapshot,
-        as Kueue adds a nominated preemptor's usage in every cycle until it is admitted: the room
-        its victims free and what it counted on besides stay its own across the cohort. Victims
-        it might find now are not its victims (those are being evicted): none is removed."""
-        cls._reserve(dataclasses.replace(entry, targets=[]), snapshot)
-
     def _process(
         self,
         entry: _Entry,
@@ -910,16 +886,28 @@ class Scheduler:
             return cq.queueing_strategy == "BestEffortFIFO"
         if mode == Mode.PREEMPT and entry.targets:
             keys = {t.workload.key for t in entry.targets}
+            own = state.waiting.get(wl.key, ())
+            # Victims whose evictions are under way (chosen in an earlier round, or being
+            # written) are not evicted again: another preemptor's overlap, its own are waited for.
+            fresh = [t for t in entry.targets if not snapshot.is_evicting(t.workload.key)]
+            if not fresh and all(key in own for key in keys) and not keys & round_.victims.keys():
+                # Still waiting for the victims it chose: it holds their room again, as Kueue
+                # adds a waiting preemptor's usage in each cycle; nothing new is decided.
+                round_.victims.update((t.workload.key, t.workload) for t in entry.targets)
+                round_.touched.add(tree)
+                if self._reserve(entry, snapshot):
+                    round_.touched.add(NODES)
+                return False
             explanation = Explanation(wl.key, cq.name, message, entry.records)
             result.explanations.append(explanation)
-            if keys & round_.victims.keys():
+            if keys & round_.victims.keys() or any(snapshot.is_evicting(k) and k not in own for k in keys):
                 explanation.notes.append("skipped: overlapping preemption targets with another workload")
                 result.pending.append(Pending(wl, cq.name, WAITING_FOR_QUOTA, OVERLAPPING_TARGETS))
                 return False
             round_.victims.update((t.workload.key, t.workload) for t in entry.targets)
             if snapshot.limits is not None:
                 # Later entries and rounds of this pass count these preemptions in the windows.
-                for t in entry.targets:
+                for t in fresh:
                     if not t.workload.evicted:
                         pair = limit_pair(wl.key, cq.name, t.workload, t.rule)
                         snapshot.limits.record(pair, snapshot.now)
@@ -927,7 +915,7 @@ class Scheduler:
             state.waiting[wl.key] = tuple(sorted(keys))
             if self._reserve(entry, snapshot):
                 round_.touched.add(NODES)
-            for target in entry.targets:
+            for target in fresh:
                 victim_cq = snapshot.cluster_queues[target.workload.cluster_queue or ""]
                 result.preempted.append(
                     Preemption(target.workload, wl, target, cq.name, cq.node.path(), victim_cq.node.path())

@@ -186,9 +186,10 @@ class Snapshot:
     tas: TasState = field(default_factory=TasState)
     """The cache's topology state; read only (this snapshot's changes go to `node_usage`)."""
     evicting: frozenset[str] = frozenset()
-    """Workloads whose eviction is being written: they hold their quota until it is, and are no
-    candidates meanwhile (evicting them again would count a second eviction). See `is_evicting`
-    for those chosen in earlier rounds of this pass as well."""
+    """Workloads whose eviction is being written: they hold their quota until it is, and stay
+    candidates as in Kueue's cache, which has not seen the write either: a preemptor that would
+    take one of them overlaps the preemptor that chose it and waits; none is evicted twice. See
+    `is_evicting` for those chosen in earlier rounds of this pass as well."""
     unreadable: frozenset[str] = frozenset()
     """Workloads whose spec cannot be read: they hold the quota of their recorded admission and
     are never chosen (nothing about them can be judged)."""
@@ -339,16 +340,15 @@ class Snapshot:
 
     def admitted(self, cq: ClusterQueueInfo) -> Iterator[WorkloadInfo]:
         """Preemption candidates of `cq`: workloads reserving quota there, skipping simulated
-        removals, workloads admitted in this very round, preemptors holding room, workloads
-        being evicted, those unreadable, and those deleted (departing) but while being evicted."""
+        removals, workloads admitted in this very round, preemptors holding room, those
+        unreadable, and those deleted (departing) but while being evicted. Workloads being
+        evicted are candidates (see `evicting`)."""
         for wl in cq.workloads.values():
             key = wl.key
             if (
                 key not in self._removed
                 and key not in self._admitted_now
                 and key not in self._reserved
-                and key not in self.evicting
-                and key not in self._victims
                 and key not in self.unreadable
                 and (key not in self.departing or wl.evicted)
             ):
