@@ -68,6 +68,15 @@ if ! python hack/setup-controllers.py; then
   echo "job controllers unavailable: the tests that run them will be skipped" >&2
 fi
 
+log "Kueue's own scheduler for the differential test (its v0.19.2 Go module and our driver)"
+if ! python -m preemption_operator.testing.kueue_replay; then
+  if [ -n "${CI:-}" ]; then
+    echo "could not build Kueue's scheduler; the engine cannot be compared with it" >&2
+    exit 1
+  fi
+  echo "Kueue's scheduler unavailable: the differential test will be skipped" >&2
+fi
+
 log "Debian's chromium for the dashboard's browser test (installed only when missing)"
 if CHROMIUM="$(hack/setup-chromium.sh)"; then
   export CHROMIUM

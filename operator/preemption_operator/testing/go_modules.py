@@ -27,7 +27,8 @@ class ModuleUnavailable(RuntimeError):
     """The module could not be fetched: no Go toolchain, or the proxy refused it."""
 
 
-def _go(what: str) -> str:
+def go_binary(what: str) -> str:
+    """The Go toolchain, to `what` (named in the error when there is none)."""
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
     if go is None:
         raise ModuleUnavailable(f"no `go` on PATH to {what}")
@@ -56,7 +57,7 @@ def install(module: str, version: str, name: str, package: str = ".") -> Path:
     if installed(module, version, name):
         return binary
     source = module_dir(module, version)
-    go = _go(f"build {module}@{version}")
+    go = go_binary(f"build {module}@{version}")
     staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_mkdir(binary.parent)))
     try:
         result = subprocess.run(
@@ -82,7 +83,7 @@ def _mkdir(folder: Path) -> Path:
 
 def module_dir(module: str, version: str) -> Path:
     """The module's source folder in the Go module cache (downloaded on first use)."""
-    go = _go(f"download {module}@{version}")
+    go = go_binary(f"download {module}@{version}")
     # Outside any module, so that a go.mod around the caller changes nothing.
     result = subprocess.run(
         [go, "mod", "download", "-json", f"{module}@{version}"],
