@@ -4,7 +4,8 @@
 // with `go test -c`; nothing of Kueue's enters this repository.
 //
 // Input (REPLAY_IN): [{"now": RFC 3339, "objects": [Namespace | ResourceFlavor | ClusterQueue |
-// Cohort | LocalQueue | Workload, as JSON of kueue.x-k8s.io/v1beta2], "cycles": N}, ...].
+// Cohort | LocalQueue | Workload, as JSON of kueue.x-k8s.io/v1beta2], "cycles": N,
+// "fairSharing": bool}, ...].
 // Output (REPLAY_OUT): one result per state, in order: the workloads the cycle gave quota
 // ("ns/name" -> ClusterQueue) and the workloads it preempted ("ns/name" -> the preemptor's
 // "ns/name"), read back from the fake API server's objects after the cycle.
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	config "sigs.k8s.io/kueue/apis/config/v1beta2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	qcache "sigs.k8s.io/kueue/pkg/cache/queue"
 	schdcache "sigs.k8s.io/kueue/pkg/cache/scheduler"
@@ -41,6 +43,8 @@ type replayState struct {
 	// Consecutive cycles with nothing answered in between (the cache sees its own
 	// assumptions, not the evictions' writes); they stop early once no head is queued.
 	Cycles int `json:"cycles"`
+	// Kueue's Configuration fairSharing, with its default strategies.
+	FairSharing bool `json:"fairSharing"`
 }
 
 type replayResult struct {
@@ -93,8 +97,18 @@ type replayObjects struct {
 	workloads  []kueue.Workload
 }
 
+// into decodes one object and appends it to its kind's list.
+func into[T any](item json.RawMessage, list *[]T) error {
+	var obj T
+	err := json.Unmarshal(item, &obj)
+	*list = append(*list, obj)
+	return err
+}
+
 func decode(raw []json.RawMessage) (*replayObjects, error) {
 	objs := &replayObjects{}
+	var namespaces []corev1.Namespace
+	var flavors []kueue.ResourceFlavor
 	for _, item := range raw {
 		var head struct {
 			Kind string `json:"kind"`
@@ -105,35 +119,29 @@ func decode(raw []json.RawMessage) (*replayObjects, error) {
 		var err error
 		switch head.Kind {
 		case "Namespace":
-			ns := &corev1.Namespace{}
-			err = json.Unmarshal(item, ns)
-			objs.namespaces = append(objs.namespaces, ns)
+			err = into(item, &namespaces)
 		case "ResourceFlavor":
-			rf := &kueue.ResourceFlavor{}
-			err = json.Unmarshal(item, rf)
-			objs.flavors = append(objs.flavors, rf)
+			err = into(item, &flavors)
 		case "ClusterQueue":
-			var cq kueue.ClusterQueue
-			err = json.Unmarshal(item, &cq)
-			objs.queues = append(objs.queues, cq)
+			err = into(item, &objs.queues)
 		case "Cohort":
-			var c kueue.Cohort
-			err = json.Unmarshal(item, &c)
-			objs.cohorts = append(objs.cohorts, c)
+			err = into(item, &objs.cohorts)
 		case "LocalQueue":
-			var lq kueue.LocalQueue
-			err = json.Unmarshal(item, &lq)
-			objs.local = append(objs.local, lq)
+			err = into(item, &objs.local)
 		case "Workload":
-			var wl kueue.Workload
-			err = json.Unmarshal(item, &wl)
-			objs.workloads = append(objs.workloads, wl)
+			err = into(item, &objs.workloads)
 		default:
 			return nil, fmt.Errorf("kind %q is not replayed", head.Kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", head.Kind, err)
 		}
+	}
+	for i := range namespaces {
+		objs.namespaces = append(objs.namespaces, &namespaces[i])
+	}
+	for i := range flavors {
+		objs.flavors = append(objs.flavors, &flavors[i])
 	}
 	return objs, nil
 }
@@ -174,8 +182,12 @@ func replayOne(t *testing.T, state replayState) (replayResult, error) {
 			return replayResult{}, fmt.Errorf("Cohort %s: %w", objs.cohorts[i].Name, err)
 		}
 	}
+	var fairSharing *config.FairSharing
+	if state.FairSharing {
+		fairSharing = &config.FairSharing{}
+	}
 	recorder := &utiltesting.EventRecorder{}
-	scheduler := New(queues, cache, cl, recorder,
+	scheduler := New(queues, cache, cl, recorder, WithFairSharing(fairSharing),
 		WithClock(t, testingclock.NewFakeClock(state.Now)), WithPreemptionExpectations(preemptexpectations.New()))
 	wg := sync.WaitGroup{}
 	scheduler.setAdmissionRoutineWrapper(routine.NewWrapper(func() { wg.Add(1) }, func() { wg.Done() }))

@@ -1,15 +1,17 @@
-"""The engine decides as Kueue's own scheduler does: one cycle of each over the same states, and
-the same workloads admitted (in the same ClusterQueues) and preempted (for the same preemptors).
+"""The engine decides as Kueue's own scheduler does: both run over the same states, and the same
+workloads are admitted (in the same ClusterQueues) and preempted (for the same preemptors).
 
 Kueue's side is its v0.19.2 `pkg/scheduler` itself, built from the Go module with a driver of ours
 (preemption_operator.testing.kueue_replay), with PrioritizePreemptorWorkloads on as the engine
 has it; one cycle, and eight consecutive cycles with nothing answered in between (the engine's
-rounds). The states are generated from fixed seeds, so every run checks the same ones. Two families: the shape of Kueue's scheduler-perf baseline (one cohort
-of ClusterQueues of 20 cpu, borrowing limit 100, reclaimWithinCohort Any, withinClusterQueue
-LowerPriority; workloads of its small, medium and large classes), and the same cohort with the
-quotas, preemption policies and queueing strategies varied, some admitted workloads already
-evicted. Workloads are created (and admitted) at distinct times: Kueue orders heads with equal
-timestamps arbitrarily (map iteration and an unstable sort), the engine by name.
+rounds). The states are generated from fixed seeds, so every run checks the same ones. Three
+families: the shape of Kueue's scheduler-perf baseline (one cohort of ClusterQueues of 20 cpu,
+borrowing limit 100, reclaimWithinCohort Any, withinClusterQueue LowerPriority; workloads of its
+small, medium and large classes); the same cohort with the quotas, preemption policies and
+queueing strategies varied, some admitted workloads already evicted; and that with fair sharing
+on and the ClusterQueues' weights varied. Workloads are created (and admitted) at distinct times:
+Kueue orders heads with equal timestamps arbitrarily (map iteration and an unstable sort), the
+engine by name.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from builders import (
     rfc3339,
 )
 from preemption_operator.engine.engine import Engine
+from preemption_operator.engine.fair_sharing import FairSharing
 from preemption_operator.engine.scheduler import QueueState
 from preemption_operator.testing import go_modules, kueue_replay
 
@@ -119,10 +122,31 @@ def varied_states(count: int) -> list[State]:
     return [_state(rnd, queue, 15, 0.1) for _ in range(count)]
 
 
-def ours(now: datetime, objects: Sequence[Obj], cycles: int = 1) -> dict[str, dict[str, str]]:
+def fair_states(count: int) -> list[State]:
+    """The varied cohort with fair sharing's weights varied too."""
+    rnd = random.Random(512)
+
+    def queue(name: str) -> Obj:
+        cq = cluster_queue(
+            name,
+            rnd.choice([10, 20, 30]),
+            cohort="cohort",
+            borrowing_limit=rnd.choice([10, 100]),
+            within=rnd.choice(["Never", "LowerPriority"]),
+            reclaim=rnd.choice(["Never", "LowerPriority", "Any"]),
+            queueing_strategy=rnd.choice(["BestEffortFIFO", "StrictFIFO"]),
+        )
+        cq["spec"]["fairSharing"] = {"weight": rnd.choice(["1", "2", "500m"])}
+        return cq
+
+    return [_state(rnd, queue, 15, 0.1) for _ in range(count)]
+
+
+def ours(now: datetime, objects: Sequence[Obj], cycles: int = 1, fair: bool = False) -> dict[str, dict[str, str]]:
     """The engine's decisions over `cycles` consecutive cycles with nothing answered in between
     (its rounds: the operator decides up to 64 of Kueue's cycles in one pass)."""
-    result = Engine(rounds=cycles).cycle(cache_of(objects).snapshot(now), QueueState())
+    cache = cache_of(objects, FairSharing(enabled=True) if fair else FairSharing())
+    result = Engine(rounds=cycles).cycle(cache.snapshot(now), QueueState())
     return {
         "admitted": {a.workload.key: a.cluster_queue for a in result.admitted},
         # Kueue issues no eviction for a target already evicted: the replay cannot see it.
@@ -130,13 +154,14 @@ def ours(now: datetime, objects: Sequence[Obj], cycles: int = 1) -> dict[str, di
     }
 
 
-def differences(binary: Path, states: list[State], cycles: int) -> list[str]:
-    theirs = kueue_replay.replay(binary, [(rfc3339(now), objects) for now, objects in states], cycles)
+def differences(binary: Path, states: list[State], cycles: int, fair: bool = False) -> list[str]:
+    given = [(rfc3339(now), objects) for now, objects in states]
+    theirs = kueue_replay.replay(binary, given, cycles, fair_sharing=fair)
     assert len(theirs) == len(states)
     found = []
     for number, ((now, objects), kueue) in enumerate(zip(states, theirs, strict=True)):
         assert not kueue.get("error"), f"state {number}: Kueue's replay refused it: {kueue['error']}"
-        mine = ours(now, objects, cycles)
+        mine = ours(now, objects, cycles, fair)
         if mine != {"admitted": kueue["admitted"], "preempted": kueue["preempted"]}:
             found.append(f"state {number}: ours {mine}; Kueue {kueue}")
     return found
@@ -150,6 +175,11 @@ def test_the_baseline_shape_decides_as_kueue(replay_binary: Path, cycles: int) -
 @pytest.mark.parametrize("cycles", [1, 8])
 def test_varied_policies_decide_as_kueue(replay_binary: Path, cycles: int) -> None:
     assert differences(replay_binary, varied_states(300), cycles) == []
+
+
+@pytest.mark.parametrize("cycles", [1, 8])
+def test_fair_sharing_decides_as_kueue(replay_binary: Path, cycles: int) -> None:
+    assert differences(replay_binary, fair_states(300), cycles, fair=True) == []
 
 
 def test_the_replay_reports_what_kueue_admits(replay_binary: Path) -> None:

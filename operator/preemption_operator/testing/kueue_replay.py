@@ -71,19 +71,32 @@ def build(driver: Path = DRIVER) -> Path:
         (staging / "replay.test").replace(binary)  # one rename: a half-built binary is never found
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    for older in _root().glob(f"{KUEUE[1]}-*"):
+        if older != binary.parent:
+            shutil.rmtree(older, ignore_errors=True)  # built from an earlier driver: ~75 MB each
     return binary
 
 
 def replay(
-    binary: Path, states: Sequence[tuple[str, Sequence[dict[str, Any]]]], cycles: int = 1
+    binary: Path,
+    states: Sequence[tuple[str, Sequence[dict[str, Any]]]],
+    cycles: int = 1,
+    *,
+    fair_sharing: bool = False,
 ) -> list[dict[str, Any]]:
-    """`cycles` consecutive cycles of Kueue's scheduler over each (now, objects) state, nothing
-    answered in between; per state, what they `admitted` ("ns/name" -> ClusterQueue) and
-    `preempted` ("ns/name" -> the preemptor's "ns/name")."""
+    """`cycles` consecutive cycles of Kueue's scheduler (with fair sharing, its default
+    strategies) over each (now, objects) state, nothing answered in between; per state, what
+    they `admitted` ("ns/name" -> ClusterQueue) and `preempted` ("ns/name" -> the preemptor's
+    "ns/name")."""
     with tempfile.TemporaryDirectory(prefix="kueue-replay-") as folder:
         given, answer = Path(folder) / "states.json", Path(folder) / "results.json"
         given.write_text(
-            json.dumps([{"now": now, "objects": list(objects), "cycles": cycles} for now, objects in states])
+            json.dumps(
+                [
+                    {"now": now, "objects": list(objects), "cycles": cycles, "fairSharing": fair_sharing}
+                    for now, objects in states
+                ]
+            )
         )
         result = subprocess.run(
             [str(binary), "-test.run", "^TestReplay$"],
