@@ -750,3 +750,13 @@ def test_the_count_keeps_the_most_preempted_keys() -> None:
     assert "old" not in kept
     assert queue_status.preemption_limit_status(1, None, None, status, NOW)["count"] == kept  # not due: kept
     assert "count" not in queue_status.preemption_limit_status(1, None, {}, status, NOW)
+
+
+def test_a_preemptor_waiting_for_its_victim_is_not_throttled_by_that_victim() -> None:
+    """In the rounds after it preempted, a preemptor finds its victim again, its eviction under
+    way: that is no new preemption, so a window it filled does not park it as throttled."""
+    cqs, wls = split(full_queue("a", "a-low1", "a-low2"))
+    objects = scenario(cqs, *wls, pending("a-in", "a", 1, priority=1), extra=[limit("cluster", "Global", 1)])
+    result = Engine(rounds=3).cycle(cache_of(objects).snapshot(NOW), QueueState())
+    assert victims(result) == ["a-low1"]
+    assert blocked(result) == {}

@@ -329,7 +329,9 @@ def _within_limits(entry: _Entry, snapshot: Snapshot) -> bool:
     if book is None or not book.rules or book.version == entry.limits_version:
         return True  # nothing was preempted since it was nominated
     pairs = [
-        limit_pair(entry.wl.key, entry.cq.name, t.workload, t.rule) for t in entry.targets if not t.workload.evicted
+        limit_pair(entry.wl.key, entry.cq.name, t.workload, t.rule)
+        for t in entry.targets
+        if not t.workload.evicted and not snapshot.is_evicting(t.workload.key)
     ]
     return all(book.blocking(pair, pairs[:i]) is None for i, pair in enumerate(pairs))
 
