@@ -1,14 +1,14 @@
-// One scheduling cycle of Kueue's own scheduler over each state a JSON file describes, for the
-// differential test tests/e2e/test_same_decisions_as_kueue.py. The file is copied into a copy
-// of Kueue's pkg/scheduler (package scheduler, to reach its unexported cycle) and built there
-// with `go test -c`; nothing of Kueue's enters this repository.
+// Kueue's own scheduler, run for N consecutive cycles over each state a JSON file describes, for
+// the differential test tests/unit/test_same_decisions_as_kueue.py. The file is copied into a
+// copy of Kueue's pkg/scheduler (package scheduler, to reach its unexported cycle) and built
+// there with `go test -c`; nothing of Kueue's enters this repository.
 //
 // Input (REPLAY_IN): [{"now": RFC 3339, "objects": [Namespace | ResourceFlavor | ClusterQueue |
 // Cohort | LocalQueue | Workload, as JSON of kueue.x-k8s.io/v1beta2], "cycles": N,
 // "fairSharing": bool}, ...].
-// Output (REPLAY_OUT): one result per state, in order: the workloads the cycle gave quota
-// ("ns/name" -> ClusterQueue) and the workloads it preempted ("ns/name" -> the preemptor's
-// "ns/name"), read back from the fake API server's objects after the cycle.
+// Output (REPLAY_OUT): one result per state, in order: the workloads the cycles gave quota
+// ("ns/name" -> ClusterQueue) and the workloads they preempted ("ns/name" -> the preemptor's
+// "ns/name"), read back from the fake API server's objects after the last cycle.
 package scheduler
 
 import (
@@ -191,11 +191,13 @@ func replayOne(t *testing.T, state replayState) (replayResult, error) {
 		WithClock(t, testingclock.NewFakeClock(state.Now)), WithPreemptionExpectations(preemptexpectations.New()))
 	wg := sync.WaitGroup{}
 	scheduler.setAdmissionRoutineWrapper(routine.NewWrapper(func() { wg.Add(1) }, func() { wg.Done() }))
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	// The loop below never waits on Heads (it stops when nothing is queued); the deadline only
+	// keeps a broken state from hanging the whole run.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	go queues.CleanUpOnContext(ctx)
 	for cycle := 0; cycle < max(state.Cycles, 1); cycle++ {
-		if cycle > 0 && len(queues.Dump()) == 0 {
+		if len(queues.Dump()) == 0 {
 			break // Heads would wait for a workload to be queued
 		}
 		scheduler.schedule(ctx)

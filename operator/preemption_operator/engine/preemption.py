@@ -35,11 +35,10 @@ def _admissible(ctx: Context, cand: Candidate, pass_: _Pass) -> bool:
 
 def _within_limits(ctx: Context, cand: Candidate) -> bool:
     """Whether every PreemptionLimit covering the pair has room, counting the candidates this
-    search has taken so far. A victim already evicted, or whose eviction is under way (its
-    preemption counted when it was chosen), is no new preemption."""
+    search has taken so far. A victim `leaving` already is no new preemption."""
     book = ctx.snapshot.limits
     wl = cand.workload
-    if book is None or not book.rules or not ctx.enforce_limits or wl.evicted or ctx.snapshot.is_evicting(wl.key):
+    if book is None or not book.rules or not ctx.enforce_limits or ctx.snapshot.leaving(wl):
         return True
     pair = ctx.pair(cand)
     taken = (

@@ -331,7 +331,7 @@ def _within_limits(entry: _Entry, snapshot: Snapshot) -> bool:
     pairs = [
         limit_pair(entry.wl.key, entry.cq.name, t.workload, t.rule)
         for t in entry.targets
-        if not t.workload.evicted and not snapshot.is_evicting(t.workload.key)
+        if not snapshot.leaving(t.workload)
     ]
     return all(book.blocking(pair, pairs[:i]) is None for i, pair in enumerate(pairs))
 
@@ -909,8 +909,8 @@ class Scheduler:
             round_.victims.update((t.workload.key, t.workload) for t in entry.targets)
             if snapshot.limits is not None:
                 # Later entries and rounds of this pass count these preemptions in the windows.
-                for t in fresh:
-                    if not t.workload.evicted:
+                for t in entry.targets:
+                    if not snapshot.leaving(t.workload):
                         pair = limit_pair(wl.key, cq.name, t.workload, t.rule)
                         snapshot.limits.record(pair, snapshot.now)
             round_.touched.add(tree)

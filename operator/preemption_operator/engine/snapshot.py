@@ -338,6 +338,11 @@ class Snapshot:
         """Its eviction is being written, or was decided in an earlier round of this pass."""
         return key in self.evicting or key in self._victims
 
+    def leaving(self, wl: WorkloadInfo) -> bool:
+        """Already evicted, or its eviction under way: choosing it again is no new preemption
+        (its preemption was counted when it was first chosen)."""
+        return wl.evicted or self.is_evicting(wl.key)
+
     def admitted(self, cq: ClusterQueueInfo) -> Iterator[WorkloadInfo]:
         """Preemption candidates of `cq`: workloads reserving quota there, skipping simulated
         removals, workloads admitted in this very round, preemptors holding room, those

@@ -2,8 +2,8 @@
 engine's decisions (tests/unit/test_same_decisions_as_kueue.py).
 
 `tests/kueue_replay/replay_test.go` (ours) is compiled into a copy of Kueue's `pkg/scheduler`
-with `go test -c`: it must sit in that package to call one scheduling cycle, which Kueue does not
-export. The copy and the binary live in the project's cache, built once per Kueue version and
+with `go test -c`: it must sit in that package to call Kueue's scheduling cycle, which Kueue does
+not export. The copy and the binary live in the project's cache, built once per Kueue version and
 driver; nothing of Kueue's enters the repository.
 
     python -m preemption_operator.testing.kueue_replay    (builds or finds it; prints its path)
