@@ -191,6 +191,14 @@ def _ready_of(settings: Any) -> Any:
     return None if settings is None else settings.wait_for_pods_ready
 
 
+def _prioritize_of(settings: Any) -> bool:
+    """Kueue's PrioritizePreemptorWorkloads from the Configuration file's featureGates (on
+    without one, as `run` has it)."""
+    from .controller.feature_gates import prioritize_preemptors
+
+    return prioritize_preemptors(settings.feature_gates or {} if settings is not None else {})
+
+
 def _warn_offline(settings: Any) -> None:
     """What the file sets that would change Kueue's decisions and is not modelled here."""
     for item in settings.ignored if settings is not None else ():
@@ -613,6 +621,7 @@ def _simulated(
         fair_sharing=sharing,
         pods_ready=_ready_of(settings),
         check_states=_check_states(check_state, objects + arriving),
+        prioritize_preemptors=_prioritize_of(settings),
     )
 
 

@@ -5,7 +5,7 @@
 //
 // Input (REPLAY_IN): [{"now": RFC 3339, "objects": [Namespace | ResourceFlavor | ClusterQueue |
 // Cohort | LocalQueue | Workload, as JSON of kueue.x-k8s.io/v1beta2], "cycles": N,
-// "fairSharing": bool}, ...].
+// "fairSharing": bool, "prioritizePreemptors": bool (absent: true)}, ...].
 // Output (REPLAY_OUT): one result per state, in order: the workloads the cycles gave quota
 // ("ns/name" -> ClusterQueue) and the workloads they preempted ("ns/name" -> the preemptor's
 // "ns/name"), read back from the fake API server's objects after the last cycle.
@@ -45,6 +45,9 @@ type replayState struct {
 	Cycles int `json:"cycles"`
 	// Kueue's Configuration fairSharing, with its default strategies.
 	FairSharing bool `json:"fairSharing"`
+	// Kueue's PrioritizePreemptorWorkloads gate (alpha, off by default in v0.19.2); absent: on,
+	// as the engine has it by default.
+	PrioritizePreemptors *bool `json:"prioritizePreemptors"`
 }
 
 type replayResult struct {
@@ -60,9 +63,6 @@ func TestReplay(t *testing.T) {
 	if in == "" || out == "" {
 		t.Skip("REPLAY_IN and REPLAY_OUT name the states and the results")
 	}
-	// The engine processes a preemptor waiting for its victims first, by design (alpha in
-	// Kueue v0.19.2, off by default there).
-	features.SetFeatureGateDuringTest(t, features.PrioritizePreemptorWorkloads, true)
 	data, err := os.ReadFile(in)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +73,8 @@ func TestReplay(t *testing.T) {
 	}
 	results := make([]replayResult, 0, len(states))
 	for i := range states {
+		prioritize := states[i].PrioritizePreemptors == nil || *states[i].PrioritizePreemptors
+		features.SetFeatureGateDuringTest(t, features.PrioritizePreemptorWorkloads, prioritize)
 		result, err := replayOne(t, states[i])
 		if err != nil {
 			result = replayResult{Error: err.Error()}

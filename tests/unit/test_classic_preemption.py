@@ -27,6 +27,7 @@ from builders import (
     cluster_queue,
     cohort,
     one_cycle,
+    parse,
     pending,
     quota,
     resource_group,
@@ -39,6 +40,7 @@ from builders import (
     workload,
     workload_priority_class,
 )
+from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.candidates import HUMAN_REASONS, preemption_message
 from preemption_operator.engine.engine import Engine
 from preemption_operator.engine.ordering import candidate_key
@@ -1097,3 +1099,38 @@ def test_a_victim_under_way_stays_a_candidate_so_another_preemptor_overlaps_inst
     assert not result.admitted
     (waiting,) = [p for p in result.pending if p.workload.name == "medium"]
     assert (waiting.reason, waiting.message) == (WAITING_FOR_QUOTA, OVERLAPPING_TARGETS)
+
+
+@pytest.mark.parametrize("prioritize", [True, False])
+def test_a_victim_under_way_is_claimed_by_the_first_preemptor_processed_that_needs_it(prioritize: bool) -> None:
+    """`waiting` preempted `v` (a borrower of `c`), whose eviction is being written; `reclaimer`,
+    within its nominal quota, needs `v` too. With PrioritizePreemptorWorkloads on, the waiting
+    preemptor goes first and holds `v` again, and `reclaimer` is skipped as overlapping. Off
+    (Kueue's default), `reclaimer` (not borrowing) goes first and claims `v` as Kueue does: no
+    second eviction, it waits for `v`, and `waiting` is the one skipped. Found by the differential
+    test with the gate off (test_same_decisions_as_kueue.py); the engine had skipped whichever
+    preemptor did not choose `v` itself."""
+    objects = scenario(
+        [
+            cluster_queue("a", 10, cohort="all", reclaim="Any", within="LowerPriority"),
+            cluster_queue("b", 10, cohort="all", borrowing_limit=100, reclaim="Any", borrow_within="LowerPriority"),
+            cluster_queue("c", 0, cohort="all", borrowing_limit=100),
+        ],
+        admitted("x", "a", 5, at=T0, priority=100),
+        admitted("y", "b", 10, at=T0, priority=100),
+        admitted("v", "c", 5, at=T0, priority=50),
+        pending("reclaimer", "a", 5, priority=100, created=T0 + seconds(2)),
+        pending("waiting", "b", 5, priority=200, created=T0 + seconds(1)),
+    )
+    cache = Cache(prioritize_preemptors=prioritize)
+    cache.load(parse(objects))
+    taken = dataclasses.replace(cache.snapshot(NOW), evicting=frozenset({f"{NAMESPACE}/v"}))
+    state = QueueState(waiting={f"{NAMESPACE}/waiting": (f"{NAMESPACE}/v",)})
+    result = Engine().cycle(taken, state)
+    assert not result.preempted and not result.admitted
+    reasons = {p.workload.name: (p.reason, p.message.rsplit(". ", 1)[-1]) for p in result.pending}
+    claimer, skipped = ("waiting", "reclaimer") if prioritize else ("reclaimer", "waiting")
+    assert reasons[skipped] == (WAITING_FOR_QUOTA, OVERLAPPING_TARGETS.rsplit(". ", 1)[-1])
+    assert state.waiting.get(f"{NAMESPACE}/{claimer}") == (f"{NAMESPACE}/v",)
+    if not prioritize:
+        assert reasons[claimer] == (WAITING_FOR_PREEMPTED, "Pending the preemption of 1 workload(s)")

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from preemption_operator.controller.feature_gates import KUEUE_GATES, gate_warnings, parse_feature_gates
+from preemption_operator.controller.feature_gates import (
+    KUEUE_GATES,
+    gate_warnings,
+    parse_feature_gates,
+    prioritize_preemptors,
+)
 
 
 def test_kueue_gate_names_and_go_booleans_parse() -> None:
@@ -50,6 +55,16 @@ def test_a_gate_set_against_how_the_operator_works_is_named() -> None:
         "the first flavor",
         "feature gate MultiKueue has no effect here: this operator does not implement it",
     ]
+
+
+def test_prioritize_preemptor_workloads_is_on_unless_set_false_and_applied_either_way() -> None:
+    """Kueue's default is off; here it is on unless the flag or the Configuration says false, and
+    false is applied (a cycle ordered as Kueue's default), so it draws no warning."""
+    assert prioritize_preemptors({}) is True
+    assert prioritize_preemptors({"PrioritizePreemptorWorkloads": True}) is True
+    assert prioritize_preemptors(parse_feature_gates("PrioritizePreemptorWorkloads=false")) is False
+    assert gate_warnings({"PrioritizePreemptorWorkloads": False}) == []
+    assert gate_warnings({"PrioritizePreemptorWorkloads": True}) == []
 
 
 def test_run_refuses_an_unknown_gate_before_reading_any_kubeconfig() -> None:

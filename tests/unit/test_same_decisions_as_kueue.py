@@ -29,14 +29,15 @@ from builders import (
     Obj,
     WorkloadBuilder,
     as_dict,
-    cache_of,
     cluster_queue,
     local_queue,
     namespace,
+    parse,
     pending,
     resource_flavor,
     rfc3339,
 )
+from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.engine import Engine
 from preemption_operator.engine.fair_sharing import FairSharing
 from preemption_operator.engine.scheduler import QueueState
@@ -142,10 +143,13 @@ def fair_states(count: int) -> list[State]:
     return [_state(rnd, queue, 15, 0.1) for _ in range(count)]
 
 
-def ours(now: datetime, objects: Sequence[Obj], cycles: int = 1, fair: bool = False) -> dict[str, dict[str, str]]:
+def ours(
+    now: datetime, objects: Sequence[Obj], cycles: int = 1, fair: bool = False, prioritize: bool = True
+) -> dict[str, dict[str, str]]:
     """The engine's decisions over `cycles` consecutive cycles with nothing answered in between
     (its rounds: the operator decides up to 64 of Kueue's cycles in one pass)."""
-    cache = cache_of(objects, FairSharing(enabled=True) if fair else FairSharing())
+    cache = Cache(FairSharing(enabled=fair), prioritize_preemptors=prioritize)
+    cache.load(parse(objects))
     result = Engine(rounds=cycles).cycle(cache.snapshot(now), QueueState())
     return {
         "admitted": {a.workload.key: a.cluster_queue for a in result.admitted},
@@ -154,14 +158,16 @@ def ours(now: datetime, objects: Sequence[Obj], cycles: int = 1, fair: bool = Fa
     }
 
 
-def differences(binary: Path, states: list[State], cycles: int, fair: bool = False) -> list[str]:
+def differences(
+    binary: Path, states: list[State], cycles: int, fair: bool = False, prioritize: bool = True
+) -> list[str]:
     given = [(rfc3339(now), objects) for now, objects in states]
-    theirs = kueue_replay.replay(binary, given, cycles, fair_sharing=fair)
+    theirs = kueue_replay.replay(binary, given, cycles, fair_sharing=fair, prioritize_preemptors=prioritize)
     assert len(theirs) == len(states)
     found = []
     for number, ((now, objects), kueue) in enumerate(zip(states, theirs, strict=True)):
         assert not kueue.get("error"), f"state {number}: Kueue's replay refused it: {kueue['error']}"
-        mine = ours(now, objects, cycles, fair)
+        mine = ours(now, objects, cycles, fair, prioritize)
         if mine != {"admitted": kueue["admitted"], "preempted": kueue["preempted"]}:
             found.append(f"state {number}: ours {mine}; Kueue {kueue}")
     return found
@@ -180,6 +186,33 @@ def test_varied_policies_decide_as_kueue(replay_binary: Path, cycles: int) -> No
 @pytest.mark.parametrize("cycles", [1, 8])
 def test_fair_sharing_decides_as_kueue(replay_binary: Path, cycles: int) -> None:
     assert differences(replay_binary, fair_states(300), cycles, fair=True) == []
+
+
+@pytest.mark.parametrize("family", ["baseline", "varied", "fair"])
+def test_without_prioritized_preemptors_the_engine_decides_as_kueue_by_default(
+    replay_binary: Path, family: str
+) -> None:
+    """PrioritizePreemptorWorkloads off, Kueue v0.19.2's default (`--feature-gates
+    PrioritizePreemptorWorkloads=false` here): it matters from the second cycle on, once a
+    preemptor waits for its victims."""
+    states = {"baseline": baseline_states, "varied": varied_states, "fair": fair_states}[family](300)
+    assert differences(replay_binary, states, 8, fair=family == "fair", prioritize=False) == []
+
+
+def test_the_gate_changes_decisions_on_both_sides(replay_binary: Path) -> None:
+    """The states above can tell the gate's two settings apart, in Kueue and in the engine alike,
+    on the same states (else the test without it would pass for an engine that ignores it)."""
+    changed: dict[str, list[list[int]]] = {}
+    for family, states, fair in (("varied", varied_states(300), False), ("fair", fair_states(300), True)):
+        given = [(rfc3339(now), objects) for now, objects in states]
+        kueue = [
+            kueue_replay.replay(replay_binary, given, 8, fair_sharing=fair, prioritize_preemptors=p)
+            for p in (True, False)
+        ]
+        engine = [[ours(now, objects, 8, fair, p) for now, objects in states] for p in (True, False)]
+        changed[family] = [[i for i in range(len(states)) if side[0][i] != side[1][i]] for side in (kueue, engine)]
+    assert sum(len(kueue) for kueue, _ in changed.values()) >= 5
+    assert all(kueue == engine for kueue, engine in changed.values()), changed
 
 
 def test_the_replay_reports_what_kueue_admits(replay_binary: Path) -> None:

@@ -111,7 +111,6 @@ ALWAYS_ON: Mapping[str, str] = {
     "PriorityBoost": "the kueue.x-k8s.io/priority-boost annotation is always read",
     "SchedulingEquivalenceHashing": "workloads of the shape of one that failed to fit are always parked with it",
     "UnadmittedWorkloadsObservability": "pending reasons are always Kueue's granular ones",
-    "PrioritizePreemptorWorkloads": "a workload waiting for its victims is always processed first",
     "ConcurrentAdmission": "spec.preemptionGates are always honoured",
     "MultiKueueOrchestratedPreemption": "spec.preemptionGates are always honoured",
     "FairSharingPreemptWithinNominal": "with --fair-sharing, a preemptor within its nominal quota always reclaims",
@@ -120,9 +119,17 @@ ALWAYS_ON: Mapping[str, str] = {
 ALWAYS_OFF: Mapping[str, str] = {
     "FlavorFungibilityPreserveScanProgress": "every flavor search starts at the first flavor",
 }
-APPLIED: frozenset[str] = frozenset({"DisableWaitForPodsReady"})
+APPLIED: frozenset[str] = frozenset({"DisableWaitForPodsReady", "PrioritizePreemptorWorkloads"})
 """Gates that switch something here, as in Kueue (DisableWaitForPodsReady turns waitForPodsReady
-off whatever the Configuration file says)."""
+off whatever the Configuration file says; PrioritizePreemptorWorkloads=false orders a cycle as
+Kueue does by default, see `prioritize_preemptors`)."""
+
+
+def prioritize_preemptors(gates: Mapping[str, bool]) -> bool:
+    """Kueue's PrioritizePreemptorWorkloads as this operator applies it: on unless set false
+    (off by default in Kueue v0.19.2): a workload waiting for its victims goes first, so the
+    quota they free is its own."""
+    return gates.get("PrioritizePreemptorWorkloads", True)
 
 
 _BOOLS = {v: True for v in ("1", "t", "T", "TRUE", "true", "True")} | {

@@ -39,7 +39,7 @@ from .dashboard import DashboardSettings
 from .dashboard import serve as serve_dashboard
 from .decisions import WRITE_PARALLELISM
 from .faults import Faults
-from .feature_gates import gate_warnings
+from .feature_gates import gate_warnings, prioritize_preemptors
 from .integrations import CrdWatch, CustomResourceDefinition, default_namespace_selector, namespace_selector
 from .jobs import JobController
 from .leader import LeaderElector, default_identity
@@ -135,7 +135,11 @@ class Operator:
             limiter=options.limiter(),
             throttled=metrics.client_throttled.inc,
         )
-        self.cache = Cache(options.fair_sharing, options.wait_for_pods_ready)
+        self.cache = Cache(
+            options.fair_sharing,
+            options.wait_for_pods_ready,
+            prioritize_preemptors=prioritize_preemptors(options.feature_gates),
+        )
         identity = default_identity()
         self.elector: LeaderElector | None = None
         if options.leader_election:

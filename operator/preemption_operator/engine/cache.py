@@ -138,13 +138,21 @@ class Cache:
     """Parsed, indexed cluster state: what the API server says (observed) plus the decisions whose
     writes are in flight (assumed). Not thread-safe: one writer at a time."""
 
-    def __init__(self, fair_sharing: FairSharing = OFF, pods_ready: WaitForPodsReady | None = None) -> None:
+    def __init__(
+        self,
+        fair_sharing: FairSharing = OFF,
+        pods_ready: WaitForPodsReady | None = None,
+        *,
+        prioritize_preemptors: bool = True,
+    ) -> None:
         self.fair_sharing = fair_sharing
         """The fair-sharing switch: every snapshot carries it, and when on, the quota nodes keep
         their borrowed amounts (the DRS numerator) current as usage changes."""
         self.pods_ready = pods_ready
         """Kueue's waitForPodsReady (None: off): admitted workloads whose pods are not ready are
         indexed with their deadlines."""
+        self.prioritize_preemptors = prioritize_preemptors
+        """Kueue's PrioritizePreemptorWorkloads gate, carried by every snapshot (see `Snapshot`)."""
         self._by_creation = pods_ready is not None and pods_ready.requeuing_timestamp == "Creation"
         """requeuingStrategy.timestamp: Creation (a timed-out workload keeps its creation's place)."""
         self._not_ready: dict[str, tuple[str, datetime]] = {}
@@ -999,6 +1007,7 @@ class Cache:
             unreadable=frozenset(self._unreadable),
             departing=departing,
             fair_sharing=self.fair_sharing,
+            prioritize_preemptors=self.prioritize_preemptors,
             limits=limits,
             keys=routed.keys,
             shapes=routed.shapes,

@@ -3,10 +3,11 @@ snapshot, producing admissions, preemptions and pending reasons as data.
 
 The shape follows Kueue's scheduler: one head per ClusterQueue, entries that do not borrow first
 (with fair sharing: the tournament of shares over the cohort tree), overlapping preemptions
-skipped. One deliberate difference: a workload that is already waiting for its victims to go is
-processed first, so the quota they free is not taken by others (Kueue's
-PrioritizePreemptorWorkloads, an alpha gate off by default in v0.19.2). Consecutive cycles are
-checked against Kueue's own scheduler, with that gate on (tests/unit/test_same_decisions_as_kueue.py).
+skipped. One deliberate difference by default: a workload that is already waiting for its victims
+to go is processed first, so the quota they free is not taken by others (Kueue's
+PrioritizePreemptorWorkloads, an alpha gate off by default in v0.19.2; the snapshot's
+`prioritize_preemptors` turns it off). Consecutive cycles are checked against Kueue's own
+scheduler, with that gate on and off (tests/unit/test_same_decisions_as_kueue.py).
 """
 
 from __future__ import annotations
@@ -307,10 +308,12 @@ def _still_fits(entry: _Entry, snapshot: Snapshot, round_: _Round) -> bool:
     """Kueue's fits check of an entry when an earlier one of its cohort tree acted: its nominated
     usage against the quota left, with the victims of the round and its own removed (an entry
     that fit when nominated may take what victims free beyond their preemptors' need). One whose
-    victims overlap an earlier one's passes, to be skipped as overlapping."""
+    victims overlap an earlier one's passes, to be skipped as overlapping; victims whose evictions
+    are under way are removed like any other target (a preemptor waiting for them no longer fits
+    when an earlier entry took the room, as in Kueue)."""
     usage = entry.assignment.usage
     own = {t.workload.key: t.workload for t in entry.targets}
-    if own.keys() & round_.victims.keys() or any(map(snapshot.is_evicting, own)):
+    if own.keys() & round_.victims.keys():
         return True
     removed = [wl for wl in {**round_.victims, **own}.values() if not snapshot.is_removed(wl)]
     for wl in removed:
@@ -771,8 +774,10 @@ class Scheduler:
 
     @staticmethod
     def _sorted(entries: list[_Entry], snapshot: Snapshot, state: QueueState) -> Iterator[_Entry]:
-        """Kueue's classic order: a waiting preemptor first, then by borrowing level, priority, age."""
-        entries.sort(key=lambda e: entry_order(e.wl, e.wl.key in state.waiting, e.assignment.borrowing))
+        """Kueue's classic order: a waiting preemptor first (unless `prioritize_preemptors` is off),
+        then by borrowing level, priority, age."""
+        first = snapshot.prioritize_preemptors
+        entries.sort(key=lambda e: entry_order(e.wl, first and e.wl.key in state.waiting, e.assignment.borrowing))
         yield from entries
 
     @classmethod
@@ -780,7 +785,10 @@ class Scheduler:
         """With fair sharing: a tournament run again before each entry, against the usage the ones
         before it left (the classic order picks the tree)."""
         remaining = list(cls._sorted(entries, snapshot, state))
-        waiting = {e.wl.key for e in remaining if e.wl.key in state.waiting}  # as nominated, as Kueue's heads
+        # As nominated, as Kueue's heads; a tie goes to none when preemptors are not prioritized.
+        waiting = (
+            {e.wl.key for e in remaining if e.wl.key in state.waiting} if snapshot.prioritize_preemptors else set()
+        )
         while len(remaining) > 1:
             contenders = [Contender(e.wl, e.cq.node, e.assignment.usage, e.wl.key in waiting) for e in remaining]
             yield remaining.pop(tournament(contenders))
@@ -890,7 +898,9 @@ class Scheduler:
             keys = {t.workload.key for t in entry.targets}
             own = state.waiting.get(wl.key, ())
             # Victims whose evictions are under way (chosen in an earlier round, or being
-            # written) are not evicted again: another preemptor's overlap, its own are waited for.
+            # written) are not evicted again. As in Kueue, they overlap only victims claimed in
+            # this round: the first preemptor processed that needs one claims it and waits for it
+            # (its own, or another's whose preemptor comes later or is gone).
             fresh = [t for t in entry.targets if not snapshot.is_evicting(t.workload.key)]
             if not fresh and all(key in own for key in keys) and not keys & round_.victims.keys():
                 # Still waiting for the victims it chose: it holds their room again, as Kueue
@@ -902,7 +912,7 @@ class Scheduler:
                 return False
             explanation = Explanation(wl.key, cq.name, message, entry.records)
             result.explanations.append(explanation)
-            if keys & round_.victims.keys() or any(snapshot.is_evicting(k) and k not in own for k in keys):
+            if keys & round_.victims.keys():
                 explanation.notes.append("skipped: overlapping preemption targets with another workload")
                 result.pending.append(Pending(wl, cq.name, WAITING_FOR_QUOTA, OVERLAPPING_TARGETS))
                 return False
@@ -976,9 +986,10 @@ class Scheduler:
         if mode == Mode.PREEMPT:
             reason = TOPOLOGY_PLACEMENT_FAILED if assignment.topology_failed else WAITING_FOR_QUOTA
             message += _blockers(entry.records)
-            if cq.preemption.reclaim_within_cohort != "Any" or was_preemptor:
+            if cq.preemption.reclaim_within_cohort != "Any" or (was_preemptor and snapshot.prioritize_preemptors):
                 # Kueue's reserveCapacityForUnreclaimablePreempt: a queue that cannot always take
-                # its quota back keeps it from the rest of the cohort for the rest of the cycle.
+                # its quota back (or a preemptor waiting, when preemptors are prioritized) keeps
+                # it from the rest of the cohort for the rest of the cycle.
                 snapshot.reserve(wl, cq, _to_reserve(assignment, cq))
                 round_.touched.add(tree)
         else:

@@ -187,8 +187,8 @@ class Snapshot:
     """The cache's topology state; read only (this snapshot's changes go to `node_usage`)."""
     evicting: frozenset[str] = frozenset()
     """Workloads whose eviction is being written: they hold their quota until it is, and stay
-    candidates as in Kueue's cache, which has not seen the write either: a preemptor that would
-    take one of them overlaps the preemptor that chose it and waits; none is evicted twice. See
+    candidates as in Kueue's cache, which has not seen the write either: the first preemptor of a
+    round that needs one claims it and waits for it, a later one overlaps; none is evicted twice. See
     `is_evicting` for those chosen in earlier rounds of this pass as well."""
     unreadable: frozenset[str] = frozenset()
     """Workloads whose spec cannot be read: they hold the quota of their recorded admission and
@@ -200,6 +200,10 @@ class Snapshot:
     it frees instead of choosing another victim (as for any eviction under way)."""
     fair_sharing: FairSharing = OFF
     """The fair-sharing switch and strategies (Kueue's Configuration fairSharing)."""
+    prioritize_preemptors: bool = True
+    """Kueue's PrioritizePreemptorWorkloads gate (off by default in Kueue v0.19.2, on by default
+    here): a workload waiting for its victims goes first in a cycle and, finding no candidates,
+    keeps the room it needs from the rest of its cohort."""
     limits: LimitBook | None = None
     """The PreemptionLimits' windows (None: there are no limits); preemptions this pass decides
     are recorded in it."""

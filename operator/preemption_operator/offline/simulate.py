@@ -126,6 +126,7 @@ def run(
     fair_sharing: FairSharing = OFF,
     pods_ready: WaitForPodsReady | None = None,
     check_states: Mapping[str, str] | None = None,
+    prioritize_preemptors: bool = True,
 ) -> Simulation:
     """Cycles until nothing changes. `arriving` objects are added after that, and cycles run
     again: the running workloads first, then the ones that arrive (as the examples are applied to
@@ -133,11 +134,12 @@ def run(
     and the actions so far, every PROGRESS_SECONDS. `fair_sharing`: Kueue's fair-sharing switch;
     `pods_ready`: Kueue's waitForPodsReady (None: off). `check_states`: the state each named
     AdmissionCheck answers, once per workload, when it is Pending for a workload holding quota (as
-    its controller would); unnamed checks stay as the input has them."""
+    its controller would); unnamed checks stay as the input has them. `prioritize_preemptors`:
+    Kueue's PrioritizePreemptorWorkloads gate (on unless the Configuration sets it false)."""
     sim = Simulation()
     objects = _active_checks(_not_yet(objects, now, sim), now, sim)
     arriving = _active_checks(_not_yet(arriving or [], now, sim), now, sim)
-    cache = Cache(fair_sharing, pods_ready)
+    cache = Cache(fair_sharing, pods_ready, prioritize_preemptors=prioritize_preemptors)
     cache.load(objects)
     engine = Engine(complete=True)
     state = QueueState()

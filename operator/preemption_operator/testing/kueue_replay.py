@@ -83,17 +83,24 @@ def replay(
     cycles: int = 1,
     *,
     fair_sharing: bool = False,
+    prioritize_preemptors: bool = True,
 ) -> list[dict[str, Any]]:
     """`cycles` consecutive cycles of Kueue's scheduler (with fair sharing, its default
-    strategies) over each (now, objects) state, nothing answered in between; per state, what
-    they `admitted` ("ns/name" -> ClusterQueue) and `preempted` ("ns/name" -> the preemptor's
-    "ns/name")."""
+    strategies; with its PrioritizePreemptorWorkloads gate as `prioritize_preemptors` says) over
+    each (now, objects) state, nothing answered in between; per state, what they `admitted`
+    ("ns/name" -> ClusterQueue) and `preempted` ("ns/name" -> the preemptor's "ns/name")."""
     with tempfile.TemporaryDirectory(prefix="kueue-replay-") as folder:
         given, answer = Path(folder) / "states.json", Path(folder) / "results.json"
         given.write_text(
             json.dumps(
                 [
-                    {"now": now, "objects": list(objects), "cycles": cycles, "fairSharing": fair_sharing}
+                    {
+                        "now": now,
+                        "objects": list(objects),
+                        "cycles": cycles,
+                        "fairSharing": fair_sharing,
+                        "prioritizePreemptors": prioritize_preemptors,
+                    }
                     for now, objects in states
                 ]
             )
