@@ -3,7 +3,8 @@ against this operator, with the results written to benchmarks/results/kueue-harn
 
     python benchmarks/kueue-harness/harness.py [--config baseline,large-scale,tas] [--cohorts N]
                                                [--scale 1/10,1/3,full] [--pairs 2] [--timeout 15m]
-                                               [--sides kueue,kueue-stock,ours] [--kueue-qps 1000]
+                                               [--sides kueue,kueue-stock,ours,kueue-prioritize]
+                                               [--kueue-qps 1000]
                                                [--profile] [--output benchmarks/results/kueue-harness.md]
     python benchmarks/kueue-harness/harness.py --build-only      # what `make kueue-harness` runs
 
@@ -25,7 +26,13 @@ Sides: *kueue* is minimalkueue rebuilt with its hard-coded client limit (QPS 50 
 lifted to `--kueue-qps` (default 1000, burst twice it; `lift_client_limit`), the comparison, since
 the operator has no client limit by default; *kueue-stock* is minimalkueue as built, a second
 column; *ours* is the operator. `--kueue-qps 0` makes *kueue* the stock build (and drops
-*kueue-stock*). A side `ours-writesN` is the operator with N status writes in flight
+*kueue-stock*). On request, *kueue-prioritize* is the *kueue* build with Kueue's alpha feature
+gate PrioritizePreemptorWorkloads turned on (`build_variant`): the engine orders as that gate
+does by default, its one documented difference in the order of a cycle, so this column and
+*ours* decide by the same rules, and a ratio table compares ours with it too; *ours-kueue-order*
+is the operator with that gate off (`--feature-gates PrioritizePreemptorWorkloads=false`),
+ordering as *kueue* does. A side `ours-writesN` is the
+operator with N status writes in flight
 (--max-inflight-writes N): two settings measured in one run, against the same Kueue runs. All run
 in the runner's envtest mode with identical flags, interleaved (kueue, kueue-stock, ours, kueue,
 ...): the runner starts its own etcd + kube-apiserver from KUBEBUILDER_ASSETS (etcd's data on
@@ -83,6 +90,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -96,7 +104,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -114,14 +122,18 @@ WRAPPER = HERE / "operator" / "minimalkueue"
 KUEUE_WRAPPER = HERE / "kueue" / "minimalkueue"
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "kueue-harness.md"
 # "kueue" is the comparison: minimalkueue with its client limit lifted (--kueue-qps, 1000 unless
-# 0); "kueue-stock" is minimalkueue as built (QPS 50 / burst 100), a second column.
-SIDES = ("kueue", "kueue-stock", "ours")
+# 0); "kueue-stock" is minimalkueue as built (QPS 50 / burst 100), a second column;
+# "kueue-prioritize" (on request) is the "kueue" build with the engine's documented difference,
+# Kueue's alpha gate PrioritizePreemptorWorkloads, turned on.
+SIDES = ("kueue", "kueue-stock", "kueue-prioritize", "ours")
+PRIORITIZE_GATE = "PrioritizePreemptorWorkloads"
 SIDE_NAMES = {
     "kueue": "Kueue minimalkueue",
     "kueue-stock": "Kueue minimalkueue (stock client limit)",
+    "kueue-prioritize": f"Kueue minimalkueue ({PRIORITIZE_GATE} on)",
     "ours": "preemption-operator",
 }
-SIDE_LABELS = {"kueue": "Kueue", "kueue-stock": "Kueue stock", "ours": "ours"}
+SIDE_LABELS = {"kueue": "Kueue", "kueue-stock": "Kueue stock", "kueue-prioritize": "Kueue prioritize", "ours": "ours"}
 OURS_WRITES = re.compile(r"ours-writes([1-9][0-9]*)")
 """A side `ours-writesN`: the operator with N status writes in flight (--max-inflight-writes), so
 that two settings are measured interleaved in one run, against the same Kueue runs."""
@@ -133,22 +145,33 @@ def writes_of(side: str) -> str | None:
     return found.group(1) if found else None
 
 
+OURS_KUEUE_ORDER = "ours-kueue-order"
+"""The operator with PrioritizePreemptorWorkloads off, Kueue's default order: against the
+*kueue* side, both decide by the same rules."""
+
+
 def is_ours(side: str) -> bool:
-    return side == "ours" or writes_of(side) is not None
+    return side in ("ours", OURS_KUEUE_ORDER) or writes_of(side) is not None
 
 
 def side_args(side: str) -> tuple[str, ...]:
     """The `preemption-operator run` flags a side adds to those of --ours-qps / --ours-writes."""
+    if side == OURS_KUEUE_ORDER:
+        return (f"--feature-gates={PRIORITIZE_GATE}=false",)
     writes = writes_of(side)
     return (f"--max-inflight-writes={writes}",) if writes else ()
 
 
 def side_name(side: str) -> str:
+    if side == OURS_KUEUE_ORDER:
+        return f"preemption-operator, {PRIORITIZE_GATE} off (Kueue's default order)"
     writes = writes_of(side)
     return f"preemption-operator, {writes} writes in flight" if writes else SIDE_NAMES[side]
 
 
 def side_label(side: str) -> str:
+    if side == OURS_KUEUE_ORDER:
+        return "ours Kueue order"
     writes = writes_of(side)
     return f"ours {writes} writes" if writes else SIDE_LABELS.get(side, side)
 
@@ -188,6 +211,9 @@ class Binaries:
     lifted: Path | None = None
     """minimalkueue with its client limit lifted (`lift_client_limit`), the "kueue" side's binary."""
     lifted_note: str = ""
+    prioritized: Path | None = None
+    """The "kueue" build with PrioritizePreemptorWorkloads on (`with_prioritized`)."""
+    prioritized_note: str = ""
 
     @property
     def crds(self) -> Path:
@@ -211,6 +237,10 @@ class Binaries:
         """The minimalkueue a Kueue side runs, and how it was built."""
         if side == "kueue" and self.lifted is not None:
             return self.lifted, self.lifted_note
+        if side == "kueue-prioritize":
+            if self.prioritized is None:
+                raise SystemExit("kueue-harness: the kueue-prioritize side's minimalkueue was not built")
+            return self.prioritized, self.prioritized_note
         return self.minimalkueue, self.kueue_note
 
 
@@ -274,38 +304,98 @@ def build(version: str = KUEUE_VERSION, *, go: str | None = None) -> Binaries:
 QPS_LINES = ("kubeConfig.QPS = 50", "kubeConfig.Burst = 100")
 
 
-def lift_client_limit(binaries: Binaries, qps: int, *, go: str | None = None) -> Binaries:
+# Where main() parses its flags: the gates are set right after, before anything reads them.
+MAIN_LINES = "\tflag.Parse()\n\tos.Exit(run())"
+GATE_IMPORT = 'utilfeature "k8s.io/apiserver/pkg/util/feature"'
+GATE_LINE = "kueue-harness: feature gate %s enabled: "
+
+
+_GATE = re.compile(r"kueue-harness: feature gate (\w+) enabled: (true|false)")
+
+
+def gates_seen(log: Path) -> dict[str, bool]:
+    """The feature gates a `build_variant` build reported on its start (its first lines, after
+    the wrapper's), from its stderr log."""
+    if not log.is_file():
+        return {}
+    with log.open(errors="replace") as lines:
+        found = (_GATE.search(line) for line in itertools.islice(lines, 200))
+        return {m.group(1): m.group(2) == "true" for m in found if m}
+
+
+def build_variant(binaries: Binaries, qps: int, gates: Sequence[str] = (), *, go: str | None = None) -> Path:
     """For analysis only: minimalkueue built from the same module source with its client rate
-    limit (hard-coded QPS 50 / burst 100) raised to `qps` / 2 x `qps`, and nothing else changed,
-    to see which of Kueue's figures its rate limit sets. The source is copied out of the module
+    limit (hard-coded QPS 50 / burst 100) raised to `qps` / 2 x `qps` (0: left as it is) and the
+    feature `gates` turned on, and nothing else changed. The source is copied out of the module
     cache (read-only) into this harness's cache and patched there; nothing of Kueue's enters the
     repository."""
     go = go or go_binary()
-    # Named minimalkueue still: the runner names the controller's stats and log files after it.
-    out = bin_dir(binaries.version) / f"qps{qps}" / "minimalkueue"
-    if not out.is_file():
-        source = cache_root() / binaries.version / f"src-qps{qps}"
-        shutil.rmtree(source, ignore_errors=True)
-        shutil.copytree(binaries.module_dir, source)
-        for path in source.rglob("*"):
-            path.chmod(path.stat().st_mode | 0o200)
-        main_go = source / PERF / "minimalkueue" / "main.go"
-        text = main_go.read_text()
+    out = variant_path(binaries.version, qps, gates)
+    if out.is_file():
+        return out
+    source = cache_root() / binaries.version / f"src-{out.parent.name}"
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.copytree(binaries.module_dir, source)
+    for path in source.rglob("*"):
+        path.chmod(path.stat().st_mode | 0o200)
+    main_go = source / PERF / "minimalkueue" / "main.go"
+    text = main_go.read_text()
+    if qps:
         if not all(line in text for line in QPS_LINES):
             raise SystemExit(f"kueue-harness: {main_go} no longer sets {' / '.join(QPS_LINES)}; cannot lift the limit")
         text = text.replace(QPS_LINES[0], f"kubeConfig.QPS = {qps}").replace(
             QPS_LINES[1], f"kubeConfig.Burst = {2 * qps}"
         )
-        main_go.write_text(text)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        _log(f"go build {out} from a copy of the module with QPS {qps} / burst {2 * qps}")
-        subprocess.run(
-            [go, "build", "-o", str(out), f"./{PERF}/minimalkueue"],
-            cwd=source,
-            check=True,
-            env={**os.environ, "GOFLAGS": "-mod=mod"},
+    if gates:
+        if MAIN_LINES not in text or "import (\n" not in text:
+            raise SystemExit(f"kueue-harness: {main_go} no longer parses its flags as expected; cannot set gates")
+        enabled = ", ".join(f'"{g}": true' for g in gates)
+        # The gates as the controller reads them, on stderr: the run checks them (`gates_seen`).
+        shown = "".join(
+            f'\tfmt.Fprintf(os.Stderr, "{GATE_LINE}%v\\n", "{g}", utilfeature.DefaultFeatureGate.Enabled("{g}"))\n'
+            for g in gates
         )
+        text = text.replace("import (\n", f"import (\n\t{GATE_IMPORT}\n", 1).replace(
+            MAIN_LINES,
+            f"\tflag.Parse()\n\tutilruntime.Must(utilfeature.DefaultMutableFeatureGate.SetFromMap("
+            f"map[string]bool{{{enabled}}}))\n{shown}\tos.Exit(run())",
+        )
+    main_go.write_text(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _log(f"go build {out} from a copy of the module ({variant_note(qps, gates)})")
+    subprocess.run(
+        [go, "build", "-o", str(out), f"./{PERF}/minimalkueue"],
+        cwd=source,
+        check=True,
+        env={**os.environ, "GOFLAGS": "-mod=mod"},
+    )
+    return out
+
+
+def variant_path(version: str, qps: int, gates: Sequence[str] = ()) -> Path:
+    """Where `build_variant` puts a build: named minimalkueue still, as the runner names the
+    controller's stats and log files after it."""
+    return bin_dir(version) / "-".join([f"qps{qps}" if qps else "stock", *(g.lower() for g in gates)]) / "minimalkueue"
+
+
+def variant_note(qps: int, gates: Sequence[str] = ()) -> str:
+    parts = [f"client QPS 50 / burst 100 -> {qps} / {2 * qps}"] if qps else []
+    parts += [f"feature gate {g} on" for g in gates]
+    return ", ".join(parts) or "nothing changed"
+
+
+def lift_client_limit(binaries: Binaries, qps: int, *, go: str | None = None) -> Binaries:
+    """minimalkueue with only its client limit lifted (`build_variant`), to see which of Kueue's
+    figures its rate limit sets: the "kueue" side."""
+    out = build_variant(binaries, qps, go=go)
     return dataclasses.replace(binaries, lifted=out, lifted_note=lifted_note(qps))
+
+
+def with_prioritized(binaries: Binaries, qps: int, *, go: str | None = None) -> Binaries:
+    """The "kueue" side's build with PrioritizePreemptorWorkloads on: the "kueue-prioritize" side,
+    Kueue with the engine's one documented difference in ordering taken away."""
+    out = build_variant(binaries, qps, (PRIORITIZE_GATE,), go=go)
+    return dataclasses.replace(binaries, prioritized=out, prioritized_note=prioritized_note(qps))
 
 
 def lifted_note(qps: int) -> str:
@@ -313,6 +403,15 @@ def lifted_note(qps: int) -> str:
         f"built from the same module source with only its client limit changed, QPS 50 / burst 100 ->"
         f" {qps} / {2 * qps} (`--kueue-qps {qps}`, the default comparison: the operator has no such limit"
         " by default; stock Kueue is its own column)"
+    )
+
+
+def prioritized_note(qps: int) -> str:
+    return (
+        f"built as the *Kueue* column's ({variant_note(qps)}) with, besides, its alpha feature gate"
+        f" `{PRIORITIZE_GATE}` turned on (off by default in {KUEUE_VERSION}): a workload waiting for its"
+        " victims goes first in the cycle and keeps their room. The engine always orders so"
+        " (docs/compatibility.md), so this column compares decisions made by the same rules"
     )
 
 
@@ -1419,6 +1518,8 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
         run.ready_lead_s = (marks["generation_started"] - resumed).total_seconds()
     if run.resume_outcome not in (None, "ready"):
         run.problems.append(f"the wrapper resumed the runner without a ready controller: {run.resume_outcome}")
+    if run.side == "kueue-prioritize" and not gates_seen(folder / "minimalkueue.err.log").get(PRIORITIZE_GATE):
+        run.problems.append(f"the controller did not report {PRIORITIZE_GATE} enabled")
     stopped = _stopped_line(folder / "minimalkueue.err.log")
     if stopped is not None and "sigint" in marks:
         run.sigint_stopped_s = (stopped - marks["sigint"]).total_seconds()
@@ -1876,6 +1977,8 @@ def report(
         add(f"- Kueue (column *Kueue*): `minimalkueue` {binaries.kueue_binary('kueue')[1]}.")
     if "kueue-stock" in sides:
         add(f"- Kueue (column *Kueue stock*): `minimalkueue` {binaries.kueue_binary('kueue-stock')[1]}.")
+    if "kueue-prioritize" in sides:
+        add(f"- Kueue (column *Kueue prioritize*): `minimalkueue` {binaries.kueue_binary('kueue-prioritize')[1]}.")
     add(
         "- Both sides start equally: the runner starts the controller and goes straight on to its generator,"
         " so each side runs through a wrapper named `minimalkueue` (`benchmarks/kueue-harness/kueue/minimalkueue`"
@@ -1991,9 +2094,14 @@ def report(
                 add(f"- {side_label(r.side)} #{r.index} ({r.started}): {r.revision}")
         add("")
         pairs = sorted({r.index for r in these})
-        reference = "kueue" if any(r.side == "kueue" for r in these) else "kueue-stock"
-        # One table per side of ours (`ours`, then any `ours-writesN`), each against the same Kueue runs.
-        for ours_side in dict.fromkeys(r.side for r in these if is_ours(r.side)):
+        present_sides = {r.side for r in these}
+        references = ["kueue" if "kueue" in present_sides else "kueue-stock"]
+        references += ["kueue-prioritize"] if "kueue-prioritize" in present_sides else []
+        # One table per side of ours (`ours`, then any `ours-writesN`) and Kueue reference, each
+        # against the same Kueue runs.
+        for ours_side, reference in (
+            (o, ref) for o in dict.fromkeys(r.side for r in these if is_ours(r.side)) for ref in references
+        ):
             add(
                 f"{side_label(ours_side)} ÷ Kueue (the *{SIDE_LABELS[reference]}* column) per interleaved pair"
                 " (below 1 is better for"
@@ -2067,7 +2175,9 @@ def main(argv: list[str] | None = None) -> int:
         "--sides",
         default="kueue,kueue-stock,ours",
         help="kueue (client limit lifted, --kueue-qps), kueue-stock (as built), ours; default all three, interleaved;"
-        " also ours-writesN: the operator with N status writes in flight (--max-inflight-writes), to compare"
+        f" also kueue-prioritize: the kueue build with {PRIORITIZE_GATE} on (the engine's default order),"
+        f" {OURS_KUEUE_ORDER}: the operator with it off (Kueue's default order), and"
+        " ours-writesN: the operator with N status writes in flight (--max-inflight-writes), to compare"
         " two settings in one run",
     )
     parser.add_argument("--runner-log-level", help="the runner's own --zap-log-level (default: Kueue's, very verbose)")
@@ -2108,8 +2218,11 @@ def main(argv: list[str] | None = None) -> int:
         f"runner {binaries.runner}, minimalkueue {binaries.minimalkueue}, checker {binaries.checker or '(reimplemented)'}"
     )
     _log(f"module dir {binaries.module_dir}")
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     if args.kueue_qps and not args.report_from:
         binaries = lift_client_limit(binaries, args.kueue_qps)
+    if "kueue-prioritize" in sides and not args.report_from:
+        binaries = with_prioritized(binaries, args.kueue_qps)
     ours_args: list[str] = []
     if args.ours_qps:
         ours_args += [f"--kube-api-qps={args.ours_qps:g}", f"--kube-api-burst={max(1, round(2 * args.ours_qps))}"]
@@ -2125,7 +2238,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--config takes {', '.join(CONFIGS)}")
     if args.cohorts is not None and args.cohorts < 1:
         parser.error("--cohorts must be at least 1")
-    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     if not args.kueue_qps and "kueue-stock" in sides:
         sides.remove("kueue-stock")  # the kueue side is the stock build then
     pairs = [int(p) for p in str(args.pairs).split(",") if p.strip()]
@@ -2134,7 +2246,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in sides if s not in SIDES and not is_ours(s)]
     if not scales or unknown or len(pairs) != len(scales) or min(pairs) < 1:
         parser.error(
-            "--scale needs a scale; --sides takes kueue, kueue-stock, ours and ours-writesN;"
+            f"--scale needs a scale; --sides takes kueue, kueue-stock, kueue-prioritize, ours, {OURS_KUEUE_ORDER}"
+            " and ours-writesN;"
             " --pairs one number or one per scale"
         )
     assets = find_assets()
@@ -2233,8 +2346,10 @@ def rewrite_report(binaries: Binaries, assets: Path, artifacts: Path, output: Pa
         qps = int(given.group(1)) if given else 0
     binaries = dataclasses.replace(
         binaries,
-        lifted=bin_dir(binaries.version) / f"qps{qps}" / "minimalkueue" if qps else None,
+        lifted=variant_path(binaries.version, qps) if qps else None,
         lifted_note=lifted_note(qps) if qps else "",
+        prioritized=variant_path(binaries.version, qps, (PRIORITIZE_GATE,)),
+        prioritized_note=prioritized_note(qps),
     )
     runs = []
     for data in meta["runs"]:

@@ -290,3 +290,126 @@ def test_the_scheduling_time_starts_with_the_first_workload_set(tmp_path: Path) 
     harness.collect(harness.Binaries(tmp_path, tmp_path, None, tmp_path, "v0.19.2"), run, {})
     assert run.throughput_s == 28.0
     assert run.scheduling_s == 25.75
+
+
+def test_kueue_with_prioritized_preemptors_is_its_own_column_and_ratio_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kueue-prioritize side (Kueue with the gate the engine's ordering follows) gets a column,
+    a line saying how it was built, and a second ratio table of ours against it."""
+    harness = kueue_harness()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the fake build stays here
+    configs = tmp_path / "module" / harness.PERF / "configs" / "baseline"
+    configs.mkdir(parents=True)
+    queues = {"className": "cq", "count": 6, "nominalQuota": 20, "borrowingLimit": 100, "workloadsSets": []}
+    queues |= {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    (configs / "generator.yaml").write_text(
+        yaml.safe_dump({"cohorts": [{"className": "cohort", "count": 5, "queuesSets": [queues]}]})
+    )
+    (configs / "rangespec.yaml").write_text("cmd: {maxWallMs: 425000}\nclusterQueueClassesMinUsage: {cq: 50}\n")
+    binaries = harness.Binaries(tmp_path / "runner", tmp_path / "mk", None, tmp_path / "module", "v0.19.2")
+    binaries = harness.with_prioritized(
+        harness.dataclasses.replace(binaries, lifted=tmp_path / "lifted", lifted_note=harness.lifted_note(1000)),
+        1000,
+        go=_fake_go(tmp_path, harness),
+    )
+    runs = []
+    sides = (("kueue", 20_000), ("kueue-prioritize", 25_000), ("ours", 18_000), ("ours-kueue-order", 16_000))
+    for side, wall in sides:
+        run = harness.Run(side, Fraction(1, 10), 1, tmp_path / side, 1500, "baseline", None)
+        run.stats = {"wallMs": wall, "userMs": 1000, "sysMs": 0, "maxrss": 100_000}
+        runs.append(run)
+    assert harness.is_ours("ours-kueue-order")
+    assert harness.side_args("ours-kueue-order") == ("--feature-gates=PrioritizePreemptorWorkloads=false",)
+    text = _report(harness, runs, binaries, tmp_path, "--sides kueue,kueue-prioritize,ours,ours-kueue-order")
+    assert "| measure | Kueue #1 | Kueue prioritize #1 | ours #1 | ours Kueue order #1 |" in text
+    assert "`--feature-gates=PrioritizePreemptorWorkloads=false` added" in text
+    assert "- Kueue (column *Kueue prioritize*): `minimalkueue` built as the *Kueue* column's" in text
+    assert "its alpha feature gate `PrioritizePreemptorWorkloads` turned on" in text
+    assert "ours ÷ Kueue (the *Kueue* column) per interleaved pair" in text
+    assert "ours ÷ Kueue (the *Kueue prioritize* column) per interleaved pair" in text
+    assert "ours Kueue order ÷ Kueue (the *Kueue* column) per interleaved pair" in text
+    walls = [line for line in text.splitlines() if line.startswith("| controller wall | ")]
+    assert walls == [
+        "| controller wall | 0.90 | 0.90 |",  # ours ÷ Kueue
+        "| controller wall | 0.72 | 0.72 |",  # ours ÷ Kueue prioritize
+        "| controller wall | 0.80 | 0.80 |",  # ours Kueue order ÷ Kueue
+        "| controller wall | 0.64 | 0.64 |",
+    ]
+
+
+def _fake_go(tmp_path: Path, harness: Any) -> str:
+    """A `go` that records the source it was asked to build and writes an empty binary."""
+    main_go = tmp_path / "module" / harness.PERF / "minimalkueue" / "main.go"
+    if not main_go.is_file():
+        main_go.parent.mkdir(parents=True, exist_ok=True)
+        main_go.write_text(MAIN_GO)
+    go = tmp_path / "go"
+    go.write_text(
+        "#!/bin/sh\n"
+        f'cp "$PWD/{harness.PERF}/minimalkueue/main.go" "{tmp_path}/built-main.go"\n'
+        'touch "$3"\n'  # go build -o <out> <pkg>
+    )
+    go.chmod(0o755)
+    return str(go)
+
+
+MAIN_GO = """package main
+
+import (
+\t"flag"
+\t"os"
+)
+
+func run() int {
+\tkubeConfig.QPS = 50
+\tkubeConfig.Burst = 100
+\treturn 0
+}
+
+func main() {
+\tinitFlags()
+\tflag.Parse()
+\tos.Exit(run())
+}
+"""
+
+
+def test_a_variant_of_minimalkueue_changes_only_its_client_limit_and_the_gates_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    harness = kueue_harness()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    go = _fake_go(tmp_path, harness)
+    binaries = harness.Binaries(tmp_path / "runner", tmp_path / "mk", None, tmp_path / "module", "v0.19.2")
+
+    lifted = harness.lift_client_limit(binaries, 1000, go=go)
+    assert lifted.lifted == harness.variant_path("v0.19.2", 1000) and lifted.lifted.is_file()
+    built = (tmp_path / "built-main.go").read_text()
+    assert "kubeConfig.QPS = 1000" in built and "kubeConfig.Burst = 2000" in built
+    assert "SetFromMap" not in built and "utilfeature" not in built
+
+    gated = harness.build_variant(binaries, 0, (harness.PRIORITIZE_GATE,), go=go)
+    assert gated == harness.variant_path("v0.19.2", 0, (harness.PRIORITIZE_GATE,)) != lifted.lifted
+    built = (tmp_path / "built-main.go").read_text()
+    assert "kubeConfig.QPS = 50" in built  # 0: the limit left as built
+    assert '\tutilfeature "k8s.io/apiserver/pkg/util/feature"\n' in built
+    set_line = 'SetFromMap(map[string]bool{"PrioritizePreemptorWorkloads": true})'
+    assert built.index("flag.Parse()") < built.index(set_line) < built.index("os.Exit(run())")
+    assert built.index(set_line) < built.index('"kueue-harness: feature gate %s enabled: %v\\n"')
+
+    (tmp_path / "built-main.go").unlink()
+    assert harness.build_variant(binaries, 0, (harness.PRIORITIZE_GATE,), go=go) == gated
+    assert not (tmp_path / "built-main.go").exists()  # built once, then reused
+
+
+def test_a_run_of_kueue_prioritize_reports_the_gate_its_controller_did_not_confirm(tmp_path: Path) -> None:
+    harness = kueue_harness()
+    log = tmp_path / "minimalkueue.err.log"
+    assert harness.gates_seen(log) == {}
+    log.write_text(
+        "kueue-harness wrapper: paused the runner\n"
+        "kueue-harness: feature gate PrioritizePreemptorWorkloads enabled: true\n"
+        "kueue-harness: feature gate TopologyAwareScheduling enabled: false\n"
+    )
+    assert harness.gates_seen(log) == {"PrioritizePreemptorWorkloads": True, "TopologyAwareScheduling": False}
