@@ -311,6 +311,7 @@ GATE_LINE = "kueue-harness: feature gate %s enabled: "
 
 
 _GATE = re.compile(r"kueue-harness: feature gate (\w+) enabled: (true|false)")
+_OURS_GATE = re.compile(r"feature gate (\w+)=(true|false): ")
 
 
 def gates_seen(log: Path) -> dict[str, bool]:
@@ -319,7 +320,7 @@ def gates_seen(log: Path) -> dict[str, bool]:
     if not log.is_file():
         return {}
     with log.open(errors="replace") as lines:
-        found = (_GATE.search(line) for line in itertools.islice(lines, 200))
+        found = (_GATE.search(line) or _OURS_GATE.search(line) for line in itertools.islice(lines, 200))
         return {m.group(1): m.group(2) == "true" for m in found if m}
 
 
@@ -1518,8 +1519,9 @@ def collect(binaries: Binaries, run: Run, config: dict[str, Any]) -> None:
         run.ready_lead_s = (marks["generation_started"] - resumed).total_seconds()
     if run.resume_outcome not in (None, "ready"):
         run.problems.append(f"the wrapper resumed the runner without a ready controller: {run.resume_outcome}")
-    if run.side == "kueue-prioritize" and not gates_seen(folder / "minimalkueue.err.log").get(PRIORITIZE_GATE):
-        run.problems.append(f"the controller did not report {PRIORITIZE_GATE} enabled")
+    expected_gate = {"kueue-prioritize": True, OURS_KUEUE_ORDER: False}.get(run.side)
+    if expected_gate is not None and gates_seen(folder / "minimalkueue.err.log").get(PRIORITIZE_GATE) != expected_gate:
+        run.problems.append(f"the controller did not report {PRIORITIZE_GATE}={str(expected_gate).lower()}")
     stopped = _stopped_line(folder / "minimalkueue.err.log")
     if stopped is not None and "sigint" in marks:
         run.sigint_stopped_s = (stopped - marks["sigint"]).total_seconds()

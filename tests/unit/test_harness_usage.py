@@ -403,7 +403,7 @@ def test_a_variant_of_minimalkueue_changes_only_its_client_limit_and_the_gates_a
     assert not (tmp_path / "built-main.go").exists()  # built once, then reused
 
 
-def test_a_run_of_kueue_prioritize_reports_the_gate_its_controller_did_not_confirm(tmp_path: Path) -> None:
+def test_the_gate_each_controller_reports_on_start_is_read_from_its_log(tmp_path: Path) -> None:
     harness = kueue_harness()
     log = tmp_path / "minimalkueue.err.log"
     assert harness.gates_seen(log) == {}
@@ -413,3 +413,8 @@ def test_a_run_of_kueue_prioritize_reports_the_gate_its_controller_did_not_confi
         "kueue-harness: feature gate TopologyAwareScheduling enabled: false\n"
     )
     assert harness.gates_seen(log) == {"PrioritizePreemptorWorkloads": True, "TopologyAwareScheduling": False}
+    log.write_text(  # the operator's own line (ours-kueue-order)
+        "2026-12-06T03:35:54.889Z INFO    preemption_operator.controller.operator: feature gate"
+        " PrioritizePreemptorWorkloads=false: waiting preemptors take their place in Kueue's order\n"
+    )
+    assert harness.gates_seen(log) == {"PrioritizePreemptorWorkloads": False}

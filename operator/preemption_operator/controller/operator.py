@@ -105,7 +105,7 @@ class OperatorOptions:
     wait_for_pods_ready: WaitForPodsReady | None = None
     """Kueue's waitForPodsReady (None: off): PodsReady conditions, timeouts, requeuing backoff."""
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
-    """Kueue's feature gates as given (they switch nothing here; see feature_gates.py)."""
+    """Kueue's feature gates as given (most switch nothing here; see feature_gates.APPLIED)."""
     faults: Faults = field(default_factory=Faults)
     """Faults injected for the chaos tests (PREEMPTION_OPERATOR_FAULTS)."""
 
@@ -327,6 +327,10 @@ class Operator:
         """Until `stop` is set or a part fails (then SystemExit(1), once everything stopped)."""
         for warning in gate_warnings(self.options.feature_gates):
             log.warning("%s", warning)
+        if not prioritize_preemptors(self.options.feature_gates):
+            log.info(
+                "feature gate PrioritizePreemptorWorkloads=false: waiting preemptors take their place in Kueue's order"
+            )
         self._watch_leadership()
         tasks = [asyncio.create_task(i.run(), name=f"informer-{i.kind.plural}") for i in self.informers]
         loop_task = asyncio.create_task(self.scheduling.run(self.synced), name="scheduling-loop")
