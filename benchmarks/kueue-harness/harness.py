@@ -411,7 +411,7 @@ def prioritized_note(qps: int) -> str:
     return (
         f"built as the *Kueue* column's ({variant_note(qps)}) with, besides, its alpha feature gate"
         f" `{PRIORITIZE_GATE}` turned on (off by default in {KUEUE_VERSION}): a workload waiting for its"
-        " victims goes first in the cycle and keeps their room. The engine always orders so"
+        " victims goes first in the cycle and keeps their room. The engine orders so by default"
         " (docs/compatibility.md), so this column compares decisions made by the same rules"
     )
 
