@@ -730,8 +730,12 @@ def test_a_queue_status_someone_else_writes_is_put_back(
     wrong["reservingWorkloads"] = 3
     wrong["flavorsReservation"][0]["resources"][0]["total"] = "3"
     patch = json.dumps({"status": {k: wrong[k] for k in ("reservingWorkloads", "flavorsReservation")}})
-    cluster.kubectl("patch", "clusterqueue", cq, "--subresource=status", "--type=merge", "-p", patch, check=True)
-    assert status()["reservingWorkloads"] == 3
+    patched = cluster.kubectl(
+        "patch", "clusterqueue", cq, "--subresource=status", "--type=merge", "-p", patch, "-o", "json", check=True
+    )
+    # The foreign write took (the API server's answer says so); reading it back instead raced the
+    # operator, which may already have put it back.
+    assert json.loads(patched.stdout)["status"]["reservingWorkloads"] == 3
     # Within about a second (the publisher's interval); before, only the next cycle did it,
     # which in a settled cluster is the 30 s resync.
     wait_until(shows_one, timeout=10, what="the ClusterQueue status written back", diagnostics=op.tail)
