@@ -483,3 +483,74 @@ def test_a_queue_reserving_other_cpu_than_its_workloads_names_each_holder() -> N
     )
     queue["status"]["flavorsReservation"][0]["resources"][0]["total"] = "6"
     assert status_problems(objects, lambda ns, lq: "cq") == []
+
+
+def test_i1_leaves_out_quota_on_its_way_back_but_never_lets_a_preemptor_ahead_of_its_victims() -> None:
+    """The chaos suite's over-admitted cohort (17 cpu of 16): as Kueue does, the operator admitted
+    a small workload into the room a victim under way frees beyond its preemptor's need, while the
+    victim still held its quota. I1 counts the quota of Workloads not being evicted; a Workload
+    that takes quota is never marked Evicted, and the preemptor itself is held to every
+    reservation while its victims hold theirs. I5 leaves the victim's pods out alike."""
+    from preemption_operator.testing.chaos import InvariantMonitor, Topology
+
+    def workload(name: str, rv: int, cq: str, cpu: int | None, *, uid: str = "", preempted_for: str = "") -> dict:
+        conditions: list[dict] = []
+        status: dict = {"conditions": conditions}
+        if cpu is not None:
+            conditions.append({"type": "QuotaReserved", "status": "True"})
+            assignment = {"name": "main", "count": 1, "resourceUsage": {"cpu": str(cpu)}}
+            status["admission"] = {"clusterQueue": f"t-{cq}", "podSetAssignments": [assignment]}
+        if preempted_for:
+            message = f"Preempted to accommodate a workload (UID: {preempted_for}, JobUID: UNKNOWN) due to x"
+            conditions.append({"type": "Evicted", "status": "True", "reason": "Preempted", "message": message})
+            conditions.append({"type": "Preempted", "status": "True", "reason": "InCohort", "message": message})
+        meta = {"name": name, "namespace": "t-ns0", "uid": uid or name, "resourceVersion": str(rv)}
+        return {"kind": "Workload", "metadata": meta, "spec": {"queueName": cq}, "status": status}
+
+    def pod(name: str, cpu: str, of: str, queue: str = "a1") -> dict:
+        out = _queued_pod(name, cpu, {"kueue.x-k8s.io/queue-name": queue}, "n1")
+        out["metadata"]["annotations"] = {"kueue.x-k8s.io/workload": of}
+        return out
+
+    monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    # Cohort alpha: a1 6 + a2 6 + a3 4 = 16 cpu.
+    monitor._relist(
+        [workload("x", 1, "a2", 6), workload("y", 2, "a3", 3), workload("z", 3, "a1", 2), workload("v", 4, "a1", 4)]
+    )
+    for name, cpu, queue in (("x", "6", "a2"), ("y", "3", "a3"), ("z", "2", "a1"), ("v", "4", "a1")):
+        monitor._pod_event("ADDED", pod(f"{name}-0", cpu, name, queue))
+    monitor._event("MODIFIED", workload("v", 5, "a1", 4, preempted_for="p-uid"))  # for p (3 cpu in a1)
+    monitor._event("MODIFIED", workload("f", 6, "a3", 1))  # 16
+    monitor._event("MODIFIED", workload("g", 7, "a1", 1))  # 17 with v, 13 without it
+    monitor._pod_event("ADDED", pod("f-0", "1", "f", "a3"))
+    monitor._pod_event("ADDED", pod("g-0", "1", "g"))  # pods: 17 cpu with v's, which is stopping
+    assert not monitor.violations
+
+    # The preemptor admitted before its victim is gone: 20 cpu reserved in all.
+    monitor._event("ADDED", workload("p", 8, "a1", 3, uid="p-uid"))
+    (ahead,) = monitor.violations
+    assert ahead.invariant == "I1" and ahead.subject == "cohort t-alpha"
+    assert "t-ns0/p took quota while its victims ['t-ns0/v'] still hold theirs: 20 cpu reserved > 16" in ahead.message
+    assert set(ahead.names) == {"p", "v"}
+
+    # Quota taken by a Workload still marked Evicted would hide from I1: a violation of its own.
+    monitor._event("MODIFIED", workload("w", 9, "a2", 1, preempted_for="other"))
+    assert "t-ns0/w: took quota in t-a2 while marked Evicted" in str(monitor.violations[-1])
+
+    # Workloads not being evicted over the cohort's 16: 6 + 3 + 2 + 1 + 1 + 3 + 2 = 18.
+    monitor._event("MODIFIED", workload("h", 10, "a3", 2))
+    over = monitor.violations[-1]
+    assert over.invariant == "I1" and "over-admitted: 18 cpu reserved by Workloads not being evicted > 16" in (
+        over.message
+    )
+    assert "t-ns0/v=4cpu@rv5 (leaving)" in over.message
+
+    # v's pods count again once v no longer leaves (admitted again, as it never should be while
+    # they run): 17 cpu of pods in the cohort; and a Workload deleted on its way out leaves its
+    # pods out until they are gone.
+    monitor._event("MODIFIED", workload("v", 11, "a1", 4))
+    pods = monitor.violations[-1]
+    assert pods.invariant == "I5" and pods.subject == "cohort t-alpha" and "17 cpu > 16 allowed" in pods.message
+    monitor._event("MODIFIED", workload("v", 12, "a1", 4, preempted_for="r"))
+    monitor._event("DELETED", workload("v", 13, "a1", 4, preempted_for="r"))
+    assert monitor._leaving_pod("t-ns0/v-0") and not monitor._leaving_pod("t-ns0/g-0")

@@ -2,10 +2,13 @@
 
 A cycle assumes its decisions in the cache and hands them over here; the next cycle decides
 against that assumed state while the writes are in flight. The order that matters is kept per
-batch (one cycle's decisions): its evictions are written first, and its admissions only once they
-all were (an admission may use quota a drained workload gave back; if an eviction fails, those
-admissions are dropped and decided again). Evictions and admissions go before pending reasons;
-a pending reason waiting to be written is replaced by a newer one for the same workload.
+batch (one cycle's decisions): its evictions are written first, and its admissions only once those
+and every eviction of an earlier batch still on its way were (an admission may use quota a drained
+workload gave back, or room a victim under way frees beyond its preemptor's need, which Kueue's
+fits check counts as free: written first, the API would show both holding quota). If such an
+eviction fails, those admissions are dropped and decided again. Evictions and admissions go
+before pending reasons; a pending reason waiting to be written is replaced by a newer one for the
+same workload.
 
 A pending reason is queued only once it has lasted a moment (`defer_seconds`): most workloads
 that get one are admitted soon after (in Kueue's harness at 1/3 scale, half within 0.3 s), and the
@@ -49,6 +52,11 @@ class Batch:
     releases_left: int
     takes: list[StatusChange] = field(default_factory=list)
     failed: bool = False
+    """One of the evictions its admissions wait for failed."""
+    waits: int = 0
+    """Earlier batches whose evictions its admissions wait for."""
+    dependents: list[Batch] = field(default_factory=list)
+    """Later batches whose admissions wait for its evictions."""
 
 
 Write = Callable[[StatusChange], Awaitable[WriteResult]]
@@ -72,6 +80,8 @@ class WriteQueue:
         """Admissions waiting for the evictions of their batch."""
         self._takes: dict[str, Batch] = {}
         """Where each of those waits, by workload."""
+        self._releasing: dict[Batch, None] = {}
+        """Batches with evictions not written yet, in order."""
         self._idle = asyncio.Event()
         self._idle.set()
         self._drained = asyncio.Event()
@@ -90,6 +100,12 @@ class WriteQueue:
         releases = [c for c in changes if c.releases_quota]
         released = {c.key for c in releases}
         batch = Batch(len(releases))
+        if any(c.holds_quota and c.key not in released for c in changes):
+            for earlier in self._releasing:
+                earlier.dependents.append(batch)
+                batch.waits += 1
+        if releases:
+            self._releasing[batch] = None
         for change in releases:
             self._cancel_admission(change.key)
         for change in changes:
@@ -104,8 +120,8 @@ class WriteQueue:
                 # not sent yet when a later cycle evicts its workload, it is never written.
                 self._drop(change)
             elif change.holds_quota:
-                if releases:
-                    batch.takes.append(change)  # released by the batch's last eviction
+                if batch.releases_left or batch.waits:
+                    batch.takes.append(change)  # released by the last eviction it waits for
                     self._held += 1
                     self._takes[change.key] = batch
                 else:
@@ -205,6 +221,7 @@ class WriteQueue:
             self._timer.cancel()
             self._timer = None
         self._takes.clear()
+        self._releasing.clear()
         self._held = 0
         self._signal()
         return out
@@ -267,14 +284,27 @@ class WriteQueue:
         if result.outcome in (Outcome.FAILED, Outcome.FENCED, Outcome.UNKNOWN):
             batch.failed = True
         batch.releases_left -= 1
-        if batch.releases_left or not batch.takes:
+        if batch.releases_left:
+            return
+        self._releasing.pop(batch, None)
+        dependents, batch.dependents = batch.dependents, []
+        for later in dependents:
+            later.waits -= 1
+            later.failed |= batch.failed
+            self._let_go(later)
+        self._let_go(batch)
+
+    def _let_go(self, batch: Batch) -> None:
+        """A batch's admissions, once every eviction they wait for is written: queued, or dropped
+        (decided again) if one of those failed."""
+        if batch.releases_left or batch.waits or not batch.takes:
             return
         takes, batch.takes = batch.takes, []
         self._held -= len(takes)
         for change in takes:
             self._takes.pop(change.key, None)
         if batch.failed:
-            log.warning("an eviction was not written; %d admission(s) of its cycle are decided again", len(takes))
+            log.warning("an eviction was not written; %d admission(s) waiting for it are decided again", len(takes))
             for change in takes:
                 self._drop(change)
             return

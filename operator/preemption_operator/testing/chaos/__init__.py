@@ -5,8 +5,11 @@ network or the other replica does." :class:`InvariantMonitor` follows every stor
 run's Workloads (one cluster-wide watch, re-listed when it breaks) and checks:
 
 - I1: per ClusterQueue and per cohort, the quota reserved by unfinished Workloads with
-  ``QuotaReserved=True`` never exceeds what the queue may use (nominal + borrowing within the
-  cohort) or the cohort's nominal total;
+  ``QuotaReserved=True`` and not ``Evicted=True`` never exceeds what the queue may use (nominal
+  + borrowing within the cohort) or the cohort's nominal total (as in Kueue, a workload that fits
+  may take what victims under way free beyond their preemptor's need); a Workload that takes
+  quota is not marked Evicted, and a preemptor takes quota before its victims are gone only
+  within the bounds counting every reservation;
 - I2: an eviction count grows by one per eviction, and only from a state holding quota;
 - I3: once a :class:`ForeignWriter` write succeeded, no later state shows an older value of
   its label, annotation or condition (checked at the end, :meth:`InvariantMonitor.check_foreign`);
@@ -14,7 +17,8 @@ run's Workloads (one cluster-wide watch, re-listed when it breaks) and checks:
   the API server holds, would admit or preempt nothing, and queue status counts match;
 - I5: per ClusterQueue and per cohort, the cpu requested by the run's pods that run or may run
   (bound to a node and not Succeeded or Failed, being deleted included; or started by the
-  operator and not yet bound) never exceeds the same bounds as I1, whatever made the pods. A
+  operator and not yet bound; not those of a Workload I1 leaves out) never exceeds the same
+  bounds as I1, whatever made the pods. A
   pod's queue is its own queue label (plain Pods, pod groups), else its JobSet's or its Job's
   (read from the API server), else the ``kueue.x-k8s.io/cluster-queue-name`` label the operator
   gives the pods it starts; a pod that runs on no queue is a violation;

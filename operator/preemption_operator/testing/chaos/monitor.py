@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import http.client
+import re
 import socket
 import threading
 import time
@@ -33,6 +34,8 @@ from .api import (
     touches,
 )
 from .topology import Topology, pod_cpu, workload_owner
+
+_PREEMPTOR_UID = re.compile(r"\(UID: ([^,)\s]+)")
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -80,6 +83,16 @@ def _workload_state(obj: dict[str, Any]) -> str:
     return f"({held}; {', '.join(flags) or 'no condition'})"
 
 
+def _preemptor_uid(obj: dict[str, Any]) -> str | None:
+    """The UID a Preempted condition's message names ("Preempted to accommodate a workload (UID:
+    <uid>, JobUID: ...) ...", Kueue's format)."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Preempted" and condition.get("status") == "True":
+            found = _PREEMPTOR_UID.search(str(condition.get("message") or ""))
+            return found.group(1) if found else None
+    return None
+
+
 def _meta_ns(obj: dict[str, Any]) -> str | None:
     return (obj.get("metadata") or {}).get("namespace")
 
@@ -122,6 +135,13 @@ class _Tracked:
     evicted: bool
     evictions: int
     changed_at: float
+    preempted_for: str | None = None
+    """The UID of the workload it was preempted for, while it is marked Evicted."""
+
+    @property
+    def leaving(self) -> bool:
+        """Holds quota while its eviction is under way: the quota is on its way back."""
+        return self.holds_quota and self.evicted
 
     @classmethod
     def of(cls, obj: dict[str, Any], at: float) -> _Tracked:
@@ -137,6 +157,7 @@ class _Tracked:
             evicted=is_true(obj, "Evicted"),
             evictions=eviction_count(obj),
             changed_at=at,
+            preempted_for=_preemptor_uid(obj) if is_true(obj, "Evicted") else None,
         )
 
 
@@ -165,6 +186,11 @@ class InvariantMonitor:
         """key -> (resourceVersion, label, annotation, condition) of every observed state (I3)."""
         self._wls: dict[str, _Tracked] = {}
         self._usage: Counter[str] = Counter()
+        """ClusterQueue -> milli-cpu reserved, by every Workload holding quota."""
+        self._staying: Counter[str] = Counter()
+        """The same, less the Workloads whose eviction is under way (I1's measure)."""
+        self._gone_leaving: set[str] = set()
+        """Workloads deleted while their eviction was under way: their pods are still leaving."""
         self._over: set[str] = set()
         self._reservations: deque[tuple[float, str, str, int, int, str]] = deque(maxlen=400)
         """The latest changes of what a Workload reserves: (time, key, ClusterQueue, milli-cpu
@@ -395,6 +421,17 @@ class InvariantMonitor:
                 self.pod_events += 1
                 self._check_pods(touched, f"after {kind} pod {key} (resourceVersion {meta.get('resourceVersion')})")
 
+    def _leaving_pod(self, key: str) -> bool:
+        """A pod of a Workload whose eviction is under way (its `kueue.x-k8s.io/workload`
+        annotation's): it stops, and I5 leaves it out as I1 leaves out that Workload."""
+        meta = (self._live_pods.get(key) or {}).get("metadata") or {}
+        name = (meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION)
+        if not name:
+            return False
+        workload = f"{meta.get('namespace')}/{name}"
+        held = self._wls.get(workload)
+        return held.leaving if held is not None else workload in self._gone_leaving
+
     def pods(self) -> dict[str, dict[str, Any]]:
         """The run's pods as last seen (key -> pod)."""
         with self._lock:
@@ -403,8 +440,9 @@ class InvariantMonitor:
     def _check_pods(self, cluster_queues: set[str], when: str) -> None:
         """I5 for the given ClusterQueues and their cohorts; one violation per episode."""
         usage: Counter[str] = Counter()
-        for cq, cpu in self._pods.values():
-            usage[cq] += cpu
+        for key, (cq, cpu) in self._pods.items():
+            if not self._leaving_pod(key):
+                usage[cq] += cpu
         self.max_pod_cpu = max(self.max_pod_cpu, sum(usage.values()))
         if "?" in cluster_queues:
             unknown = sorted(k for k, (cq, _) in self._pods.items() if cq == "?")
@@ -557,10 +595,9 @@ class InvariantMonitor:
                 self._note(key, old, new, at, gap=True)
                 seen[key] = new
             self._wls = seen
-            self._usage = Counter()
+            self._usage, self._staying = Counter(), Counter()
             for t in seen.values():
-                if t.cq:
-                    self._usage[t.cq] += t.usage
+                self._hold(t, 1)
             self._check_quota(set(self.topology.cluster_queues), "after a re-list")
 
     def _event(self, kind: str, obj: dict[str, Any]) -> None:
@@ -576,10 +613,12 @@ class InvariantMonitor:
             old = self._wls.get(key)
             touched: set[str] = set()
             if old is not None and old.cq:
-                self._usage[old.cq] -= old.usage
+                self._hold(old, -1)
                 touched.add(old.cq)
             if kind == "DELETED":
                 self._wls.pop(key, None)
+                if old is not None and old.leaving:
+                    self._gone_leaving.add(key)
                 self._observe(key, obj, deleted=True)
                 if old is not None and old.cq:
                     self._trace(at, key, old.cq, old.usage, 0, f"deleted at rv {meta.get('resourceVersion')}")
@@ -594,10 +633,15 @@ class InvariantMonitor:
                 self._note(key, None if gap else old, new, at, gap=False)
                 self._wls[key] = new
                 if new.cq:
-                    self._usage[new.cq] += new.usage
+                    self._hold(new, 1)
                     touched.add(new.cq)
             if touched:
-                self._check_quota(touched, f"after {kind} {key} (resourceVersion {meta.get('resourceVersion')})")
+                when = f"after {kind} {key} (resourceVersion {meta.get('resourceVersion')})"
+                self._check_quota(touched, when)
+                if kind != "DELETED" and new.cq and (old is None or not old.holds_quota or old.uid != new.uid):
+                    self._check_taker(key, new, when)
+                if old is not None and old.leaving and kind != "DELETED" and not new.leaving:
+                    self._check_pods(touched, when)  # its pods count again
 
     def _observe(self, key: str, obj: dict[str, Any], *, deleted: bool = False) -> None:
         """One state of a Workload for I3; `deleted` ends the object (a later one of the same
@@ -668,14 +712,40 @@ class InvariantMonitor:
                 )
         return subjects
 
+    def _hold(self, t: _Tracked, sign: int) -> None:
+        if t.cq:
+            self._usage[t.cq] += sign * t.usage
+            if not t.leaving:
+                self._staying[t.cq] += sign * t.usage
+
+    def _check_taker(self, key: str, new: _Tracked, when: str) -> None:
+        """I1 for a Workload that takes quota: not marked Evicted (what I1 leaves out must be on
+        its way out), and, while a workload preempted for it still holds quota, within the bounds
+        counting every reservation: a preemptor never goes ahead of its victims."""
+        if new.evicted:
+            self._violate("I1", key, f"took quota in {new.cq} while marked Evicted, {when}", (key.split("/")[1],))
+        victims = sorted(k for k, t in self._wls.items() if t.leaving and t.preempted_for == new.uid)
+        if not victims:
+            return
+        for subject, (used, bound, _) in self._bounds({new.cq or ""}, self._usage).items():
+            if used > bound:
+                self._violate(
+                    "I1",
+                    subject,
+                    f"{key} took quota while its victims {victims} still hold theirs: {used / 1000:g} cpu "
+                    f"reserved > {bound / 1000:g} allowed, {when}",
+                    (key.split("/")[1], *(v.split("/")[1] for v in victims)),
+                )
+
     def _check_quota(self, cluster_queues: set[str], when: str) -> None:
         """I1 for the given ClusterQueues and their cohorts; one violation per episode."""
-        for subject, (used, bound, members) in self._bounds(cluster_queues, self._usage).items():
+        for subject, (used, bound, members) in self._bounds(cluster_queues, self._staying).items():
             if used > bound:
                 if subject not in self._over:
                     self._over.add(subject)
                     holders = sorted(
                         f"{k}={t.usage // 1000 if t.usage % 1000 == 0 else t.usage / 1000}cpu@rv{t.rv}"
+                        + (" (leaving)" if t.leaving else "")
                         for k, t in self._wls.items()
                         if t.cq in members
                     )
@@ -687,7 +757,8 @@ class InvariantMonitor:
                     self._violate(
                         "I1",
                         subject,
-                        f"over-admitted: {used / 1000:g} cpu reserved > {bound / 1000:g} allowed, {when}; "
+                        f"over-admitted: {used / 1000:g} cpu reserved by Workloads not being evicted > "
+                        f"{bound / 1000:g} allowed, {when}; "
                         f"holders: {', '.join(holders)}\n  latest reservation changes in it:\n" + "\n".join(trace),
                     )
             else:
