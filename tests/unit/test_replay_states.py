@@ -3,9 +3,7 @@ and both schedulers over them."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,18 +11,12 @@ from typing import Any
 import pytest
 
 from preemption_operator.testing import go_modules
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kueue-harness" / "replay_states.py"
+from preemption_operator.testing.kueue_harness import replay_states as load_replay_states
 
 
 @pytest.fixture(scope="module")
 def replay_states() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("replay_states", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_replay_states()
 
 
 RECORD = """\
