@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from preemption_operator.api.meta import format_time
 from preemption_operator.api.objects import parse_object
 from preemption_operator.engine.cache import Cache
 from preemption_operator.engine.engine import Engine
@@ -122,7 +123,7 @@ def state_at(lives: dict[str, Life], cohort: str, moment: float) -> tuple[dateti
         objects.append(_workload(key, namespace, lives[key], rank[("created", key)]))
     for _, key, cq, mcpu in holding:
         wl = _workload(key, key.split("/", 1)[0], lives[key], rank[("created", key)])
-        at = _time(rank[("admitted", key)])
+        at = format_time(rank[("admitted", key)])
         wl["status"] = {
             "conditions": [
                 {
@@ -145,12 +146,8 @@ def state_at(lives: dict[str, Life], cohort: str, moment: float) -> tuple[dateti
     return T0 + timedelta(seconds=len(moments) + 1), objects
 
 
-def _time(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _meta(api: str, kind: str, name: str, *, namespace: str | None = None, spec: Obj | None = None) -> Obj:
-    meta: Obj = {"name": name, "uid": f"{kind}/{namespace}/{name}", "creationTimestamp": _time(T0)}
+    meta: Obj = {"name": name, "uid": f"{kind}/{namespace}/{name}", "creationTimestamp": format_time(T0)}
     if namespace:
         meta["namespace"] = namespace
     out: Obj = {"apiVersion": api, "kind": kind, "metadata": meta}
@@ -171,7 +168,7 @@ def _workload(key: str, namespace: str, life: Life, created: datetime) -> Obj:
         ],
     }
     wl = _meta(KUEUE, "Workload", f"{namespace}.{name}", namespace="default", spec=spec)
-    wl["metadata"]["creationTimestamp"] = _time(created)
+    wl["metadata"]["creationTimestamp"] = format_time(created)
     return wl
 
 
@@ -204,7 +201,7 @@ class Outcome:
 def compare(binary: Path, states: list[tuple[datetime, list[Obj]]], cycles: int, prioritize: bool) -> Outcome:
     """Both sides over the states; the first few differences kept as examples."""
     out = Outcome(states=len(states))
-    given = [(_time(now), objects) for now, objects in states]
+    given = [(format_time(now), objects) for now, objects in states]
     theirs = kueue_replay.replay(binary, given, cycles, prioritize_preemptors=prioritize) if states else []
     for (now, objects), kueue in zip(states, theirs, strict=True):
         if kueue.get("error"):
@@ -217,7 +214,7 @@ def compare(binary: Path, states: list[tuple[datetime, list[Obj]]], cycles: int,
         if mine != {"admitted": kueue["admitted"], "preempted": kueue["preempted"]}:
             out.differ += 1
             if len(out.examples) < 3:
-                out.examples.append(f"at {_time(now)}: engine {mine}; Kueue {kueue}")
+                out.examples.append(f"at {format_time(now)}: engine {mine}; Kueue {kueue}")
     return out
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from preemption_operator.api.meta import format_time
 from preemption_operator.testing import go_modules
 from preemption_operator.testing.kueue_harness import replay_states as load_replay_states
 
@@ -71,7 +72,7 @@ def test_a_cohorts_state_holds_what_held_quota_then_and_waits_what_was_still_to_
     created = {name: wl["metadata"]["creationTimestamp"] for name, wl in workloads.items()}
     assert created["cq-0-1-cohort-0.medium-1-0-0"] < created["cq-0-0-cohort-0.large-2-0-0"]
     assert created["cq-0-0-cohort-0.large-2-0-0"] < created["cq-0-1-cohort-0.large-2-0-0"]
-    assert replay_states._time(now) > max(created.values())
+    assert format_time(now) > max(created.values())
 
     queues = _by_name(objects, "ClusterQueue")
     assert sorted(queues) == ["cq-0-0-cohort-0", "cq-0-1-cohort-0"]

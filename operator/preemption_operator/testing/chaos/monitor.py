@@ -147,6 +147,7 @@ class _Tracked:
     def of(cls, obj: dict[str, Any], at: float) -> _Tracked:
         meta = obj["metadata"]
         cq, usage = reservation(obj)
+        evicted = is_true(obj, "Evicted")
         return cls(
             uid=meta.get("uid", ""),
             rv=int(meta.get("resourceVersion") or 0),
@@ -154,10 +155,10 @@ class _Tracked:
             cq=cq,
             usage=usage,
             holds_quota=cq is not None,
-            evicted=is_true(obj, "Evicted"),
+            evicted=evicted,
             evictions=eviction_count(obj),
             changed_at=at,
-            preempted_for=_preemptor_uid(obj) if is_true(obj, "Evicted") else None,
+            preempted_for=_preemptor_uid(obj) if evicted else None,
         )
 
 
