@@ -33,10 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from preemption_operator.api.meta import format_time
-from preemption_operator.api.objects import parse_object
-from preemption_operator.engine.cache import Cache
-from preemption_operator.engine.engine import Engine
-from preemption_operator.engine.scheduler import QueueState
 from preemption_operator.testing import kueue_replay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,16 +168,6 @@ def _workload(key: str, namespace: str, life: Life, created: datetime) -> Obj:
     return wl
 
 
-def engine_decides(now: datetime, objects: list[Obj], cycles: int, prioritize: bool) -> dict[str, dict[str, str]]:
-    cache = Cache(prioritize_preemptors=prioritize)
-    cache.load([parse_object(o) for o in objects])
-    result = Engine(rounds=cycles).cycle(cache.snapshot(now), QueueState())
-    return {
-        "admitted": {a.workload.key: a.cluster_queue for a in result.admitted},
-        "preempted": {p.victim.key: p.preemptor.key for p in result.preempted},
-    }
-
-
 def _classes(preempted: dict[str, str]) -> Counter[str]:
     return Counter(victim.split(".", 1)[1].split("-", 1)[0] for victim in preempted)
 
@@ -206,7 +192,7 @@ def compare(binary: Path, states: list[tuple[datetime, list[Obj]]], cycles: int,
     for (now, objects), kueue in zip(states, theirs, strict=True):
         if kueue.get("error"):
             raise SystemExit(f"Kueue's replay refused a state: {kueue['error']}")
-        mine = engine_decides(now, objects, cycles, prioritize)
+        mine = kueue_replay.engine_decisions(now, objects, cycles, prioritize_preemptors=prioritize)
         out.kueue += _classes(kueue["preempted"])
         out.engine += _classes(mine["preempted"])
         out.admitted[0] += len(kueue["admitted"])

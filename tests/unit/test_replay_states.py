@@ -89,7 +89,7 @@ def test_a_cohorts_state_holds_what_held_quota_then_and_waits_what_was_still_to_
 def test_the_engine_decides_over_a_rebuilt_state(tmp_path: Path, replay_states: ModuleType) -> None:
     (tmp_path / "watch-workloads.tsv").write_text(RECORD)
     now, objects = replay_states.state_at(replay_states.read_record(tmp_path), "cohort-0", 101.0)
-    decided = replay_states.engine_decides(now, objects, 1, True)
+    decided = replay_states.kueue_replay.engine_decisions(now, objects)
     # 40 cpu of quota, nothing held: the larges (20 each) are admitted; the medium no longer fits.
     assert decided == {
         "admitted": {

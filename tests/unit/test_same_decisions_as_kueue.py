@@ -32,15 +32,10 @@ from builders import (
     cluster_queue,
     local_queue,
     namespace,
-    parse,
     pending,
     resource_flavor,
     rfc3339,
 )
-from preemption_operator.engine.cache import Cache
-from preemption_operator.engine.engine import Engine
-from preemption_operator.engine.fair_sharing import FairSharing
-from preemption_operator.engine.scheduler import QueueState
 from preemption_operator.testing import go_modules, kueue_replay
 
 DRIVER = Path(__file__).resolve().parents[1] / "kueue_replay" / "replay_test.go"
@@ -146,16 +141,7 @@ def fair_states(count: int) -> list[State]:
 def ours(
     now: datetime, objects: Sequence[Obj], cycles: int = 1, fair: bool = False, prioritize: bool = True
 ) -> dict[str, dict[str, str]]:
-    """The engine's decisions over `cycles` consecutive cycles with nothing answered in between
-    (its rounds: the operator decides up to 64 of Kueue's cycles in one pass)."""
-    cache = Cache(FairSharing(enabled=fair), prioritize_preemptors=prioritize)
-    cache.load(parse(objects))
-    result = Engine(rounds=cycles).cycle(cache.snapshot(now), QueueState())
-    return {
-        "admitted": {a.workload.key: a.cluster_queue for a in result.admitted},
-        # Kueue issues no eviction for a target already evicted: the replay cannot see it.
-        "preempted": {p.victim.key: p.preemptor.key for p in result.preempted if not p.victim.evicted},
-    }
+    return kueue_replay.engine_decisions(now, objects, cycles, fair_sharing=fair, prioritize_preemptors=prioritize)
 
 
 def differences(

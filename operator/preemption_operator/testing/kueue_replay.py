@@ -1,5 +1,6 @@
 """Kueue's own scheduler run over states the tests describe, for the differential test of the
-engine's decisions (tests/unit/test_same_decisions_as_kueue.py).
+engine's decisions (tests/unit/test_same_decisions_as_kueue.py), and the engine over the same
+states, answered in the same shape.
 
 `tests/kueue_replay/replay_test.go` (ours) is compiled into a copy of Kueue's `pkg/scheduler`
 with `go test -c`: it must sit in that package to call Kueue's scheduling cycle, which Kueue does
@@ -19,9 +20,15 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..api.objects import parse_object
+from ..engine.cache import Cache
+from ..engine.engine import Engine
+from ..engine.fair_sharing import FairSharing
+from ..engine.scheduler import QueueState
 from . import go_modules
 
 KUEUE = ("sigs.k8s.io/kueue", "v0.19.2")
@@ -116,6 +123,27 @@ def replay(
             raise RuntimeError(f"Kueue's replay failed: {(result.stdout + result.stderr).strip()[-2000:]}")
         results: list[dict[str, Any]] = json.loads(answer.read_text())
         return results
+
+
+def engine_decisions(
+    now: datetime,
+    objects: Sequence[dict[str, Any]],
+    cycles: int = 1,
+    *,
+    fair_sharing: bool = False,
+    prioritize_preemptors: bool = True,
+) -> dict[str, dict[str, str]]:
+    """The engine over one state, as `replay` answers for Kueue: `cycles` consecutive cycles with
+    nothing answered in between (its rounds: the operator decides up to 64 of Kueue's cycles in
+    one pass)."""
+    cache = Cache(FairSharing(enabled=fair_sharing), prioritize_preemptors=prioritize_preemptors)
+    cache.load([parse_object(dict(obj)) for obj in objects])
+    result = Engine(rounds=cycles).cycle(cache.snapshot(now), QueueState())
+    return {
+        "admitted": {a.workload.key: a.cluster_queue for a in result.admitted},
+        # Kueue issues no eviction for a target already evicted: the replay cannot see it.
+        "preempted": {p.victim.key: p.preemptor.key for p in result.preempted if not p.victim.evicted},
+    }
 
 
 if __name__ == "__main__":
