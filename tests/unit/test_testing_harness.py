@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from preemption_operator.testing.control_plane import CRDS_DIR, project_crd_files
 
@@ -485,6 +487,25 @@ def test_a_queue_reserving_other_cpu_than_its_workloads_names_each_holder() -> N
     assert status_problems(objects, lambda ns, lq: "cq") == []
 
 
+def _monitored_workload(
+    name: str, rv: int, cq: str, cpu: int | None, *, uid: str = "", preempted_for: str = ""
+) -> dict[str, Any]:
+    """A Workload of the chaos topology "t" as the monitor's watch brings it: holding `cpu` in
+    ClusterQueue t-`cq` (None: no quota), marked Evicted for the preemptor `preempted_for`."""
+    conditions: list[dict[str, Any]] = []
+    status: dict[str, Any] = {"conditions": conditions}
+    if cpu is not None:
+        conditions.append({"type": "QuotaReserved", "status": "True"})
+        assignment = {"name": "main", "count": 1, "resourceUsage": {"cpu": str(cpu)}}
+        status["admission"] = {"clusterQueue": f"t-{cq}", "podSetAssignments": [assignment]}
+    if preempted_for:
+        message = f"Preempted to accommodate a workload (UID: {preempted_for}, JobUID: UNKNOWN) due to x"
+        conditions.append({"type": "Evicted", "status": "True", "reason": "Preempted", "message": message})
+        conditions.append({"type": "Preempted", "status": "True", "reason": "InCohort", "message": message})
+    meta = {"name": name, "namespace": "t-ns0", "uid": uid or name, "resourceVersion": str(rv)}
+    return {"kind": "Workload", "metadata": meta, "spec": {"queueName": cq}, "status": status}
+
+
 def test_i1_leaves_out_quota_on_its_way_back_but_never_lets_a_preemptor_ahead_of_its_victims() -> None:
     """The chaos suite's over-admitted cohort (17 cpu of 16): as Kueue does, the operator admitted
     a small workload into the room a victim under way frees beyond its preemptor's need, while the
@@ -493,25 +514,12 @@ def test_i1_leaves_out_quota_on_its_way_back_but_never_lets_a_preemptor_ahead_of
     reservation while its victims hold theirs. I5 leaves the victim's pods out alike."""
     from preemption_operator.testing.chaos import InvariantMonitor, Topology
 
-    def workload(name: str, rv: int, cq: str, cpu: int | None, *, uid: str = "", preempted_for: str = "") -> dict:
-        conditions: list[dict] = []
-        status: dict = {"conditions": conditions}
-        if cpu is not None:
-            conditions.append({"type": "QuotaReserved", "status": "True"})
-            assignment = {"name": "main", "count": 1, "resourceUsage": {"cpu": str(cpu)}}
-            status["admission"] = {"clusterQueue": f"t-{cq}", "podSetAssignments": [assignment]}
-        if preempted_for:
-            message = f"Preempted to accommodate a workload (UID: {preempted_for}, JobUID: UNKNOWN) due to x"
-            conditions.append({"type": "Evicted", "status": "True", "reason": "Preempted", "message": message})
-            conditions.append({"type": "Preempted", "status": "True", "reason": "InCohort", "message": message})
-        meta = {"name": name, "namespace": "t-ns0", "uid": uid or name, "resourceVersion": str(rv)}
-        return {"kind": "Workload", "metadata": meta, "spec": {"queueName": cq}, "status": status}
-
     def pod(name: str, cpu: str, of: str, queue: str = "a1") -> dict:
         out = _queued_pod(name, cpu, {"kueue.x-k8s.io/queue-name": queue}, "n1")
         out["metadata"]["annotations"] = {"kueue.x-k8s.io/workload": of}
         return out
 
+    workload = _monitored_workload
     monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
     # Cohort alpha: a1 6 + a2 6 + a3 4 = 16 cpu.
     monitor._relist(
@@ -554,3 +562,44 @@ def test_i1_leaves_out_quota_on_its_way_back_but_never_lets_a_preemptor_ahead_of
     monitor._event("MODIFIED", workload("v", 12, "a1", 4, preempted_for="r"))
     monitor._event("DELETED", workload("v", 13, "a1", 4, preempted_for="r"))
     assert monitor._leaving_pod("t-ns0/v-0") and not monitor._leaving_pod("t-ns0/g-0")
+
+
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["MODIFIED", "DELETED", "RELIST"]),
+        st.sampled_from(["u", "v", "w"]),
+        st.sampled_from(["u", "v", "w", "u2"]),  # uid: "u2" is u made again under v's or w's name
+        st.sampled_from([None, 1, 2]),
+        st.sampled_from(["", "p", "q"]),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_STEPS)
+def test_the_monitors_victim_index_agrees_with_its_workloads(
+    steps: list[tuple[str, str, str, int | None, str]],
+) -> None:
+    """The index of victims still leaving, by preemptor (I1's check of a Workload taking quota),
+    is what a scan of every tracked Workload finds, through changes, deletions and re-lists."""
+    from preemption_operator.testing.chaos import InvariantMonitor, Topology
+
+    monitor = InvariantMonitor(client=None, topology=Topology("t"))  # type: ignore[arg-type]
+    last: dict[str, dict[str, Any]] = {}
+    for rv, (kind, name, uid, cpu, preempted_for) in enumerate(steps, start=1):
+        obj = _monitored_workload(name, rv, "a1", cpu, uid=uid, preempted_for=preempted_for)
+        if kind == "RELIST":
+            last[name] = obj
+            monitor._relist(list(last.values()))
+        else:
+            monitor._event(kind, obj)
+            if kind == "DELETED":
+                last.pop(name, None)
+            else:
+                last[name] = obj
+        scanned: dict[str, set[str]] = {}
+        for key, tracked in monitor._wls.items():
+            if tracked.leaving and tracked.preempted_for:
+                scanned.setdefault(tracked.preempted_for, set()).add(key)
+        assert monitor._victims == scanned

@@ -186,6 +186,8 @@ class InvariantMonitor:
         self.observations: dict[str, list[tuple[int, int | None, int | None, int | None, bool]]] = {}
         """key -> (resourceVersion, label, annotation, condition) of every observed state (I3)."""
         self._wls: dict[str, _Tracked] = {}
+        self._victims: dict[str, set[str]] = {}
+        """Preemptor UID -> the keys of its victims still leaving (an index into `_wls`)."""
         self._usage: Counter[str] = Counter()
         """ClusterQueue -> milli-cpu reserved, by every Workload holding quota."""
         self._staying: Counter[str] = Counter()
@@ -596,6 +598,9 @@ class InvariantMonitor:
                 self._note(key, old, new, at, gap=True)
                 seen[key] = new
             self._wls = seen
+            self._victims = {}
+            for key, t in seen.items():
+                self._index(key, None, t)
             self._usage, self._staying = Counter(), Counter()
             for t in seen.values():
                 self._hold(t, 1)
@@ -618,6 +623,7 @@ class InvariantMonitor:
                 touched.add(old.cq)
             if kind == "DELETED":
                 self._wls.pop(key, None)
+                self._index(key, old, None)
                 if old is not None and old.leaving:
                     self._gone_leaving.add(key)
                 self._observe(key, obj, deleted=True)
@@ -633,6 +639,7 @@ class InvariantMonitor:
                 gap = old is not None and old.uid != new.uid  # deleted and created again unseen
                 self._note(key, None if gap else old, new, at, gap=False)
                 self._wls[key] = new
+                self._index(key, old, new)
                 if new.cq:
                     self._hold(new, 1)
                     touched.add(new.cq)
@@ -719,13 +726,24 @@ class InvariantMonitor:
             if not t.leaving:
                 self._staying[t.cq] += sign * t.usage
 
+    def _index(self, key: str, old: _Tracked | None, new: _Tracked | None) -> None:
+        """Keeps `_victims` in step with `_wls[key]` going from `old` to `new`."""
+        if old is not None and old.leaving and old.preempted_for:
+            victims = self._victims.get(old.preempted_for)
+            if victims is not None:
+                victims.discard(key)
+                if not victims:
+                    del self._victims[old.preempted_for]
+        if new is not None and new.leaving and new.preempted_for:
+            self._victims.setdefault(new.preempted_for, set()).add(key)
+
     def _check_taker(self, key: str, new: _Tracked, when: str) -> None:
         """I1 for a Workload that takes quota: not marked Evicted (what I1 leaves out must be on
         its way out), and, while a workload preempted for it still holds quota, within the bounds
         counting every reservation: a preemptor never goes ahead of its victims."""
         if new.evicted:
             self._violate("I1", key, f"took quota in {new.cq} while marked Evicted, {when}", (key.split("/")[1],))
-        victims = sorted(k for k, t in self._wls.items() if t.leaving and t.preempted_for == new.uid)
+        victims = sorted(self._victims.get(new.uid, ()))
         if not victims:
             return
         for subject, (used, bound, _) in self._bounds({new.cq or ""}, self._usage).items():
