@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -179,6 +180,19 @@ def test_the_report_has_a_column_per_side_and_the_new_rows(tmp_path: Path) -> No
     assert "| status ÷ reservations | 1.00 | 1.00 |" in text  # ours ÷ Kueue, pair 1 and the mean
 
 
+def _baseline_config(tmp_path: Path, harness: ModuleType) -> None:
+    """Kueue's baseline generator config and rangespec, in the fake module dir under `tmp_path`
+    (its 5 cohorts of 6 queues; no workloads, which a report reads from its runs)."""
+    configs = tmp_path / "module" / harness.PERF / "configs" / "baseline"
+    configs.mkdir(parents=True)
+    queues = {"className": "cq", "count": 6, "nominalQuota": 20, "borrowingLimit": 100, "workloadsSets": []}
+    queues |= {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    (configs / "generator.yaml").write_text(
+        yaml.safe_dump({"cohorts": [{"className": "cohort", "count": 5, "queuesSets": [queues]}]})
+    )
+    (configs / "rangespec.yaml").write_text("cmd: {maxWallMs: 425000}\nclusterQueueClassesMinUsage: {cq: 50}\n")
+
+
 def test_a_variant_of_ours_runs_with_its_writes_in_flight_and_gets_its_own_column_and_ratios(
     tmp_path: Path,
 ) -> None:
@@ -192,14 +206,7 @@ def test_a_variant_of_ours_runs_with_its_writes_in_flight_and_gets_its_own_colum
         False,
         False,
     ]
-    configs = tmp_path / "module" / harness.PERF / "configs" / "baseline"
-    configs.mkdir(parents=True)
-    queues = {"className": "cq", "count": 6, "nominalQuota": 20, "borrowingLimit": 100, "workloadsSets": []}
-    queues |= {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
-    (configs / "generator.yaml").write_text(
-        yaml.safe_dump({"cohorts": [{"className": "cohort", "count": 5, "queuesSets": [queues]}]})
-    )
-    (configs / "rangespec.yaml").write_text("cmd: {maxWallMs: 425000}\nclusterQueueClassesMinUsage: {cq: 50}\n")
+    _baseline_config(tmp_path, harness)
     binaries = harness.Binaries(tmp_path / "runner", tmp_path / "mk", None, tmp_path / "module", "v0.19.2")
     runs = []
     for side, wall in (("kueue", 20_000), ("ours", 18_000), ("ours-writes4", 16_000)):
@@ -299,14 +306,7 @@ def test_kueue_with_prioritized_preemptors_is_its_own_column_and_ratio_table(
     a line saying how it was built, and a second ratio table of ours against it."""
     harness = kueue_harness()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the fake build stays here
-    configs = tmp_path / "module" / harness.PERF / "configs" / "baseline"
-    configs.mkdir(parents=True)
-    queues = {"className": "cq", "count": 6, "nominalQuota": 20, "borrowingLimit": 100, "workloadsSets": []}
-    queues |= {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
-    (configs / "generator.yaml").write_text(
-        yaml.safe_dump({"cohorts": [{"className": "cohort", "count": 5, "queuesSets": [queues]}]})
-    )
-    (configs / "rangespec.yaml").write_text("cmd: {maxWallMs: 425000}\nclusterQueueClassesMinUsage: {cq: 50}\n")
+    _baseline_config(tmp_path, harness)
     binaries = harness.Binaries(tmp_path / "runner", tmp_path / "mk", None, tmp_path / "module", "v0.19.2")
     binaries = harness.with_prioritized(
         harness.dataclasses.replace(binaries, lifted=tmp_path / "lifted", lifted_note=harness.lifted_note(1000)),
