@@ -428,6 +428,7 @@ def run(
             integrations=named,
             managed_jobs_namespace_selector=selector,
             label_keys_to_copy=_copy_of(settings, label_keys_to_copy),
+            external_frameworks=settings.external_frameworks if settings is not None else (),
             webhooks=None
             if no_webhooks or (webhook_url is None and not operator.in_cluster())
             else WebhookSettings(

@@ -6,6 +6,7 @@ lease) win over the file's. Its waitForPodsReady is applied (test_cluster.py run
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +55,74 @@ def test_kueues_documented_configuration_starts_the_operator_and_applies(
     assert f"--config {config}: waitForPodsReady" not in log  # applied (test_cluster.py runs it)
     assert op.stop() == 0, op.tail()
     assert "Traceback" not in op.log()
+
+
+def _condition(wl: dict[str, Any], kind: str) -> dict[str, Any]:
+    found = [c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == kind]
+    return found[0] if found else {}
+
+
+def test_an_external_frameworks_evicted_workload_keeps_its_quota_until_its_controller_clears_it(
+    scenario: Scenario, operators: OperatorPool, tmp_path: Path
+) -> None:
+    """`integrations.externalFrameworks`: a Workload whose controller owner is of such a kind is
+    stopped by that kind's own controller, which then clears the reservation (Kueue's contract
+    with external frameworks). Evicted, it keeps its quota until then, so its preemptor is not
+    admitted while its pods may still run. A ReplicaSet stands in for the external kind here."""
+    sc = scenario
+    config = tmp_path / "controller_manager_config.yaml"
+    config.write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "integrations:\n  frameworks: [batch/job]\n  externalFrameworks: [ReplicaSet.v1.apps]\n"
+    )
+    _, lq = sc.queue("q", 2, within="LowerPriority")
+    sc.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "external", "namespace": sc.namespace},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "external"}},
+                "template": {
+                    "metadata": {"labels": {"app": "external"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            },
+        }
+    )
+    owner = sc.get("replicasets", "external")["metadata"]
+    reference = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "external", "uid": owner["uid"]}
+    victim = workload("victim", namespace=sc.namespace, queue=lq, cpu=2, priority=0).obj()
+    victim["metadata"]["ownerReferences"] = [{**reference, "controller": True}]
+    operators.start(extra_args=[f"--config={config}"])
+    sc.apply(victim)
+    sc.wait_admitted("victim", timeout=60, diagnostics=operators.diagnostics)
+
+    sc.apply(workload("preemptor", namespace=sc.namespace, queue=lq, cpu=2, priority=100))
+
+    def victim_evicted() -> dict[str, Any]:
+        wl = sc.workload("victim")
+        assert _condition(wl, "Evicted").get("status") == "True", wl.get("status")
+        return wl
+
+    evicted = wait_until(victim_evicted, timeout=60, what="victim evicted", diagnostics=operators.diagnostics)
+    # The eviction's own write leaves the reservation: only the external controller clears it.
+    assert _condition(evicted, "Preempted").get("status") == "True"
+    assert _condition(evicted, "QuotaReserved").get("status") == "True", evicted["status"]
+    assert evicted["status"]["admission"]["clusterQueue"] == sc.name("q")
+    assert _condition(sc.workload("preemptor"), "QuotaReserved").get("status") != "True"
+
+    # The external controller has stopped its job: it clears the reservation, as Kueue's
+    # jobframework does, and the preemptor takes the quota.
+    conditions = [
+        {**c, "status": "False", "reason": "Pending", "message": "stopped by its controller"}
+        if c["type"] in ("QuotaReserved", "Admitted")
+        else c
+        for c in evicted["status"]["conditions"]
+    ]
+    sc.kubectl(
+        "patch", "workload", "victim", "-n", sc.namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"admission": None, "conditions": conditions}}),
+    )  # fmt: skip
+    sc.wait_admitted("preemptor", timeout=60, diagnostics=operators.diagnostics)

@@ -56,6 +56,10 @@ def test_a_framework_name_and_a_kind_are_registered_once() -> None:
 def test_only_integrations_that_stop_their_jobs_keep_an_evicted_workloads_quota() -> None:
     assert stopping_owners([INTEGRATION]) == {("batch/v1", "Job")}
     assert stopping_owners([dataclasses.replace(INTEGRATION, job_stops=False)]) == frozenset()
+    # Kueue's externalFrameworks: their own controllers stop their jobs and clear the reservation.
+    external = [("workload.codeflare.dev/v1beta2", "AppWrapper")]
+    assert stopping_owners([], external) == {("workload.codeflare.dev/v1beta2", "AppWrapper")}
+    assert stopping_owners([INTEGRATION], external) == {("batch/v1", "Job"), *external}
 
 
 def test_simulate_refuses_an_integrated_object_without_a_namespace() -> None:

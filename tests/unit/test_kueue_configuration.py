@@ -176,7 +176,6 @@ def test_each_field_not_applied_is_named_once_and_those_that_change_decisions_ar
     )
     named = {i.path: i.decisions for i in settings.ignored}
     assert named == {
-        "integrations.externalFrameworks": False,
         "manageJobsWithoutQueueName": True,
         "admissionFairSharing": True,
         "resources.excludeResourcePrefixes": True,
@@ -243,6 +242,35 @@ def test_max_inflight_writes_reaches_the_options_and_its_help_names_the_default(
     assert bad.exit_code == 2 and "--max-inflight-writes" in bad.output
     help_text = " ".join(CliRunner().invoke(cli, ["run", "--help"]).output.split())
     assert f"(default: {WRITE_PARALLELISM}," in help_text
+
+
+def test_external_frameworks_reach_the_options_as_the_kinds_that_give_back_their_quota(
+    tmp_path: Path, started: list[operator.OperatorOptions]
+) -> None:
+    """Kueue's Kind.version.group, read as Kueue's ParseKindArg reads it; a malformed one is
+    refused as Kueue refuses it."""
+    frameworks = (
+        "integrations:\n  externalFrameworks: [AppWrapper.v1beta2.workload.codeflare.dev, Foo.v1.example.com]\n"
+    )
+    settings = parse(HEAD + frameworks)
+    assert settings.version == "v1beta2"  # the file's, whatever versions the kinds name
+    assert settings.external_frameworks == (
+        ("workload.codeflare.dev/v1beta2", "AppWrapper"),
+        ("example.com/v1", "Foo"),
+    )
+    assert _run(tmp_path, HEAD + frameworks, "--no-webhooks").exit_code == 0
+    assert started[0].external_frameworks == (
+        ("workload.codeflare.dev/v1beta2", "AppWrapper"),
+        ("example.com/v1", "Foo"),
+    )
+    assert CliRunner().invoke(cli, ["run", "--no-webhooks"]).exit_code == 0
+    assert started[1].external_frameworks == ()
+    bad = _run(tmp_path, HEAD + "integrations:\n  externalFrameworks: [AppWrapper]\n", "--no-webhooks")
+    assert bad.exit_code == 2
+    assert (
+        "integrations.externalFrameworks[0]: Invalid value: \"AppWrapper\": must be format, 'Kind.version.group.com'"
+        in (bad.output)
+    )
 
 
 def test_the_files_namespace_selector_is_applied_and_checked(

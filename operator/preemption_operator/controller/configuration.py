@@ -313,6 +313,9 @@ class KueueSettings:
     integrations: tuple[str, ...] | None = None
     """Kueue's framework names this operator integrates (unknown ones are in `ignored`)."""
     label_keys_to_copy: tuple[str, ...] | None = None
+    external_frameworks: tuple[tuple[str, str], ...] = ()
+    """integrations.externalFrameworks as (apiVersion, kind): the kinds whose controllers stop
+    their own jobs and give back their evicted Workloads' quota."""
     managed_jobs_namespace_selector: LabelSelector | None = None
     fair_sharing: tuple[str, ...] | None = None
     """The preemption strategies when fair sharing is on; None: off."""
@@ -426,16 +429,17 @@ def _settings(config: Configuration, body: Mapping[str, Any], source: str, versi
             ours.append(name)
         seen.add(name)
     values["integrations"] = tuple(ours)
+    external: list[tuple[str, str]] = []
     for index, name in enumerate(integrations.external_frameworks or ()):
         if not re.fullmatch(r"[^.]+\.[^.]+\..+", name):
             errors.append(
                 f'integrations.externalFrameworks[{index}]: Invalid value: "{name}": must be format, '
                 "'Kind.version.group.com'"
             )
-    ignore(
-        ("integrations", "externalFrameworks"),
-        "not applied: Workloads made by other controllers are admitted whatever made them",
-    )
+            continue
+        kind_name, kind_version, group = name.split(".", 2)  # as Kueue's schema.ParseKindArg reads it
+        external.append((f"{group}/{kind_version}", kind_name))
+    values["external_frameworks"] = tuple(external)
     ignore(("integrations", "podOptions"), "not applied (deprecated in Kueue): use managedJobsNamespaceSelector")
     if integrations.label_keys_to_copy is not None:
         values["label_keys_to_copy"] = tuple(integrations.label_keys_to_copy)

@@ -95,6 +95,9 @@ class OperatorOptions:
     """Kueue's managedJobsNamespaceSelector: jobs in other namespaces are left alone. None:
     Kueue's default, every namespace but kube-system and the operator's own."""
     label_keys_to_copy: tuple[str, ...] = ()
+    external_frameworks: tuple[tuple[str, str], ...] = ()
+    """Kueue's integrations.externalFrameworks, as (apiVersion, kind): an evicted Workload whose
+    controller owner is of one of these kinds keeps its quota until that controller clears it."""
     webhooks: WebhookSettings | None = None
     """None: no admission webhooks (queued jobs must be created suspended)."""
     visibility: VisibilitySettings | None = None
@@ -158,7 +161,7 @@ class Operator:
         own = options.webhooks.namespace if options.webhooks is not None else own_namespace()
         self.namespace_selector = options.managed_jobs_namespace_selector or default_namespace_selector(own)
         self._managed = namespace_selector(self.namespace_selector, own)
-        stopping = job_framework.stopping_owners(self.integrations)
+        stopping = job_framework.stopping_owners(self.integrations, options.external_frameworks)
         self.timeline = Timeline()
         self.scheduling = Scheduling.build(
             self.cache,

@@ -353,7 +353,12 @@ def of_kind(api_version: str, kind: str) -> Integration | None:
     return next((i for i in INTEGRATIONS.values() if (i.kind.api_version, i.kind.name) == (api_version, kind)), None)
 
 
-def stopping_owners(integrations: Iterable[Integration]) -> frozenset[tuple[str, str]]:
+def stopping_owners(
+    integrations: Iterable[Integration], external: Iterable[tuple[str, str]] = ()
+) -> frozenset[tuple[str, str]]:
     """(apiVersion, kind) of the jobs whose evicted Workloads keep their quota until the job has
-    stopped: what the scheduling loop is told of a Workload's controller owner."""
-    return frozenset((i.kind.api_version, i.kind.name) for i in integrations if i.reconciled and i.job_stops)
+    stopped: what the scheduling loop is told of a Workload's controller owner. `external`:
+    Kueue's externalFrameworks, kinds whose own controllers stop their jobs and then clear the
+    Workload's reservation, as Kueue leaves it to them."""
+    ours = ((i.kind.api_version, i.kind.name) for i in integrations if i.reconciled and i.job_stops)
+    return frozenset((*ours, *external))
