@@ -737,6 +737,46 @@ async def test_a_queue_status_someone_else_wrote_is_put_right_without_a_new_cycl
     assert h.api.count("PATCH", f"{path}/status") == 2  # the first status, then its repair
 
 
+@pytest.mark.looptime
+@pytest.mark.parametrize(
+    ("lands_after", "next_pass"),
+    [
+        (None, 1.0),  # an API server that answers at once: a pass a second, as Kueue's
+        (0.5, 1.5),  # the writes landed at 0.5 s: the second runs from there
+        (5.0, 2.0),  # still on their way: one more second at most
+    ],
+)
+async def test_a_queue_status_pass_waits_for_the_last_ones_writes_to_land_up_to_a_second_more(
+    lands_after: float | None, next_pass: float
+) -> None:
+    """Back-pressure on a busy API server: a status pass every second on top of slow writes kept
+    a status write of every queue in flight all the time (Kueue's harness at 1/10 scale: a pass's
+    writes took 0.8 s on average), competing with the admissions and the job controllers."""
+    h = Harness(scenario([cluster_queue("cq", 2)], admitted("a", "cq", 1)))
+    path = kinds.ClusterQueue.path("cq")
+    held = h.api.hold("PATCH", f"{path}/status") if lands_after is not None else None
+    passes: list[float] = []
+    queue = h.s.publisher.queue
+
+    def counted(now: Any) -> None:
+        passes.append(asyncio.get_running_loop().time() - started)
+        queue(now)
+        h.s.publisher.due()  # always something to publish again
+
+    h.s.publisher.queue = counted  # type: ignore[method-assign]
+    started = asyncio.get_running_loop().time()
+    h.s.publisher.due()
+    task = asyncio.create_task(h.s.publisher.run())
+    if held is not None and lands_after is not None:
+        await asyncio.sleep(lands_after)
+        held.gate.set()
+    await asyncio.sleep(max(lands_after or 0.0, next_pass) + 0.01)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert passes[:2] == [pytest.approx(0.0, abs=1e-6), pytest.approx(next_pass, abs=1e-6)]
+
+
 async def test_queue_status_writes_go_clusterqueues_first_and_a_newer_pass_replaces_a_queued_one() -> None:
     """Kueue's large-scale config (1,000 ClusterQueues): a pass had more statuses to write than
     its second allowed, and the next pass waited for them all, so most statuses lagged their
