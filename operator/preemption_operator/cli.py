@@ -424,7 +424,7 @@ def run(
             liveness_seconds=liveness_seconds,
             qps=pick("kube_api_qps", kube_api_qps, "qps"),
             burst=pick("kube_api_burst", kube_api_burst, "burst"),
-            **({} if max_inflight_writes is None else {"inflight_writes": max_inflight_writes}),
+            **({} if max_inflight_writes is None else {"max_inflight_writes": max_inflight_writes}),
             integrations=named,
             managed_jobs_namespace_selector=selector,
             label_keys_to_copy=_copy_of(settings, label_keys_to_copy),

@@ -16,7 +16,7 @@ from builders import simulate_cli
 from preemption_operator.cli import cli
 from preemption_operator.controller import configuration, operator
 from preemption_operator.controller.configuration import ConfigurationError, parse
-from preemption_operator.controller.decisions import WRITE_PARALLELISM
+from preemption_operator.controller.decisions import MAX_INFLIGHT_WRITES
 from preemption_operator.engine import selectors
 from preemption_operator.engine.pods_ready import WaitForPodsReady
 
@@ -237,11 +237,11 @@ def test_max_inflight_writes_reaches_the_options_and_its_help_names_the_default(
 ) -> None:
     assert CliRunner().invoke(cli, ["run", "--no-webhooks", "--max-inflight-writes=3"]).exit_code == 0
     assert CliRunner().invoke(cli, ["run", "--no-webhooks"]).exit_code == 0
-    assert [options.inflight_writes for options in started] == [3, WRITE_PARALLELISM]
+    assert [options.max_inflight_writes for options in started] == [3, MAX_INFLIGHT_WRITES]
     bad = CliRunner().invoke(cli, ["run", "--max-inflight-writes=0"])
     assert bad.exit_code == 2 and "--max-inflight-writes" in bad.output
     help_text = " ".join(CliRunner().invoke(cli, ["run", "--help"]).output.split())
-    assert f"(default: {WRITE_PARALLELISM}," in help_text
+    assert f"(default: {MAX_INFLIGHT_WRITES}," in help_text
 
 
 def test_external_frameworks_reach_the_options_as_the_kinds_that_give_back_their_quota(

@@ -21,7 +21,7 @@ from preemption_operator.api.objects import parse_object
 from preemption_operator.api.quantity import parse_quantity
 from preemption_operator.controller import publisher as publisher_module
 from preemption_operator.controller import write_queue as write_queue_module
-from preemption_operator.controller.decisions import WRITE_PARALLELISM
+from preemption_operator.controller.decisions import MAX_INFLIGHT_WRITES
 from preemption_operator.controller.faults import Faults
 from preemption_operator.controller.linter import LintResult, analyse_setup
 from preemption_operator.controller.metrics import Metrics
@@ -62,7 +62,7 @@ class Harness:
         leading: Callable[[], bool] = lambda: True,
         faults: Faults | None = None,
         fair_sharing: FairSharing = OFF,
-        inflight_writes: int = WRITE_PARALLELISM,
+        max_inflight_writes: int = MAX_INFLIGHT_WRITES,
     ) -> None:
         self.api = FakeApi()
         for body in objects:
@@ -80,7 +80,7 @@ class Harness:
             faults=faults,
             rounds=64,
             analyse=analyse_here,
-            inflight_writes=inflight_writes,
+            max_inflight_writes=max_inflight_writes,
         )
         self.loop = self.s.loop
         self.sync()
@@ -161,7 +161,8 @@ async def test_no_more_status_writes_are_in_flight_than_asked(limit: int) -> Non
     API; only `limit` of them are sent before one is answered, and all are written in the end."""
     names = {f"w{i}" for i in range(1, 5)}
     h = Harness(
-        scenario([cluster_queue("cq", 4)], *(pending(name, "cq", 1) for name in sorted(names))), inflight_writes=limit
+        scenario([cluster_queue("cq", 4)], *(pending(name, "cq", 1) for name in sorted(names))),
+        max_inflight_writes=limit,
     )
     hold = h.api.hold("PATCH", f"{WL}/*/status")
     assert len(h.loop.cycle().admitted) == 4

@@ -35,7 +35,7 @@ from .write_queue import WriteQueue
 
 log = logging.getLogger(__name__)
 
-WRITE_PARALLELISM = 8  # as Kueue issues preemptions; run --max-inflight-writes
+MAX_INFLIGHT_WRITES = 8  # as Kueue issues preemptions; run --max-inflight-writes
 RETRY_START = 1.0
 VERIFY_START = 0.5  # first look at a workload whose write may or may not have taken effect
 VERIFY_MAX = 10.0
@@ -56,7 +56,7 @@ class DecisionWriter:
         wakeups: Wakeups,
         faults: Faults | None = None,
         *,
-        parallelism: int = WRITE_PARALLELISM,
+        max_inflight_writes: int = MAX_INFLIGHT_WRITES,
         timeline: Timeline | None = None,
     ) -> None:
         self.cache = cache
@@ -67,7 +67,7 @@ class DecisionWriter:
         self.wakeups = wakeups
         self.faults = faults or Faults()
         self.timeline = timeline
-        self.queue = WriteQueue(self._write, self._drop, parallelism)
+        self.queue = WriteQueue(self._write, self._drop, max_inflight_writes)
         self.failed_writes = 0
         self._verifying: dict[int, asyncio.Task[None]] = {}
         """Decisions whose write may have taken effect: they stay assumed until a read says."""

@@ -37,7 +37,7 @@ from ..k8s.writer import COMPONENT, StatusWriter
 from . import http
 from .dashboard import DashboardSettings
 from .dashboard import serve as serve_dashboard
-from .decisions import WRITE_PARALLELISM
+from .decisions import MAX_INFLIGHT_WRITES
 from .faults import Faults
 from .feature_gates import gate_warnings, prioritize_preemptors
 from .integrations import CrdWatch, CustomResourceDefinition, default_namespace_selector, namespace_selector
@@ -86,7 +86,7 @@ class OperatorOptions:
     qps: float = 0.0
     """A client-side limit on requests per second (0: none), as Kueue's clientConnection.qps."""
     burst: int | None = None
-    inflight_writes: int = WRITE_PARALLELISM
+    max_inflight_writes: int = MAX_INFLIGHT_WRITES
     """Status writes (admissions, evictions, pending reasons) in flight at once."""
     integrations: tuple[str, ...] | None = None
     """Kueue's framework names of the job kinds to queue (and those they imply); None: every
@@ -174,7 +174,7 @@ class Operator:
             faults=options.faults,
             job_stops=lambda wl: wl.owner in stopping,
             timeline=self.timeline,
-            inflight_writes=options.inflight_writes,
+            max_inflight_writes=options.max_inflight_writes,
         )
         feeder = self.scheduling.feeder
         if options.dashboard is not None:  # only the dashboard shows the timeline

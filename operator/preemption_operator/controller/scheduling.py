@@ -15,7 +15,7 @@ from ..engine.cache import Cache
 from ..engine.workload import WorkloadInfo
 from ..k8s.events import EventSink
 from ..k8s.writer import StatusWriter
-from .decisions import WRITE_PARALLELISM, DecisionWriter
+from .decisions import MAX_INFLIGHT_WRITES, DecisionWriter
 from .faults import Faults
 from .feeder import CacheFeeder
 from .linter import Linter, LintResult, setup_wires
@@ -53,7 +53,7 @@ class Scheduling:
         job_stops: Callable[[WorkloadInfo], bool] = lambda wl: False,
         analyse: Callable[[list[dict[str, Any]]], Awaitable[LintResult]] | None = None,
         timeline: Timeline | None = None,
-        inflight_writes: int = WRITE_PARALLELISM,
+        max_inflight_writes: int = MAX_INFLIGHT_WRITES,
     ) -> Scheduling:
         """`analyse`: how lint runs (default: in a child process)."""
         wakeups = Wakeups()
@@ -75,7 +75,15 @@ class Scheduling:
         )
         feeder = CacheFeeder(cache, wakeups, setup_changed=linter.changed)
         decisions = DecisionWriter(
-            cache, writer, feeder, events, metrics, wakeups, faults, parallelism=inflight_writes, timeline=timeline
+            cache,
+            writer,
+            feeder,
+            events,
+            metrics,
+            wakeups,
+            faults,
+            max_inflight_writes=max_inflight_writes,
+            timeline=timeline,
         )
         publisher = QueueStatusPublisher(
             cache, writer, feeder, metrics, leading, lambda: linter.result, lambda: loop.state.inadmissible
