@@ -12,6 +12,7 @@ from typing import Any
 
 from builders import KUEUE, cluster_queue, workload
 from preemption_operator.testing.operator_process import OperatorPool, wait_until
+from preemption_operator.testing.workload_status import is_true
 
 from .scenario import Scenario
 
@@ -57,11 +58,6 @@ def test_kueues_documented_configuration_starts_the_operator_and_applies(
     assert "Traceback" not in op.log()
 
 
-def _condition(wl: dict[str, Any], kind: str) -> dict[str, Any]:
-    found = [c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == kind]
-    return found[0] if found else {}
-
-
 def test_an_external_frameworks_evicted_workload_keeps_its_quota_until_its_controller_clears_it(
     scenario: Scenario, operators: OperatorPool, tmp_path: Path
 ) -> None:
@@ -103,15 +99,15 @@ def test_an_external_frameworks_evicted_workload_keeps_its_quota_until_its_contr
 
     def victim_evicted() -> dict[str, Any]:
         wl = sc.workload("victim")
-        assert _condition(wl, "Evicted").get("status") == "True", wl.get("status")
+        assert is_true(wl, "Evicted"), wl.get("status")
         return wl
 
     evicted = wait_until(victim_evicted, timeout=60, what="victim evicted", diagnostics=operators.diagnostics)
     # The eviction's own write leaves the reservation: only the external controller clears it.
-    assert _condition(evicted, "Preempted").get("status") == "True"
-    assert _condition(evicted, "QuotaReserved").get("status") == "True", evicted["status"]
+    assert is_true(evicted, "Preempted")
+    assert is_true(evicted, "QuotaReserved"), evicted["status"]
     assert evicted["status"]["admission"]["clusterQueue"] == sc.name("q")
-    assert _condition(sc.workload("preemptor"), "QuotaReserved").get("status") != "True"
+    assert not is_true(sc.workload("preemptor"), "QuotaReserved")
 
     # The external controller has stopped its job: it clears the reservation, as Kueue's
     # jobframework does, and the preemptor takes the quota.
